@@ -1,0 +1,50 @@
+// Element types of tensors and checkpoints, and exact scalar conversions between them.
+// Rounding to narrower formats is round-to-nearest-even unless a function says otherwise.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace day0 {
+
+enum class DType : std::uint8_t {
+  f64, f32, f16, bf16,
+  f8_e4m3,   // OCP E4M3 "fn": no infinities, NaN = S.1111.111, max 448
+  f8_e5m2,   // OCP E5M2: IEEE-like, with infinities
+  e8m0,      // unsigned power-of-two scale 2^(c-127); c = 255 is NaN
+  fp4_e2m1,  // MX FP4, two values per byte (element 2i in the low nibble)
+  i64, i32, i16, i8, u64, u32, u16, u8, boolean,
+};
+
+// Size of one element in bits (4 for fp4_e2m1).
+int dtype_bits(DType t);
+bool dtype_is_float(DType t);
+// Short lower-case name used in reports ("bf16", "fp4_e2m1").
+std::string_view dtype_name(DType t);
+// safetensors header names ("BF16", "F8_E4M3", "F8_E8M0", "F4", "U8", ...).
+std::string_view dtype_safetensors_name(DType t);
+std::optional<DType> dtype_from_safetensors_name(std::string_view name);
+
+// --- exact scalar conversions (bit patterns in, bit patterns out) ---
+float bf16_to_f32(std::uint16_t bits);
+std::uint16_t f32_to_bf16(float x);  // RNE; NaN stays NaN (quiet), sign kept
+
+float f16_to_f32(std::uint16_t bits);
+std::uint16_t f32_to_f16(float x);   // RNE incl. subnormals; overflow -> inf; NaN -> quiet NaN
+
+float e4m3_to_f32(std::uint8_t bits);
+// RNE. Finite values beyond the largest normal (448) round to NaN unless `saturate`, which clamps to +-448.
+std::uint8_t f32_to_e4m3(float x, bool saturate = false);
+
+float e5m2_to_f32(std::uint8_t bits);
+
+float e8m0_to_f32(std::uint8_t bits);  // 2^(bits-127); 255 -> NaN; 0 -> 2^-127 (an f32 subnormal)
+// Nearest power of two for positive finite x (halfway in linear value rounds up); NaN, inf, x <= 0 -> 255.
+std::uint8_t f32_to_e8m0(float x);
+
+float fp4_e2m1_to_f32(std::uint8_t nibble);  // low 4 bits used
+// RNE, saturates to +-6 (MX convention). FP4 has no NaN code: NaN maps to +6 (0x7); callers that care check first.
+std::uint8_t f32_to_fp4_e2m1(float x);
+
+}  // namespace day0
