@@ -1,0 +1,138 @@
+// day0 inspect: architecture summary, parameter counts, bytes by dtype, op coverage, weight check.
+// Works from config.json alone; with weights present it also checks every expected tensor.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "apps/day0/commands.h"
+#include "arch/registry.h"
+#include "io/checkpoint.h"
+#include "model/op_plan.h"
+#include "model/weights.h"
+#include "ops/registry.h"
+
+namespace day0::app {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+namespace {
+
+std::string billions(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f B", n / 1e9);
+  return buf;
+}
+
+std::string gigabytes(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, n >= 1e8 ? "%.2f GB" : "%.1f KB", n >= 1e8 ? n / 1e9 : n / 1e3);
+  return buf;
+}
+
+void print_summary(const ModelSpec& spec) {
+  std::map<std::string, int> types;
+  for (const auto& L : spec.layers) ++types[L.layer_type];
+  std::printf("family        %s (%s)\n", spec.family.c_str(), spec.architecture.c_str());
+  std::printf("layers        %zu:", spec.layers.size());
+  for (auto& [t, n] : types) std::printf(" %d %s", n, t.c_str());
+  std::printf("\nhidden        %d, vocab %d, max positions %d, embeddings %s\n", spec.hidden_size, spec.vocab_size,
+              spec.max_position, spec.tie_embeddings ? "tied" : "untied");
+  if (!spec.layers.empty()) {
+    const AttentionSpec& a = spec.layers[0].mixer.attention;
+    const MoESpec& m = spec.layers[0].channel.moe;
+    std::printf("attention     %d heads / %d kv heads, head_dim %d%s", a.n_heads, a.n_kv_heads, a.head_dim,
+                a.sinks ? ", sinks" : "");
+    for (const auto& L : spec.layers)
+      if (L.mixer.attention.sliding_window > 0) {
+        std::printf(", sliding window %d", L.mixer.attention.sliding_window);
+        break;
+      }
+    if (a.rope.kind == RopeKind::yarn)
+      std::printf(", YaRN theta %g factor %g (attention factor %.4f)", a.rope.theta, a.rope.factor,
+                  a.rope.attention_factor);
+    std::printf("\nmoe           %d experts, top-%d, intermediate %d, %s experts, swiglu limit %g\n", m.n_experts,
+                m.top_k, m.intermediate, spec.quantization.empty() ? "dense" : spec.quantization.c_str(),
+                m.swiglu_limit);
+  }
+}
+
+// Parameters and bytes; dtypes come from the checkpoint when present, else the first accepted dtype.
+void print_sizes(const ModelSpec& spec, const Checkpoint* checkpoint) {
+  double total = 0, active = 0;
+  std::map<std::string, double> by_group;
+  std::map<std::string, double> bytes_by_dtype;
+  for (const auto& w : spec.weights) {
+    total += w.logical_params;
+    by_group[w.group] += w.logical_params;
+    // Active = what one token's forward multiplies by: routed experts count k/E; the embedding table is
+    // only indexed (the published model cards count it out too), unless it doubles as the tied lm_head.
+    double share = (w.group == "embedding" && !spec.tie_embeddings) ? 0.0 : 1.0;
+    if (w.expert && !spec.layers.empty())
+      share = double(spec.layers[0].channel.moe.top_k) / spec.layers[0].channel.moe.n_experts;
+    active += w.logical_params * share;
+    DType dt = w.dtypes.front();
+    if (checkpoint)
+      if (const auto* e = checkpoint->find(w.name)) dt = e->info->dtype;
+    double numel = 1;
+    for (auto d : w.shape) numel *= double(d);
+    std::string key(dtype_name(dt));
+    if (w.group == "experts" && dt == DType::u8) key = "u8 (mxfp4 blocks+scales)";
+    bytes_by_dtype[key] += numel * dtype_bits(dt) / 8;
+  }
+  std::printf("parameters    %s total, %s active per token\n", billions(total).c_str(), billions(active).c_str());
+  for (auto& [g, n] : by_group) std::printf("  %-11s %s\n", g.c_str(), billions(n).c_str());
+  double all = 0;
+  for (auto& [d, b] : bytes_by_dtype) all += b;
+  std::printf("bytes         %s%s\n", gigabytes(all).c_str(), checkpoint ? "" : " (published layout, from config)");
+  for (auto& [d, b] : bytes_by_dtype) std::printf("  %-25s %s\n", d.c_str(), gigabytes(b).c_str());
+}
+
+bool print_coverage(const ModelSpec& spec, const std::string& backend) {
+  std::printf("op coverage   backend %s\n", backend.c_str());
+  bool complete = true;
+  for (const auto& use : ops_used(spec)) {
+    auto entry = op_coverage(backend, use.kind);
+    if (!entry.ok()) {
+      fail(entry.error().message);
+      return false;
+    }
+    complete &= *entry != OpEntry::missing;
+    std::printf("  %-20s %-9s %s\n", std::string(op_kind_name(use.kind)).c_str(),
+                std::string(op_entry_name(*entry)).c_str(), use.detail.c_str());
+  }
+  if (!complete) std::printf("  (ops marked missing must be implemented before this backend can run the model)\n");
+  return true;
+}
+
+}  // namespace
+
+int inspect(const InspectOptions& o) {
+  auto spec = model_spec_from_dir(o.dir);
+  if (!spec.ok()) return fail(spec.error().message);
+  std::printf("model         %s\n", o.dir.c_str());
+  print_summary(*spec);
+  if (!Checkpoint::has_weights(o.dir)) {
+    print_sizes(*spec, nullptr);
+    if (!print_coverage(*spec, o.backend)) return 1;
+    std::printf("weights       none in %s (config-only inspection)\n", o.dir.c_str());
+    return 0;
+  }
+  auto checkpoint = Checkpoint::open_dir(o.dir);
+  if (!checkpoint.ok()) return fail(checkpoint.error().message);
+  print_sizes(*spec, &*checkpoint);
+  if (!print_coverage(*spec, o.backend)) return 1;
+  const WeightCheck check = check_weights(*spec, *checkpoint);
+  std::printf("weights       %zu files, %zu tensors expected, %zu problems, %zu unexpected\n",
+              checkpoint->files().size(), spec->weights.size(), check.problems.size(), check.unexpected.size());
+  for (const auto& p : check.problems) std::printf("  problem     %s: %s\n", p.name.c_str(), p.fault.c_str());
+  for (const auto& n : check.unexpected) std::printf("  unexpected  %s\n", n.c_str());
+  if (!check.ok())
+    return fail(std::to_string(check.problems.size()) + " weight problem(s) in " + o.dir + "; first: " +
+                check.problems[0].name + ": " + check.problems[0].fault);
+  return 0;
+}
+
+}  // namespace day0::app

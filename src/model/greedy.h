@@ -1,0 +1,24 @@
+// Greedy decoding of one sequence: prefill the prompt, then one token per step over the KV cache.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/executor.h"
+
+namespace day0 {
+
+struct GreedyResult {
+  std::vector<std::int32_t> tokens;  // generated, not including the prompt
+  std::vector<Tensor> step_logits;   // [1, V] logits that chose each token (kept on request)
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+// argmax with the lowest index on ties (as torch.argmax).
+std::int32_t argmax_token(const Tensor& logits_row);
+
+Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::int32_t> prompt, int max_new_tokens,
+                                     bool keep_logits = false);
+
+}  // namespace day0

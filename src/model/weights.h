@@ -1,0 +1,39 @@
+// Binds a ModelSpec's weight manifest to a checkpoint: every declared tensor present, with the declared
+// shape and an accepted dtype, before any byte is used.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "arch/model_spec.h"
+#include "io/checkpoint.h"
+
+namespace day0 {
+
+struct WeightProblem {
+  std::string name;
+  std::string fault;  // "missing", "shape [..] expected [..]", "dtype f32 expected bf16|f32|f16"
+};
+
+struct WeightCheck {
+  std::vector<WeightProblem> problems;
+  std::vector<std::string> unexpected;  // in the checkpoint, not in the manifest
+  bool ok() const { return problems.empty(); }
+};
+
+WeightCheck check_weights(const ModelSpec& spec, const Checkpoint& checkpoint);
+
+class ModelWeights {
+ public:
+  // Fails with the list of problems (first few named, count of the rest) if the check fails.
+  static Result<ModelWeights> bind(const ModelSpec& spec, const Checkpoint& checkpoint);
+  // Manifest names only; an absent name is a programming error.
+  const Tensor& get(const std::string& name) const;
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+
+ private:
+  std::map<std::string, Tensor> tensors_;
+};
+
+}  // namespace day0

@@ -1,0 +1,115 @@
+// CPU reference: embedding, norms, linear, residual add, lm head; checks shared by the other CPU files.
+#include "ops/cpu/cpu_ops.h"
+
+#include <cmath>
+#include <string>
+
+namespace day0 {
+
+OpEntry CpuOps::entry(OpKind kind) const {
+  switch (kind) {
+    case OpKind::lm_head: return OpEntry::composed;      // linear without bias
+    case OpKind::moe_experts: return OpEntry::composed;  // expert_matmul_mxfp4 + swiglu_clamped
+    default: return OpEntry::native;
+  }
+}
+
+float load_f32(const Tensor& t, std::int64_t i) {
+  switch (t.dtype()) {
+    case DType::f32: return t.data<float>()[i];
+    case DType::bf16: return bf16_to_f32(t.data<std::uint16_t>()[i]);
+    case DType::f16: return f16_to_f32(t.data<std::uint16_t>()[i]);
+    default: return std::nanf("");
+  }
+}
+
+static bool is_float_weight(const Tensor& t) {
+  return t.dtype() == DType::f32 || t.dtype() == DType::bf16 || t.dtype() == DType::f16;
+}
+
+Status check_f32_matrix(const Tensor& t, const char* op, const char* what, std::int64_t rows, std::int64_t cols) {
+  if (t.dtype() != DType::f32 || t.dim() != 2 || t.size(0) != rows || t.size(1) != cols || !t.is_contiguous() ||
+      t.device() != Device::cpu)
+    return make_error(std::string(op) + ": " + what + " must be contiguous f32 [" + std::to_string(rows) + ", " +
+                      std::to_string(cols) + "] on cpu, got " + std::string(dtype_name(t.dtype())) + " " +
+                      shape_to_string(t.shape()));
+  return Status::success();
+}
+
+static Status check_weight(const Tensor& w, const char* op, const char* what, const Shape& shape) {
+  if (!is_float_weight(w) || w.shape() != shape || !w.is_contiguous())
+    return make_error(std::string(op) + ": " + what + " must be a contiguous float tensor " + shape_to_string(shape) +
+                      ", got " + std::string(dtype_name(w.dtype())) + " " + shape_to_string(w.shape()));
+  return Status::success();
+}
+
+Status CpuOps::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  if (table.dim() != 2) return make_error("embedding: table must be 2-D, got " + shape_to_string(table.shape()));
+  const std::int64_t V = table.size(0), H = table.size(1);
+  D0_RETURN_IF_ERROR(check_weight(table, "embedding", "table", {V, H}));
+  if (ids.dtype() != DType::i32 || ids.dim() != 1) return make_error("embedding: ids must be i32 [S]");
+  const std::int64_t S = ids.size(0);
+  D0_RETURN_IF_ERROR(check_f32_matrix(out, "embedding", "out", S, H));
+  for (std::int64_t s = 0; s < S; ++s) {
+    const std::int64_t id = ids.data<std::int32_t>()[s];
+    if (id < 0 || id >= V)
+      return make_error("embedding: token id " + std::to_string(id) + " at position " + std::to_string(s) +
+                        " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    for (std::int64_t h = 0; h < H; ++h) out.data<float>()[s * H + h] = load_f32(table, id * H + h);
+  }
+  return Status::success();
+}
+
+Status CpuOps::rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) {
+  if (x.dim() != 2) return make_error("rms_norm: x must be 2-D");
+  const std::int64_t S = x.size(0), H = x.size(1);
+  D0_RETURN_IF_ERROR(check_f32_matrix(x, "rms_norm", "x", S, H));
+  D0_RETURN_IF_ERROR(check_weight(w, "rms_norm", "weight", {H}));
+  D0_RETURN_IF_ERROR(check_f32_matrix(out, "rms_norm", "out", S, H));
+  for (std::int64_t s = 0; s < S; ++s) {
+    const float* xr = x.data<float>() + s * H;
+    float sum_sq = 0.f;
+    for (std::int64_t h = 0; h < H; ++h) sum_sq += xr[h] * xr[h];
+    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(H) + eps);
+    for (std::int64_t h = 0; h < H; ++h) {
+      const float weight = load_f32(w, h) + (plus_one ? 1.f : 0.f);
+      out.data<float>()[s * H + h] = weight * (xr[h] * inv_rms);
+    }
+  }
+  return Status::success();
+}
+
+Status CpuOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  if (x.dim() != 2 || w.dim() != 2) return make_error("linear: x and weight must be 2-D");
+  const std::int64_t S = x.size(0), in = x.size(1), n_out = w.size(0);
+  D0_RETURN_IF_ERROR(check_f32_matrix(x, "linear", "x", S, in));
+  D0_RETURN_IF_ERROR(check_weight(w, "linear", "weight", {n_out, in}));
+  if (bias.defined() && bias.numel() > 0) D0_RETURN_IF_ERROR(check_weight(bias, "linear", "bias", {n_out}));
+  D0_RETURN_IF_ERROR(check_f32_matrix(out, "linear", "out", S, n_out));
+  const bool has_bias = bias.defined() && bias.numel() > 0;
+  // Weights are upcast one row at a time so bf16 checkpoints need no f32 copy.
+  std::vector<float> row(in);
+  for (std::int64_t o = 0; o < n_out; ++o) {
+    for (std::int64_t i = 0; i < in; ++i) row[i] = load_f32(w, o * in + i);
+    const float b = has_bias ? load_f32(bias, o) : 0.f;
+    for (std::int64_t s = 0; s < S; ++s) {
+      const float* xr = x.data<float>() + s * in;
+      float acc = 0.f;
+      for (std::int64_t i = 0; i < in; ++i) acc += xr[i] * row[i];
+      out.data<float>()[s * n_out + o] = acc + b;
+    }
+  }
+  return Status::success();
+}
+
+Status CpuOps::add(Tensor& x, const Tensor& y) {
+  if (x.dim() != 2) return make_error("add: x must be 2-D");
+  D0_RETURN_IF_ERROR(check_f32_matrix(x, "add", "x", x.size(0), x.size(1)));
+  D0_RETURN_IF_ERROR(check_f32_matrix(y, "add", "y", x.size(0), x.size(1)));
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] += y.data<float>()[i];
+  return Status::success();
+}
+
+Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
+
+}  // namespace day0

@@ -1,0 +1,24 @@
+// Names of operators and how a backend provides each (the operator coverage checklist).
+#pragma once
+
+#include <string_view>
+
+namespace day0 {
+
+enum class OpKind {
+  embedding, rms_norm, linear, rope, attention, router_topk_softmax,
+  expert_matmul_mxfp4, swiglu_clamped, moe_experts, add, lm_head,
+  count_,
+};
+
+enum class OpEntry {
+  native,    // a dedicated implementation on this backend
+  composed,  // expressed with other registered ops
+  fallback,  // the CPU reference run with transfers
+  missing,
+};
+
+std::string_view op_kind_name(OpKind k);
+std::string_view op_entry_name(OpEntry e);
+
+}  // namespace day0

@@ -1,0 +1,69 @@
+// The operator set the executor calls, one virtual interface per backend.
+// Activations are f32 [tokens, features] row-major; weights may be bf16/f16/f32 (ops upcast on read).
+// Every op validates shapes and returns a Status; none allocates its output (the caller owns it).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/op_kind.h"
+#include "ops/rope.h"
+
+namespace day0 {
+
+struct AttentionParams {
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int sliding_window = 0;  // 0 = full causal
+  float scale = 1.f;
+};
+
+struct SwigluParams {
+  float alpha = 1.702f;
+  float limit = 7.0f;
+  bool interleaved = true;  // gate_up column 2j gate_j, 2j+1 up_j; else [gate | up]
+};
+
+// One MXFP4 expert matrix set [E, out, in] as stored: blocks [E, out, in/32, 16], scales [E, out, in/32].
+struct Mxfp4Experts {
+  Tensor blocks, scales, bias;  // bias [E, out] may be undefined
+  int n_experts = 0, out = 0, in = 0;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual std::string_view backend() const = 0;
+  virtual OpEntry entry(OpKind kind) const = 0;
+
+  // out[s] = table[ids[s]]; ids i32 [S]; an id outside the table is an error.
+  virtual Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  // out = w * x * rsqrt(mean(x^2) + eps)   (plus_one: (1 + w) * ...)
+  virtual Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
+  // out = x W^T + b; W [out, in]; bias optional (undefined Tensor).
+  virtual Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
+  // In place on x [S, n_heads * head_dim]: half-split rotation of the first rotary_dim lanes per head.
+  virtual Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const std::vector<float>& inv_freq,
+                      float attention_factor) = 0;
+  // q [S, nH*d] at absolute positions q_pos [S] over keys/values [T, kvH*d] at positions 0..T-1;
+  // causal, optional sliding window, optional per-head sink logits [nH]. out [S, nH*d].
+  virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
+                           const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
+  // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
+  virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
+  // out [n, E.out] = x [n, in] W_e^T + b_e for one expert e of an MXFP4 set.
+  virtual Status expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) = 0;
+  // h [n, I] from gate_up [n, 2I]: (up + 1) * g * sigmoid(alpha g), g = min(gate, limit), up clamped.
+  virtual Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) = 0;
+  // Routed experts: out[s] = sum_j weights[s,j] * down_e(swiglu(gate_up_e(x[s]))), e = indices[s,j].
+  virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                             const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) = 0;
+  // x += y
+  virtual Status add(Tensor& x, const Tensor& y) = 0;
+  // logits [S, V] = x [S, H] W^T
+  virtual Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+};
+
+}  // namespace day0
