@@ -33,6 +33,7 @@ class Checkpoint {
   Result<Tensor> tensor(std::string_view name) const;
 
  private:
+  std::string dir_;
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;
   std::vector<std::pair<std::string, Entry>> entries_;  // sorted by name
 };

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -42,7 +44,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   std::uint64_t file_bytes() const { return file_bytes_; }
 
-  // A borrowed CPU view into the mapping; it keeps the mapping alive.
+  // A borrowed CPU view into the mapping; it keeps the mapping alive. The mapping is read-only
+  // (PROT_READ, MAP_PRIVATE): never write through the view. The view is byte-addressed: safetensors
+  // offsets need not be aligned to the element size, so callers that need aligned access copy
+  // (Tensor::clone). `info` is looked up by name in this file; an undefined Tensor() comes back for a
+  // name this file does not hold.
   Tensor tensor(const TensorInfo& info) const;
 
  private:
@@ -56,8 +62,20 @@ class SafetensorsFile {
   std::weak_ptr<const SafetensorsFile> self_;
 };
 
-// Writes tensors (contiguous, CPU) in name order, with optional string metadata.
+// Writes tensors (contiguous, CPU) in name order, with optional string metadata. The header is padded
+// with spaces to a multiple of 8 bytes; the file is written to a temporary name in the same directory
+// and renamed over `path`, so readers never see a half-written file. Errors on duplicate or reserved
+// ("__metadata__") names, non-CPU or non-contiguous tensors and F4 tensors of odd element count.
 Status write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
+
+namespace detail {
+// Parses `text` as JSON into `out`, rejecting what nlohmann::json would silently accept: duplicate
+// object keys (it keeps the last) and nesting deeper than 64 levels. The error is one line without a
+// file path (callers prefix it). Shared by safetensors.cpp and checkpoint.cpp.
+Status parse_json_strict(std::string_view text, nlohmann::json& out);
+// `s` in double quotes, control bytes escaped, cut to at most 200 bytes: safe to put in a one-line error.
+std::string quote_for_error(std::string_view s);
+}  // namespace detail
 
 }  // namespace day0

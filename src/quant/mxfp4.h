@@ -12,7 +12,7 @@ inline constexpr int kMxfp4GroupSize = 32;
 inline constexpr int kMxfp4GroupBytes = 16;
 
 // Decodes one row of `n_in` values (n_in % 32 == 0) to f32: value = FP4[nibble] * 2^(scale - 127).
-// Exact: every MXFP4 value is representable in f32 (and in bf16).
+// Exact wherever the value is in f32 range (and so in bf16); the largest scale codes (>= 253) can overflow to +-inf.
 void mxfp4_decode_row(const std::uint8_t* blocks, const std::uint8_t* scales, std::int64_t n_in, float* out);
 void mxfp4_decode_row_bf16(const std::uint8_t* blocks, const std::uint8_t* scales, std::int64_t n_in,
                            std::uint16_t* out);
