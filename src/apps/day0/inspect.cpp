@@ -20,9 +20,11 @@ int fail(const std::string& message) {
 
 namespace {
 
+// Parameter counts: billions for real models, exact below a million (tiny fixtures).
 std::string billions(double n) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f B", n / 1e9);
+  if (n >= 1e6) std::snprintf(buf, sizeof buf, "%.3f B", n / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.0f", n);
   return buf;
 }
 
