@@ -2,8 +2,10 @@
 #include "core/tensor.h"
 
 #include <cassert>
+#include <cstddef>
 #include <cstring>
 #include <limits>
+#include <new>
 
 namespace day0 {
 
@@ -19,14 +21,22 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 Result<std::int64_t> shape_numel(const Shape& shape) {
-  std::int64_t n = 1;
+  // The product of the non-zero dimensions must fit even when some dimension is zero: strides and row
+  // sizes are partial products, and the answer must not depend on where the zero sits ([0, 2^40, 2^40]
+  // and [2^40, 2^40, 0] are both rejected).
+  std::int64_t nonzero_product = 1;
+  bool has_zero = false;
   for (std::int64_t d : shape) {
     if (d < 0) return make_error("negative dimension in shape " + shape_to_string(shape));
-    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+    if (d == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nonzero_product > std::numeric_limits<std::int64_t>::max() / d)
       return make_error("shape " + shape_to_string(shape) + " overflows int64 element count");
-    n *= d;
+    nonzero_product *= d;
   }
-  return n;
+  return has_zero ? 0 : nonzero_product;
 }
 
 static Shape contiguous_strides(const Shape& shape) {
@@ -93,15 +103,33 @@ Tensor Tensor::slice_rows(std::int64_t begin, std::int64_t end) const {
   Tensor t = *this;
   t.shape_[0] = end - begin;
   const std::int64_t row_elems = shape_[0] == 0 ? 0 : numel() / shape_[0];
-  t.data_ = static_cast<std::byte*>(data_) + begin * row_elems * dtype_bits(dtype_) / 8;
+  const std::int64_t offset_bits = begin * row_elems * dtype_bits(dtype_);
+  // A packed fp4 slice must start on a byte: an odd starting element would sit in a high nibble.
+  assert(offset_bits % 8 == 0 && "slice_rows: fp4 rows must start on a byte boundary");
+  t.data_ = static_cast<std::byte*>(data_) + offset_bits / 8;
   return t;
 }
 
 Tensor Tensor::clone() const {
   assert(is_contiguous() && device_ == Device::cpu);
   Tensor t = zeros(shape_, dtype_);
-  std::memcpy(t.data_, data_, nbytes());
+  // memcpy's pointers must be valid even for 0 bytes; an empty borrowed tensor may hold nullptr.
+  if (const size_t bytes = nbytes(); bytes != 0) std::memcpy(t.data_, data_, bytes);
   return t;
+}
+
+// Element i of a T array at `base`, read with memcpy: borrowed views into a safetensors mapping are
+// byte-addressed, so `base` need not be aligned for T.
+template <class T>
+static T load(const void* base, std::int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const std::byte*>(base) + i * static_cast<std::int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
+template <class T, class Convert>
+static void convert_each(const void* in, float* out, std::int64_t n, Convert convert) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = convert(load<T>(in, i));
 }
 
 Tensor Tensor::to_f32() const {
@@ -109,24 +137,33 @@ Tensor Tensor::to_f32() const {
   Tensor out = zeros(shape_, DType::f32);
   float* o = out.data<float>();
   const std::int64_t n = numel();
+  const auto cast = [](auto v) { return static_cast<float>(v); };
   switch (dtype_) {
-    case DType::f32: std::memcpy(o, data_, n * sizeof(float)); break;
-    case DType::f64: for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(data<double>()[i]); break;
-    case DType::bf16: for (std::int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(data<std::uint16_t>()[i]); break;
-    case DType::f16: for (std::int64_t i = 0; i < n; ++i) o[i] = f16_to_f32(data<std::uint16_t>()[i]); break;
-    case DType::f8_e4m3: for (std::int64_t i = 0; i < n; ++i) o[i] = e4m3_to_f32(data<std::uint8_t>()[i]); break;
-    case DType::f8_e5m2: for (std::int64_t i = 0; i < n; ++i) o[i] = e5m2_to_f32(data<std::uint8_t>()[i]); break;
-    case DType::e8m0: for (std::int64_t i = 0; i < n; ++i) o[i] = e8m0_to_f32(data<std::uint8_t>()[i]); break;
+    case DType::f32: convert_each<float>(data_, o, n, cast); break;
+    case DType::f64: convert_each<double>(data_, o, n, cast); break;
+    case DType::bf16: convert_each<std::uint16_t>(data_, o, n, bf16_to_f32); break;
+    case DType::f16: convert_each<std::uint16_t>(data_, o, n, f16_to_f32); break;
+    case DType::f8_e4m3: convert_each<std::uint8_t>(data_, o, n, e4m3_to_f32); break;
+    case DType::f8_e5m2: convert_each<std::uint8_t>(data_, o, n, e5m2_to_f32); break;
+    case DType::e8m0: convert_each<std::uint8_t>(data_, o, n, e8m0_to_f32); break;
     case DType::fp4_e2m1:
       for (std::int64_t i = 0; i < n; ++i) {
-        const std::uint8_t byte = data<std::uint8_t>()[i / 2];
-        o[i] = fp4_e2m1_to_f32(i % 2 == 0 ? byte & 0xF : byte >> 4);
+        const std::uint8_t byte = load<std::uint8_t>(data_, i / 2);
+        o[i] = fp4_e2m1_to_f32(i % 2 == 0 ? byte & 0xF : byte >> 4);  // element 2i in the low nibble
       }
       break;
-    case DType::i64: for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(data<std::int64_t>()[i]); break;
-    case DType::i32: for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(data<std::int32_t>()[i]); break;
-    case DType::u8: for (std::int64_t i = 0; i < n; ++i) o[i] = data<std::uint8_t>()[i]; break;
-    default: assert(false && "to_f32: unsupported dtype"); break;
+    case DType::i64: convert_each<std::int64_t>(data_, o, n, cast); break;
+    case DType::i32: convert_each<std::int32_t>(data_, o, n, cast); break;
+    case DType::i16: convert_each<std::int16_t>(data_, o, n, cast); break;
+    case DType::i8: convert_each<std::int8_t>(data_, o, n, cast); break;
+    case DType::u64: convert_each<std::uint64_t>(data_, o, n, cast); break;
+    case DType::u32: convert_each<std::uint32_t>(data_, o, n, cast); break;
+    case DType::u16: convert_each<std::uint16_t>(data_, o, n, cast); break;
+    case DType::u8: convert_each<std::uint8_t>(data_, o, n, cast); break;
+    // A bool byte is true when non-zero (safetensors writers emit 0/1).
+    case DType::boolean:
+      convert_each<std::uint8_t>(data_, o, n, [](std::uint8_t b) { return b != 0 ? 1.0f : 0.0f; });
+      break;
   }
   return out;
 }
