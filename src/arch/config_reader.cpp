@@ -99,7 +99,7 @@ const nlohmann::json* ConfigReader::object(const char* key) {
 
 Status ConfigReader::finish() const {
   if (missing_.empty() && invalid_.empty()) return Status::success();
-  std::string msg = "config.json for " + family_ + ":";
+  std::string msg = family_ + ":";
   if (!missing_.empty()) {
     msg += " missing key(s):";
     for (size_t i = 0; i < missing_.size(); ++i) msg += (i ? ", " : " ") + missing_[i];

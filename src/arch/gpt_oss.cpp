@@ -16,7 +16,7 @@ constexpr float kSwigluLimit = 7.0f;
 const std::vector<DType> kFloatDtypes = {DType::bf16, DType::f32, DType::f16};
 
 // Reads rope_parameters (transformers 5) or rope_theta + rope_scaling (published hub configs).
-RopeSpec read_rope(const nlohmann::json& config, int head_dim, int max_position, ConfigReader& top) {
+RopeSpec read_rope(int head_dim, int max_position, ConfigReader& top) {
   RopeSpec rope;
   rope.kind = RopeKind::default_;
   rope.rotary_dim = head_dim;
@@ -53,7 +53,6 @@ RopeSpec read_rope(const nlohmann::json& config, int head_dim, int max_position,
   } else if (type != "default") {
     top.require(false, "rope type \"" + type + "\" (gpt_oss supports \"yarn\" and \"default\")");
   }
-  (void)config;
   auto st = r.finish();
   if (!st.ok()) top.require(false, st.error().message);
   return rope;
@@ -95,7 +94,7 @@ Result<ModelSpec> parse_gpt_oss(const nlohmann::json& config) {
   const int window = c.integer_or("sliding_window", 128);
   const bool bias = c.boolean_or("attention_bias", true);
   spec.tie_embeddings = c.boolean_or("tie_word_embeddings", false);
-  const RopeSpec rope = read_rope(config, head_dim, spec.max_position, c);
+  const RopeSpec rope = read_rope(head_dim, spec.max_position, c);
 
   std::vector<std::string> layer_types;
   if (auto lt = c.strings("layer_types")) {
