@@ -24,12 +24,13 @@ WeightCheck check_weights(const ModelSpec& spec, const Checkpoint& checkpoint) {
       check.problems.push_back({w.name, "missing"});
       continue;
     }
+    const std::string where = " (in " + e->file->path() + ")";
     if (e->info->shape != w.shape)
       check.problems.push_back({w.name, "shape " + shape_to_string(e->info->shape) + ", expected " +
-                                            shape_to_string(w.shape)});
+                                            shape_to_string(w.shape) + where});
     if (std::find(w.dtypes.begin(), w.dtypes.end(), e->info->dtype) == w.dtypes.end())
       check.problems.push_back({w.name, "dtype " + std::string(dtype_name(e->info->dtype)) + ", expected " +
-                                            dtype_list(w.dtypes)});
+                                            dtype_list(w.dtypes) + where});
   }
   for (const auto& name : checkpoint.names())
     if (!declared.count(name)) check.unexpected.push_back(name);
