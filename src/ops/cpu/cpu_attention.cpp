@@ -49,7 +49,13 @@ Status CpuOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, cons
   if (q_pos.dtype() != DType::i32 || q_pos.dim() != 1 || q_pos.size(0) != S)
     return make_error("attention: q_pos must be i32 [" + std::to_string(S) + "]");
   const bool has_sinks = sinks.defined() && sinks.numel() > 0;
-  if (has_sinks && sinks.numel() != p.n_heads) return make_error("attention: sinks must have one logit per head");
+  // Sinks are read with load_f32: only f32/bf16/f16 in host memory (anything else would read as NaN or fault).
+  const DType st = sinks.dtype();
+  const bool sink_float = st == DType::f32 || st == DType::bf16 || st == DType::f16;
+  if (has_sinks &&
+      (sinks.numel() != p.n_heads || !sink_float || !sinks.is_contiguous() || sinks.device() != Device::cpu))
+    return make_error("attention: sinks must be one f32/bf16/f16 logit per head on cpu, got " +
+                      std::string(dtype_name(sinks.dtype())) + " " + shape_to_string(sinks.shape()));
   const int group = p.n_heads / p.n_kv_heads;
   std::vector<float> logits(T);
   for (std::int64_t s = 0; s < S; ++s) {

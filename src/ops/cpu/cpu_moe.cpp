@@ -37,13 +37,17 @@ static Status check_experts(const Mxfp4Experts& w, const char* op) {
   const std::int64_t groups = w.in / kMxfp4GroupSize;
   if (w.in % kMxfp4GroupSize != 0 || w.blocks.dtype() != DType::u8 || w.scales.dtype() != DType::u8 ||
       w.blocks.shape() != Shape{w.n_experts, w.out, groups, kMxfp4GroupBytes} ||
-      w.scales.shape() != Shape{w.n_experts, w.out, groups})
+      w.scales.shape() != Shape{w.n_experts, w.out, groups} || !w.blocks.is_contiguous() ||
+      !w.scales.is_contiguous() || w.blocks.device() != Device::cpu || w.scales.device() != Device::cpu)
     return make_error(std::string(op) + ": MXFP4 experts must be blocks u8 [E, out, in/32, 16] and scales u8 "
                       "[E, out, in/32] with E=" + std::to_string(w.n_experts) + " out=" + std::to_string(w.out) +
                       " in=" + std::to_string(w.in) + "; got blocks " + shape_to_string(w.blocks.shape()) +
                       " scales " + shape_to_string(w.scales.shape()));
-  if (w.bias.defined() && w.bias.numel() > 0 && w.bias.shape() != Shape{w.n_experts, w.out})
-    return make_error(std::string(op) + ": expert bias must be [E, out]");
+  if (w.bias.defined() && w.bias.numel() > 0 &&
+      (w.bias.shape() != Shape{w.n_experts, w.out} || !w.bias.is_contiguous() || w.bias.device() != Device::cpu ||
+       !(w.bias.dtype() == DType::f32 || w.bias.dtype() == DType::bf16 || w.bias.dtype() == DType::f16)))
+    return make_error(std::string(op) + ": expert bias must be a contiguous f32/bf16/f16 tensor [E, out] on cpu, got " +
+                      std::string(dtype_name(w.bias.dtype())) + " " + shape_to_string(w.bias.shape()));
   return Status::success();
 }
 

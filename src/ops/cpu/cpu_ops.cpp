@@ -37,9 +37,10 @@ Status check_f32_matrix(const Tensor& t, const char* op, const char* what, std::
 }
 
 static Status check_weight(const Tensor& w, const char* op, const char* what, const Shape& shape) {
-  if (!is_float_weight(w) || w.shape() != shape || !w.is_contiguous())
+  if (!is_float_weight(w) || w.shape() != shape || !w.is_contiguous() || w.device() != Device::cpu)
     return make_error(std::string(op) + ": " + what + " must be a contiguous float tensor " + shape_to_string(shape) +
-                      ", got " + std::string(dtype_name(w.dtype())) + " " + shape_to_string(w.shape()));
+                      " on cpu, got " + std::string(dtype_name(w.dtype())) + " " + shape_to_string(w.shape()) + " on " +
+                      std::string(device_name(w.device())));
   return Status::success();
 }
 

@@ -1,0 +1,218 @@
+// CPU reference ops (embedding, rms_norm, linear, lm_head, add) against naive double formulas written here,
+// on seeded random inputs at several shapes; plus the backend registry and its coverage table.
+#include "ops/cpu/cpu_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "op_test_util.h"
+#include "ops/registry.h"
+
+namespace day0 {
+namespace {
+
+using optest::all_close;
+using optest::contains;
+using optest::i32_tensor;
+using optest::random_f32;
+using optest::to_bf16;
+using optest::to_double;
+
+// --- embedding ---
+
+TEST(CpuOps, embedding_copies_table_rows_exactly_for_f32_and_bf16_tables) {
+  std::mt19937 rng(101);
+  CpuOps ops;
+  const std::int64_t V = 7, H = 5;
+  for (bool bf16 : {false, true}) {
+    Tensor table = random_f32({V, H}, rng, -3.f, 3.f);
+    if (bf16) table = to_bf16(table);
+    const std::vector<double> rows = to_double(table);
+    for (const std::vector<std::int32_t>& ids : {std::vector<std::int32_t>{4}, {3, 0, 6, 3, 1}}) {
+      const std::int64_t S = static_cast<std::int64_t>(ids.size());
+      Tensor out = Tensor::zeros({S, H}, DType::f32);
+      ASSERT_TRUE(ops.embedding(table, i32_tensor(ids), out).ok());
+      std::vector<double> want;
+      for (auto id : ids) want.insert(want.end(), rows.begin() + id * H, rows.begin() + (id + 1) * H);
+      // A copy (bf16 -> f32 is exact): no tolerance.
+      EXPECT_TRUE(all_close(out, want, 0, 0)) << (bf16 ? "bf16" : "f32") << " S=" << S;
+    }
+  }
+}
+
+TEST(CpuOps, embedding_rejects_an_out_of_range_id_naming_the_id_and_vocabulary_size) {
+  std::mt19937 rng(102);
+  CpuOps ops;
+  Tensor table = random_f32({7, 4}, rng), out = Tensor::zeros({2, 4}, DType::f32);
+  Status st = ops.embedding(table, i32_tensor({2, 42}), out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.error().message, "42")) << st.error().message;
+  EXPECT_TRUE(contains(st.error().message, "7")) << st.error().message;
+  EXPECT_FALSE(ops.embedding(table, i32_tensor({-1, 0}), out).ok());
+  EXPECT_FALSE(ops.embedding(table, i32_tensor({7, 0}), out).ok());  // V itself is one past the end
+}
+
+// --- rms_norm ---
+
+std::vector<double> ref_rms_norm(const Tensor& x, const Tensor& w, double eps, bool plus_one) {
+  const std::int64_t S = x.size(0), H = x.size(1);
+  const std::vector<double> xv = to_double(x), wv = to_double(w);
+  std::vector<double> out(xv.size());
+  for (std::int64_t s = 0; s < S; ++s) {
+    double ss = 0;
+    for (std::int64_t h = 0; h < H; ++h) ss += xv[s * H + h] * xv[s * H + h];
+    const double rms = std::sqrt(ss / H + eps);
+    for (std::int64_t h = 0; h < H; ++h) out[s * H + h] = (wv[h] + (plus_one ? 1.0 : 0.0)) * xv[s * H + h] / rms;
+  }
+  return out;
+}
+
+TEST(CpuOps, rms_norm_matches_w_times_x_over_root_mean_square_for_f32_and_bf16_weights_and_plus_one) {
+  std::mt19937 rng(201);
+  CpuOps ops;
+  for (auto [S, H] : {std::pair<std::int64_t, std::int64_t>{1, 7}, {3, 64}, {5, 33}})
+    for (bool bf16 : {false, true})
+      for (bool plus_one : {false, true}) {
+        Tensor x = random_f32({S, H}, rng, -4.f, 4.f), w = random_f32({H}, rng, 0.5f, 1.5f);
+        if (bf16) w = to_bf16(w);
+        Tensor out = Tensor::zeros({S, H}, DType::f32);
+        ASSERT_TRUE(ops.rms_norm(x, w, 1e-5f, plus_one, out).ok());
+        // f32 sum of H squares and one rsqrt vs double: a few ulps relative per element.
+        EXPECT_TRUE(all_close(out, ref_rms_norm(x, w, 1e-5, plus_one), 1e-5, 1e-6))
+            << "S=" << S << " H=" << H << " bf16=" << bf16 << " plus_one=" << plus_one;
+      }
+}
+
+TEST(CpuOps, rms_norm_eps_dominates_a_near_zero_row) {
+  CpuOps ops;
+  Tensor x = optest::f32_tensor({1, 4}, {1e-4f, -2e-4f, 3e-4f, 0.f}), w = optest::f32_tensor({4}, {1, 2, 3, 4});
+  Tensor out = Tensor::zeros({1, 4}, DType::f32);
+  ASSERT_TRUE(ops.rms_norm(x, w, 1e-2f, false, out).ok());
+  // Same f32-vs-double bound; with eps = 1e-2 >> mean(x^2) the output is ~ w * x / 0.1.
+  EXPECT_TRUE(all_close(out, ref_rms_norm(x, w, 1e-2, false), 1e-5, 1e-9));
+}
+
+// --- linear / lm_head / add ---
+
+// out[s,o] = sum_i x[s,i] w[o,i] + b[o] in double.
+std::vector<double> ref_linear(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const std::int64_t S = x.size(0), in = x.size(1), n_out = w.size(0);
+  const std::vector<double> xv = to_double(x), wv = to_double(w);
+  const std::vector<double> bv = bias ? to_double(*bias) : std::vector<double>(n_out, 0.0);
+  std::vector<double> out(S * n_out);
+  for (std::int64_t s = 0; s < S; ++s)
+    for (std::int64_t o = 0; o < n_out; ++o) {
+      double acc = bv[o];
+      for (std::int64_t i = 0; i < in; ++i) acc += xv[s * in + i] * wv[o * in + i];
+      out[s * n_out + o] = acc;
+    }
+  return out;
+}
+
+TEST(CpuOps, linear_matches_x_times_w_transposed_plus_bias_for_f32_and_bf16_weights) {
+  std::mt19937 rng(301);
+  CpuOps ops;
+  struct Case {
+    std::int64_t S, in, out;
+  };
+  for (Case c : {Case{1, 5, 3}, Case{4, 33, 7}, Case{3, 64, 17}})
+    for (bool bf16 : {false, true})
+      for (bool with_bias : {false, true}) {
+        Tensor x = random_f32({c.S, c.in}, rng), w = random_f32({c.out, c.in}, rng);
+        Tensor b = random_f32({c.out}, rng, -2.f, 2.f);
+        if (bf16) w = to_bf16(w), b = to_bf16(b);
+        Tensor out = Tensor::zeros({c.S, c.out}, DType::f32);
+        ASSERT_TRUE(ops.linear(x, w, with_bias ? b : Tensor(), out).ok());
+        // f32 dot products of <= 64 terms in [-1, 1]: absolute error well under 1e-5.
+        EXPECT_TRUE(all_close(out, ref_linear(x, w, with_bias ? &b : nullptr), 1e-5, 1e-5))
+            << "S=" << c.S << " in=" << c.in << " out=" << c.out << " bf16=" << bf16 << " bias=" << with_bias;
+      }
+}
+
+TEST(CpuOps, linear_rejects_mismatched_shapes_with_an_error_instead_of_crashing) {
+  std::mt19937 rng(302);
+  CpuOps ops;
+  Tensor x = random_f32({2, 8}, rng), w = random_f32({3, 8}, rng), out = Tensor::zeros({2, 3}, DType::f32);
+  ASSERT_TRUE(ops.linear(x, w, Tensor(), out).ok());
+  Tensor w_bad_in = random_f32({3, 9}, rng), bias_bad = random_f32({4}, rng),
+         out_bad = Tensor::zeros({2, 4}, DType::f32);
+  Tensor w_1d = random_f32({24}, rng), x_i32 = Tensor::zeros({2, 8}, DType::i32);
+  // A weight marked as device memory must be refused, never dereferenced on the host.
+  Tensor w_cuda = Tensor::borrow(w.raw(), w.shape(), DType::f32, nullptr, Device::cuda);
+  for (Status st :
+       {ops.linear(x, w_bad_in, Tensor(), out), ops.linear(x, w, bias_bad, out), ops.linear(x, w, Tensor(), out_bad),
+        ops.linear(x, w_1d, Tensor(), out), ops.linear(x_i32, w, Tensor(), out), ops.lm_head(x, w_bad_in, out),
+        ops.linear(x, w_cuda, Tensor(), out)}) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_TRUE(contains(st.error().message, "linear")) << st.error().message;
+  }
+}
+
+TEST(CpuOps, lm_head_is_linear_without_bias) {
+  std::mt19937 rng(303);
+  CpuOps ops;
+  for (std::int64_t S : {1, 3}) {
+    Tensor x = random_f32({S, 40}, rng), w = to_bf16(random_f32({11, 40}, rng));
+    Tensor out = Tensor::zeros({S, 11}, DType::f32);
+    ASSERT_TRUE(ops.lm_head(x, w, out).ok());
+    // Same f32-dot bound as linear.
+    EXPECT_TRUE(all_close(out, ref_linear(x, w, nullptr), 1e-5, 1e-5)) << "S=" << S;
+  }
+}
+
+TEST(CpuOps, add_accumulates_y_into_x_and_rejects_a_shape_mismatch) {
+  std::mt19937 rng(304);
+  CpuOps ops;
+  Tensor x = random_f32({3, 7}, rng), y = random_f32({3, 7}, rng);
+  std::vector<double> want = to_double(x);
+  const std::vector<double> yv = to_double(y);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] += yv[i];
+  ASSERT_TRUE(ops.add(x, y).ok());
+  // One f32 rounding of the sum: 2^-24 relative.
+  EXPECT_TRUE(all_close(x, want, 1e-7, 0));
+  Tensor y_bad = random_f32({3, 6}, rng);
+  EXPECT_FALSE(ops.add(x, y_bad).ok());
+}
+
+// --- registry ---
+
+TEST(OpRegistry, make_ops_cpu_gives_the_cpu_backend) {
+  auto ops = make_ops("cpu");
+  ASSERT_TRUE(ops.ok()) << ops.error().message;
+  EXPECT_EQ((*ops)->backend(), "cpu");
+}
+
+TEST(OpRegistry, unknown_backend_error_lists_the_known_backends) {
+  auto ops = make_ops("nope");
+  ASSERT_FALSE(ops.ok());
+  const std::string& msg = ops.error().message;
+  EXPECT_TRUE(contains(msg, "nope")) << msg;
+  for (auto name : backend_names()) EXPECT_TRUE(contains(msg, std::string(name))) << msg;
+  EXPECT_FALSE(op_coverage("nope", OpKind::linear).ok());
+}
+
+TEST(OpRegistry, cuda_coverage_answers_for_every_op_without_a_gpu) {
+  for (int k = 0; k < static_cast<int>(OpKind::count_); ++k) {
+    auto entry = op_coverage("cuda", static_cast<OpKind>(k));
+    ASSERT_TRUE(entry.ok()) << op_kind_name(static_cast<OpKind>(k)) << ": " << entry.error().message;
+    EXPECT_NE(op_entry_name(*entry), "?");
+  }
+}
+
+TEST(OpRegistry, cpu_lm_head_and_moe_experts_are_composed_and_every_other_op_is_native) {
+  for (int k = 0; k < static_cast<int>(OpKind::count_); ++k) {
+    const OpKind kind = static_cast<OpKind>(k);
+    auto entry = op_coverage("cpu", kind);
+    ASSERT_TRUE(entry.ok());
+    const bool composed = kind == OpKind::lm_head || kind == OpKind::moe_experts;
+    EXPECT_EQ(*entry, composed ? OpEntry::composed : OpEntry::native) << op_kind_name(kind);
+    EXPECT_EQ(CpuOps().entry(kind), *entry) << op_kind_name(kind);
+  }
+}
+
+}  // namespace
+}  // namespace day0
