@@ -96,13 +96,15 @@ Result<ModelSpec> parse_gpt_oss(const nlohmann::json& config) {
   spec.tie_embeddings = c.boolean_or("tie_word_embeddings", false);
   const RopeSpec rope = read_rope(head_dim, spec.max_position, c);
 
+  constexpr int kMaxLayers = 4096;  // the manifest lists every layer: no hang on a hostile config
+  c.require(n_layers <= kMaxLayers, "num_hidden_layers must be at most " + std::to_string(kMaxLayers));
   std::vector<std::string> layer_types;
   if (auto lt = c.strings("layer_types")) {
     layer_types = *lt;
     c.require(static_cast<int>(layer_types.size()) == n_layers,
               "layer_types has " + std::to_string(layer_types.size()) + " entries, num_hidden_layers is " +
                   std::to_string(n_layers));
-  } else {
+  } else if (n_layers <= kMaxLayers) {
     for (int i = 0; i < n_layers; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
   }
   for (const auto& t : layer_types)
@@ -129,8 +131,11 @@ Result<ModelSpec> parse_gpt_oss(const nlohmann::json& config) {
   shape_check.require(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0,
                       "num_attention_heads must be a positive multiple of num_key_value_heads");
   shape_check.require(top_k >= 1 && top_k <= n_experts, "num_experts_per_tok must be in [1, num_local_experts]");
-  shape_check.require(head_dim % 2 == 0, "head_dim must be even for RoPE");
+  shape_check.require(head_dim > 0 && head_dim % 2 == 0, "head_dim must be positive and even for RoPE");
   shape_check.require(spec.vocab_size > 0 && spec.hidden_size > 0 && n_layers > 0, "sizes must be positive");
+  // The shapes below are products of ints: bound the factors so none overflows.
+  shape_check.require(std::int64_t(n_heads) * head_dim <= (1 << 24) && std::int64_t(intermediate) <= (1 << 23),
+                      "num_attention_heads x head_dim must be at most 2^24 and intermediate_size at most 2^23");
   D0_RETURN_IF_ERROR(shape_check.finish());
 
   const int H = spec.hidden_size, V = spec.vocab_size;

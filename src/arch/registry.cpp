@@ -14,16 +14,16 @@ const std::vector<ArchFamily>& arch_families() {
 }
 
 Result<ModelSpec> model_spec_from_config(const nlohmann::json& config) {
-  if (!config.is_object()) return make_error("config.json: expected a JSON object");
+  if (!config.is_object()) return make_error("expected a JSON object");
   auto it = config.find("model_type");
-  if (it == config.end() || !it->is_string()) return make_error("config.json: missing key model_type");
+  if (it == config.end() || !it->is_string()) return make_error("missing key model_type");
   const std::string type = it->get<std::string>();
   std::string supported;
   for (const auto& f : arch_families()) {
     if (f.model_type == type) return f.parse(config);
     supported += (supported.empty() ? "" : ", ") + std::string(f.model_type);
   }
-  return make_error("config.json: unknown model_type \"" + type + "\"; supported: " + supported);
+  return make_error("unknown model_type \"" + type + "\"; supported: " + supported);
 }
 
 Result<ModelSpec> model_spec_from_dir(const std::string& dir) {

@@ -1,6 +1,7 @@
 // Checkpoint::open_dir: single files, sharded checkpoints with an index, and every malformed directory
 // refused with one line naming the file, the shard and tensor where there are ones, and the fault.
 #include "io/checkpoint.h"
+#include "test_util/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,25 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class CheckpointDir {
+// A fresh directory per test with helpers to write shards and index files into it.
+class CheckpointDir : public testing_util::TempDir {
  public:
-  CheckpointDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("day0_checkpoint_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + (info ? info->name() : "x"));
-    fs::create_directories(path_);
-  }
-  ~CheckpointDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  CheckpointDir(const CheckpointDir&) = delete;
-  CheckpointDir& operator=(const CheckpointDir&) = delete;
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
   // A safetensors file of u8 tensors, each filled with `fill`.
   void shard(const std::string& name, std::initializer_list<std::pair<std::string, std::int64_t>> tensors,
              std::uint8_t fill = 1) const {
@@ -57,8 +42,6 @@ class CheckpointDir {
     text("model.safetensors.index.json", R"({"metadata":{"total_size":0},"weight_map":)" + weight_map_json + "}");
   }
 
- private:
-  fs::path path_;
 };
 
 // open_dir() must fail with one line holding every needle; returns the message.

@@ -1,6 +1,7 @@
 // SafetensorsFile / write_safetensors: round trips, and every malformed file is refused with one line that
 // names the file, the tensor where there is one, and the fault.
 #include "io/safetensors.h"
+#include "test_util/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,28 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("day0_safetensors_test_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + (info ? info->name() : "x"));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing_util::TempDir;
 
 std::string le64(std::uint64_t v) {
   std::string s(8, '\0');

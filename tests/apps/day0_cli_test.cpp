@@ -1,0 +1,449 @@
+// The day0 binary end to end, run as a subprocess: malformed checkpoints, bad configs and bad arguments
+// end in exactly one "error: ..." line on stderr and a non-zero exit (never a signal); the published
+// gpt-oss configs inspect to the model cards' numbers; the tiny fixture inspects, runs and compares clean.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+
+#include "test_util/temp_dir.h"
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arch/registry.h"
+#include "io/safetensors.h"
+#include "model/op_plan.h"
+
+extern char** environ;
+
+namespace day0 {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kData = D0_TEST_DATA;
+const std::string kTiny = kData + "/gpt_oss_tiny";
+const std::string kShard1 = "model-00001-of-00002.safetensors";
+const std::string kShard2 = "model-00002-of-00002.safetensors";
+const std::string kIndex = "model.safetensors.index.json";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& p, const std::string& contents) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << contents;
+  ASSERT_TRUE(out.good()) << p;
+}
+
+// A temporary directory whose file() is a path (the CLI tests join and copy paths).
+class TempDir : public testing_util::TempDir {
+ public:
+  fs::path file(const std::string& name) const { return path() / name; }
+};
+
+struct Proc {
+  int exit_code = -1;  // valid when signal == 0
+  int signal = 0;      // the signal that killed it, 0 if it exited
+  std::string out, err;
+  std::string what;  // the command line, exit status and stderr, for failure messages
+};
+
+// Runs the day0 binary with `args`; stdout and stderr go to separate temp files.
+Proc day0(const std::vector<std::string>& args) {
+  TempDir io;
+  const std::string out_path = io.file("stdout").string(), err_path = io.file("stderr").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<std::string> all = {D0_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  Proc p;
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data()), p.what += a + " ";
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, D0_BINARY, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << D0_BINARY << ": " << std::strerror(rc);
+    return p;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) continue;
+  if (WIFEXITED(status)) p.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) p.signal = WTERMSIG(status);
+  p.out = slurp(out_path);
+  p.err = slurp(err_path);
+  p.what += "\n  exit " + std::to_string(p.exit_code) + ", signal " + std::to_string(p.signal) + "\n  stderr: " + p.err;
+  return p;
+}
+
+// The command must exit non-zero (not by a signal) with exactly one stderr line "error: ..." holding
+// every needle.
+void expect_one_error(const std::vector<std::string>& args, std::initializer_list<std::string> needles) {
+  const Proc p = day0(args);
+  const std::string& what = p.what;  // the command line and its stderr
+  EXPECT_EQ(p.signal, 0) << "killed by a signal: " << what;
+  EXPECT_NE(p.exit_code, 0) << what;
+  EXPECT_EQ(p.err.rfind("error: ", 0), 0u) << what;
+  EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << "not one line: " << what;
+  EXPECT_TRUE(p.err.ends_with('\n')) << what;
+  for (const auto& n : needles) EXPECT_NE(p.err.find(n), std::string::npos) << "no '" << n << "' in: " << what;
+}
+
+// Both commands that open the weights must refuse `dir` with one line holding every needle.
+void expect_inspect_and_run_fail(const std::string& dir, std::initializer_list<std::string> needles) {
+  expect_one_error({"inspect", dir}, needles);
+  expect_one_error({"run", dir, "--prompt-ids", "1,2,3", "--max-tokens", "2"}, needles);
+}
+
+// A copy of the tiny checkpoint (config, index, both shards) to corrupt.
+class TinyCopy : public TempDir {
+ public:
+  TinyCopy() {
+    for (const auto& e : fs::directory_iterator(kTiny))
+      if (e.is_regular_file()) fs::copy_file(e.path(), file(e.path().filename().string()));
+  }
+
+  // The raw layout of a shard: JSON header and the data bytes after it.
+  struct Raw {
+    json header;
+    std::string data;
+  };
+  Raw read_raw(const std::string& shard) const {
+    const std::string bytes = slurp(file(shard));
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    return {json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+  }
+  // Writes `length` (little-endian), then `header_text`, then `data`.
+  void write_raw(const std::string& shard, std::uint64_t length, const std::string& header_text,
+                 const std::string& data) const {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+    spit(file(shard), bytes + header_text + data);
+  }
+  void write_raw(const std::string& shard, const Raw& raw) const {
+    write_raw(shard, raw.header.dump().size(), raw.header.dump(), raw.data);
+  }
+  // Rewrites a shard through write_safetensors after `edit` changes its tensors.
+  void rewrite_shard(const std::string& shard,
+                     const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) const {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    {
+      auto f = SafetensorsFile::open(file(shard).string());
+      ASSERT_TRUE(f.ok()) << f.error().message;
+      for (const auto& info : (*f)->tensors()) tensors.emplace_back(info.name, (*f)->tensor(info).clone());
+    }
+    edit(tensors);
+    Status s = write_safetensors(file(shard).string(), tensors);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+  }
+  void edit_index(const std::function<void(json&)>& edit) const {
+    json index = json::parse(slurp(file(kIndex)));
+    edit(index);
+    spit(file(kIndex), index.dump(2));
+  }
+};
+
+void replace_tensor(std::vector<std::pair<std::string, Tensor>>& ts, const std::string& name, Tensor t) {
+  auto it = std::find_if(ts.begin(), ts.end(), [&](const auto& e) { return e.first == name; });
+  ASSERT_NE(it, ts.end()) << name << " not in the shard";
+  it->second = std::move(t);
+}
+
+// --- 1. malformed checkpoints ---
+
+TEST(Day0CliMalformedCheckpoint, TruncatedShardIsRefusedNamingTheShard) {
+  TinyCopy d;
+  const std::string bytes = slurp(d.file(kShard2));
+  spit(d.file(kShard2), bytes.substr(0, bytes.size() - 100));
+  expect_inspect_and_run_fail(d.str(), {kShard2, "truncated"});
+}
+
+TEST(Day0CliMalformedCheckpoint, HugeHeaderLengthIsRefusedAsOversized) {
+  TinyCopy d;
+  const auto raw = d.read_raw(kShard1);
+  d.write_raw(kShard1, 0xFFFF'FFFF'FFFF'FFF0ull, raw.header.dump(), raw.data);
+  expect_inspect_and_run_fail(d.str(), {kShard1, "oversized header"});
+}
+
+TEST(Day0CliMalformedCheckpoint, HeaderLengthBeyondTheFileIsRefusedAsTruncatedHeader) {
+  TinyCopy d;
+  const auto raw = d.read_raw(kShard1);
+  const std::string text = raw.header.dump();
+  d.write_raw(kShard1, text.size() + raw.data.size() + 1, text, raw.data);
+  expect_inspect_and_run_fail(d.str(), {kShard1, "truncated header"});
+}
+
+TEST(Day0CliMalformedCheckpoint, HeaderThatIsNotJsonIsRefusedAsInvalidHeader) {
+  TinyCopy d;
+  const auto raw = d.read_raw(kShard2);
+  const std::string text = "{\"lm_head.weight\": {\"dtype\": \"BF16\", [[[";
+  d.write_raw(kShard2, text.size(), text, raw.data);
+  expect_inspect_and_run_fail(d.str(), {kShard2, "invalid header", "JSON"});
+}
+
+TEST(Day0CliMalformedCheckpoint, OverlappingTensorOffsetsAreRefusedNamingBothTensors) {
+  TinyCopy d;
+  auto raw = d.read_raw(kShard1);
+  const std::string a = "model.layers.0.input_layernorm.weight", b = "model.layers.0.post_attention_layernorm.weight";
+  raw.header[b]["data_offsets"] = raw.header[a]["data_offsets"];  // same size: only the overlap is wrong
+  d.write_raw(kShard1, raw);
+  expect_inspect_and_run_fail(d.str(), {kShard1, a, b, "overlap"});
+}
+
+TEST(Day0CliMalformedCheckpoint, UnknownDtypeNameIsRefusedNamingTheTensorAndDtype) {
+  TinyCopy d;
+  auto raw = d.read_raw(kShard2);
+  raw.header["model.norm.weight"]["dtype"] = "wrong-dtype";
+  d.write_raw(kShard2, raw);
+  expect_inspect_and_run_fail(d.str(), {kShard2, "model.norm.weight", "unknown dtype", "wrong-dtype"});
+}
+
+TEST(Day0CliMalformedCheckpoint, MissingShardFileIsRefusedNamingIndexAndShard) {
+  TinyCopy d;
+  fs::remove(d.file(kShard2));
+  expect_inspect_and_run_fail(d.str(), {kIndex, kShard2, "missing"});
+}
+
+TEST(Day0CliMalformedCheckpoint, IndexShardOutsideTheDirectoryIsRefused) {
+  TinyCopy d;
+  d.edit_index([](json& j) { j["weight_map"]["model.norm.weight"] = "../x.safetensors"; });
+  expect_inspect_and_run_fail(d.str(), {kIndex, "../x.safetensors", "model.norm.weight", "directory"});
+}
+
+TEST(Day0CliMalformedCheckpoint, TensorOfTheWrongShapeIsNamedWithItsShape) {
+  TinyCopy d;
+  d.rewrite_shard(
+      kShard1, [](auto& ts) { replace_tensor(ts, "model.layers.0.self_attn.sinks", Tensor::zeros({5}, DType::bf16)); });
+  expect_inspect_and_run_fail(d.str(), {"model.layers.0.self_attn.sinks", "shape [5]", "[4]"});
+}
+
+TEST(Day0CliMalformedCheckpoint, MissingTensorIsNamedAsMissing) {
+  TinyCopy d;
+  const std::string name = "model.layers.1.mlp.router.bias";
+  d.rewrite_shard(kShard2, [&](auto& ts) { std::erase_if(ts, [&](const auto& t) { return t.first == name; }); });
+  d.edit_index([&](json& j) { j["weight_map"].erase(name); });
+  expect_inspect_and_run_fail(d.str(), {name, "missing"});
+}
+
+TEST(Day0CliMalformedCheckpoint, ExpertBlocksInBf16InsteadOfU8AreNamedWithTheirDtype) {
+  TinyCopy d;
+  const std::string name = "model.layers.0.mlp.experts.gate_up_proj_blocks";
+  d.rewrite_shard(kShard1, [&](auto& ts) { replace_tensor(ts, name, Tensor::zeros({4, 192, 2, 16}, DType::bf16)); });
+  expect_inspect_and_run_fail(d.str(), {name, "dtype bf16", "u8"});
+}
+
+// --- 2. bad configs ---
+
+// A config-only directory holding the 20b config after `edit`.
+void write_config(const TempDir& d, const std::function<void(json&)>& edit) {
+  json config = json::parse(slurp(kData + "/configs/gpt-oss-20b/config.json"));
+  edit(config);
+  spit(d.file("config.json"), config.dump(2));
+}
+
+TEST(Day0CliBadConfig, UnknownModelTypeListsTheSupportedFamilies) {
+  TempDir d;
+  write_config(d, [](json& c) { c["model_type"] = "llama4_text"; });
+  expect_inspect_and_run_fail(d.str(), {"config.json", "llama4_text", "supported: gpt_oss"});
+}
+
+TEST(Day0CliBadConfig, MissingKeysAreAllListedInOneError) {
+  TempDir d;
+  write_config(d, [](json& c) {
+    c.erase("hidden_size");
+    c.erase("num_local_experts");
+  });
+  expect_inspect_and_run_fail(d.str(), {"config.json", "missing", "hidden_size", "num_local_experts"});
+}
+
+TEST(Day0CliBadConfig, HostileSizesAreRefusedWithoutOverflowOrHang) {
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& c) { c["num_attention_heads"] = c["num_key_value_heads"] = 1 << 20, c["head_dim"] = 1 << 12; },
+       "head_dim"},
+      {[](json& c) { c["intermediate_size"] = 1 << 30; }, "intermediate_size"},
+      {[](json& c) { c["num_hidden_layers"] = 2'000'000'000, c.erase("layer_types"); }, "num_hidden_layers"},
+      {[](json& c) { c["head_dim"] = 0; }, "head_dim"},
+  };
+  for (const auto& [edit, needle] : cases) {
+    TempDir d;
+    write_config(d, edit);
+    expect_one_error({"inspect", d.str()}, {"config.json", needle});
+  }
+}
+
+TEST(Day0CliBadConfig, ConfigThatIsNotJsonIsNamed) {
+  TinyCopy d;
+  spit(d.file("config.json"), "{\"model_type\": \"gpt_oss\", ");
+  expect_inspect_and_run_fail(d.str(), {"config.json", "JSON"});
+}
+
+// --- 3. bad command lines ---
+
+TEST(Day0CliBadArguments, NonNumericPromptIdIsRefused) {
+  expect_one_error({"run", kTiny, "--prompt-ids", "1,x"}, {"--prompt-ids", "\"x\""});
+}
+
+TEST(Day0CliBadArguments, PromptIdOutsideTheVocabularyIsRefused) {
+  expect_one_error({"run", kTiny, "--prompt-ids", "1,256"}, {"--prompt-ids", "256", "vocabulary"});
+}
+
+TEST(Day0CliBadArguments, UnknownBackendListsTheKnownOnes) {
+  expect_one_error({"inspect", kTiny, "--backend", "nope"}, {"nope", "known: cpu, cuda"});
+  expect_one_error({"run", kTiny, "--prompt-ids", "1", "--backend", "nope"}, {"nope", "known: cpu, cuda"});
+  expect_one_error({"compare", kTiny, "--reference", kTiny + "/reference/prompt0.safetensors", "--backend", "nope"},
+                   {"nope", "known: cpu, cuda"});
+}
+
+TEST(Day0CliBadArguments, UsageErrorsAreOneErrorLineToo) {
+  expect_one_error({}, {"subcommand"});
+  expect_one_error({"run", kTiny}, {"--prompt-ids"});
+  expect_one_error({"run", kTiny, "--prompt-ids", "1", "--max-tokens", "0"}, {"--max-tokens"});
+  expect_one_error({"inspect", kTiny, "--frobnicate"}, {"--frobnicate"});
+  for (const char* t : {"0", "-1", "inf", "abc"})
+    expect_one_error({"compare", kTiny, "--reference", kTiny + "/reference/prompt0.safetensors", "--tolerance", t},
+                     {"--tolerance", "positive number", t});
+}
+
+TEST(Day0CliBadArguments, HelpStillPrintsUsageAndSucceeds) {
+  const Proc p = day0({"--help"});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("inspect"), std::string::npos) << p.out;
+}
+
+// --- 4. the published configs ---
+
+// Safetensors bytes of the published gpt_oss layout, from config.json alone: everything bf16 except the
+// expert matrices, stored as MXFP4 blocks (half a byte a value) plus one u8 scale per 32 values.
+double published_bytes(const std::string& config_path) {
+  const json c = json::parse(slurp(config_path));
+  const double H = c["hidden_size"], V = c["vocab_size"], I = c["intermediate_size"], L = c["num_hidden_layers"];
+  const double E = c["num_local_experts"], q = double(c["num_attention_heads"]) * double(c["head_dim"]);
+  const double kv = double(c["num_key_value_heads"]) * double(c["head_dim"]);
+  const double per_layer_bf16 = 2 * H                               // norms
+                                + (q * H + 2 * kv * H + H * q)      // q, k, v, o
+                                + (q + 2 * kv + H)                  // their biases
+                                + double(c["num_attention_heads"])  // sinks
+                                + (E * H + E)                       // router
+                                + E * (2 * I + H);                  // expert biases
+  const double bf16 = 2 * V * H + H + L * per_layer_bf16;
+  const double expert_values = L * E * (2 * I * H + H * I);
+  return 2 * bf16 + expert_values / 2 + expert_values / 32;
+}
+
+// The first word after the first occurrence of `prefix` in `out` (leading spaces skipped), or "".
+std::string word_after(const std::string& out, const std::string& prefix) {
+  const size_t at = out.find(prefix);
+  if (at == std::string::npos) return "";
+  std::istringstream rest(out.substr(at + prefix.size()));
+  std::string word;
+  rest >> word;
+  return word;
+}
+
+double printed_gigabytes(const std::string& out) {
+  if (out.find(" GB", out.find("\nbytes ")) == std::string::npos) return -1;
+  return std::stod(word_after(out, "\nbytes ")) * 1e9;
+}
+
+void expect_published_numbers(const std::string& model, const std::string& total, const std::string& active) {
+  const std::string dir = kData + "/configs/" + model;
+  const Proc p = day0({"inspect", dir});
+  ASSERT_EQ(p.exit_code, 0) << p.what;
+  EXPECT_TRUE(p.err.empty()) << p.err;
+  EXPECT_NE(p.out.find("parameters    " + total + " total, " + active + " active per token"), std::string::npos)
+      << p.out;
+  const double expected = published_bytes(dir + "/config.json"), printed = printed_gigabytes(p.out);
+  EXPECT_NEAR(printed, expected, 0.02 * expected) << p.out;
+}
+
+TEST(Day0CliInspectPublished, Gpt_oss_20bMatchesTheModelCard) {
+  // Model card: 20.91B total, 3.61B active; the published safetensors are about 13.8 GB.
+  expect_published_numbers("gpt-oss-20b", "20.915 B", "3.608 B");
+}
+
+TEST(Day0CliInspectPublished, Gpt_oss_120bMatchesTheModelCard) {
+  // Model card: 116.83B total, 5.13B active; the published safetensors are about 65 GB.
+  expect_published_numbers("gpt-oss-120b", "116.829 B", "5.133 B");
+}
+
+// The coverage table's row for each op the model uses, or "" if it has none.
+std::vector<std::string> coverage_rows(const std::string& out, const ModelSpec& spec) {
+  std::vector<std::string> rows;
+  const std::string table = out.substr(std::min(out.size(), out.find("\nop coverage")));
+  for (const auto& use : ops_used(spec)) {
+    rows.push_back(word_after(table, "\n  " + std::string(op_kind_name(use.kind)) + " "));
+  }
+  return rows;
+}
+
+TEST(Day0CliInspectPublished, CpuCoverageHasAnEntryForEveryOpAndCudaShowsMissingWithoutFailing) {
+  const std::string dir = kData + "/configs/gpt-oss-20b";
+  auto spec = model_spec_from_dir(dir);
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  ASSERT_FALSE(ops_used(*spec).empty());
+
+  const Proc cpu = day0({"inspect", dir, "--backend", "cpu"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_NE(cpu.out.find("op coverage   backend cpu"), std::string::npos) << cpu.out;
+  for (const auto& entry : coverage_rows(cpu.out, *spec))
+    EXPECT_TRUE(entry == "native" || entry == "composed") << "entry '" << entry << "' in:\n" << cpu.out;
+
+  const Proc cuda = day0({"inspect", dir, "--backend", "cuda"});
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+  EXPECT_TRUE(cuda.err.empty()) << cuda.err;
+  EXPECT_NE(cuda.out.find("op coverage   backend cuda"), std::string::npos) << cuda.out;
+  for (const auto& entry : coverage_rows(cuda.out, *spec)) EXPECT_EQ(entry, "missing") << cuda.out;
+}
+
+// --- 5. the tiny fixture, clean ---
+
+TEST(Day0CliTinyModel, InspectFindsZeroProblems) {
+  const Proc p = day0({"inspect", kTiny});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(p.err.empty()) << p.err;
+  EXPECT_NE(p.out.find(", 0 problems, 0 unexpected"), std::string::npos) << p.out;
+}
+
+TEST(Day0CliTinyModel, RunPrintsTheRequestedNumberOfIdsAndThroughput) {
+  const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "32"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(p.err.empty()) << p.err;
+  std::stringstream ids(word_after(p.out, "\ngenerated: "));
+  int n = 0;
+  for (std::string id; std::getline(ids, id, ','); ++n) EXPECT_LT(std::stoi(id), 256) << p.out;
+  EXPECT_EQ(n, 32) << p.out;
+  const std::string decode = word_after(p.out, "decode 32 tokens in ");  // "<seconds> s (<rate> tok/s)"
+  EXPECT_GT(std::stod(decode.empty() ? "0" : decode), 0.0) << p.out;
+  EXPECT_NE(p.out.find(" tok/s); backend cpu\n", p.out.find("decode 32 tokens in ")), std::string::npos) << p.out;
+}
+
+TEST(Day0CliTinyModel, CompareAgainstTheReferenceDumpPasses) {
+  const Proc p = day0({"compare", kTiny, "--reference", kTiny + "/reference/prompt0.safetensors"});
+  EXPECT_EQ(p.exit_code, 0) << p.out << p.err;
+  EXPECT_TRUE(p.err.empty()) << p.err;
+  EXPECT_NE(p.out.find("result: PASS"), std::string::npos) << p.out;
+}
+
+}  // namespace
+}  // namespace day0
