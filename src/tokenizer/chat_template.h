@@ -1,0 +1,33 @@
+// A model directory's chat template (tokenizer_config.json "chat_template", string or named list, or
+// chat_template.jinja) and its rendering of {"messages", "tools", "add_generation_prompt", ...}.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "tokenizer/jinja/template.h"
+
+namespace day0 {
+
+class ChatTemplate {
+ public:
+  // nullopt if the directory has no chat template; an error if it has a broken one.
+  static Result<std::optional<ChatTemplate>> from_dir(const std::string& dir);
+  static Result<ChatTemplate> from_source(std::string source, nlohmann::json special_tokens = nlohmann::json::object());
+
+  // request: {"messages": [...], "tools": [...]?, "add_generation_prompt": bool?, other kwargs...}.
+  // The template sees those plus bos_token/eos_token/... from tokenizer_config.json.
+  Result<std::string> render(const nlohmann::json& request) const;
+  const std::string& source() const { return source_; }
+
+ private:
+  ChatTemplate(std::string source, jinja::Template tmpl, nlohmann::json special_tokens);
+  std::string source_;
+  std::shared_ptr<jinja::Template> template_;
+  nlohmann::json special_tokens_;
+};
+
+}  // namespace day0
