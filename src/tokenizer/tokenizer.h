@@ -26,8 +26,14 @@ class Tokenizer {
   // Invalid UTF-8 input is an error naming the byte offset. add_special_tokens runs the post-processor
   // (e.g. TemplateProcessing's BOS), as the reference's encode(text) does by default.
   Result<std::vector<std::int32_t>> encode(std::string_view text, bool add_special_tokens = true) const;
-  // Concatenated decoder output; ids outside the vocabulary are an error.
+  // Decoder output as text: decode_bytes() with invalid UTF-8 replaced by U+FFFD per maximal invalid
+  // subpart (as the reference's lossy conversion does). Ids outside the vocabulary are an error.
   Result<std::string> decode(std::span<const std::int32_t> ids, bool skip_special_tokens = false) const;
+  // The decoder's raw bytes, before UTF-8 repair (byte-level tokens can split a character).
+  Result<std::string> decode_bytes(std::span<const std::int32_t> ids, bool skip_special_tokens = false) const;
+  // True when decode_bytes(a + b) == decode_bytes(a) + decode_bytes(b) for all id lists (ByteLevel
+  // decoders); streaming then decodes only the new ids.
+  bool decode_is_concatenative() const;
 
   std::int32_t vocab_size() const;  // largest id + 1, added tokens included
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
@@ -54,8 +60,9 @@ class IncrementalDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   bool skip_special_;
-  std::vector<std::int32_t> ids_;
-  std::size_t emitted_bytes_ = 0;
+  std::vector<std::int32_t> ids_;  // all ids (non-concatenative decoders re-decode them)
+  std::string pending_;            // concatenative: raw bytes not yet emitted
+  std::size_t emitted_bytes_ = 0;  // non-concatenative: raw bytes already emitted
 };
 
 }  // namespace day0
