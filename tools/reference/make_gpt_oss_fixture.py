@@ -7,7 +7,9 @@ checkpoint in the published gpt-oss layout (two shards + index + config.json), c
 own MXFP4 loader dequantises it to exactly our values, and records per-prompt activation taps, logits and
 greedy continuations from the fp32 model, whose weights hold exactly what is on disk.
 
-Needs torch, transformers 5.x and safetensors; no network, no GPU (everything runs on CPU). Run:
+The checkpoint layout, the MXFP4 quantiser and the transformers load check live in gpt_oss_layout.py beside
+this file (shared with train_tiny_gpt_oss.py). Needs torch, transformers 5.x and safetensors; no network, no GPU
+(everything runs on CPU). Run:
 
     python3 tools/reference/make_gpt_oss_fixture.py tests/data/gpt_oss_tiny
 
@@ -19,7 +21,6 @@ import json
 import os
 import platform
 import sys
-import traceback
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no internet there: fail fast instead of waiting on the hub
@@ -27,7 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no internet there: fail fast ins
 import torch
 import transformers
 from safetensors.torch import save_file
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig
+
+from gpt_oss_layout import (check_transformers_mxfp4_load, quantize_experts, round_non_experts_to_bf16,
+                            save_checkpoint, write_config, write_json)
 
 INIT_SEED = 0      # torch.manual_seed before building the model
 PERTURB_SEED = 1   # generator for the post-init perturbation
@@ -46,14 +50,6 @@ TINY_CONFIG = {
                         "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64},
     "max_position_embeddings": 256, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
 }
-QUANTIZATION_CONFIG = {
-    "quant_method": "mxfp4",
-    "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
-                               "model.embed_tokens", "lm_head"],
-}
-FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
-EXPERT_MATRICES = ("experts.gate_up_proj", "experts.down_proj")  # in memory [E, in, out]
-SHARD_FILES = {1: "model-00001-of-00002.safetensors", 2: "model-00002-of-00002.safetensors"}
 HOW_MADE = (
     "A GptOssForCausalLM was built from the tiny config with transformers (fp32, eager attention, CPU) after "
     "torch.manual_seed(0). With a generator seeded 1, every floating parameter/buffer (except inv_freq) that was "
@@ -86,74 +82,6 @@ def perturb(model):
             p.add_(torch.randn(p.shape, generator=g) * 0.05)
         if name.endswith("experts.gate_up_proj"):
             p.mul_(100)
-
-
-def quantize_mxfp4(w):
-    """MXFP4-quantise logical weights w [E, R=out, C=in] in groups of 32 consecutive inputs.
-
-    Returns (blocks [E,R,C/32,16] u8, scales [E,R,C/32] u8, dequantised [E,R,C] f32). Byte b of a group holds
-    element 2b in its low nibble and 2b+1 in its high nibble. Rounding: nearest E2M1 magnitude; on an exact tie
-    the even code (mantissa bit 0) wins, like IEEE round-half-even; values rounding to zero get nibble 0 (+0).
-    """
-    e_count, rows, cols = w.shape
-    x = w.double().reshape(e_count, rows, cols // 32, 32)  # float64: every step below is exact
-    amax = x.abs().amax(-1)
-    exp = torch.where(amax > 0, torch.ceil(torch.log2(amax / 6)), torch.full_like(amax, -127)).clamp(-127, 127)
-    q = x / torch.exp2(exp)[..., None]
-    mags = torch.tensor(FP4_VALUES[:8], dtype=torch.float64)
-    dist = (q.abs()[..., None] - mags).abs()
-    not_nearest = dist > dist.amin(-1, keepdim=True)
-    code = (not_nearest.long() * 2 + (torch.arange(8) & 1)).argmin(-1)
-    nibble = torch.where((q < 0) & (code > 0), code + 8, code)
-    deq = torch.tensor(FP4_VALUES, dtype=torch.float64)[nibble] * torch.exp2(exp)[..., None]
-    nibble = nibble.to(torch.uint8)
-    blocks = nibble[..., 0::2] | (nibble[..., 1::2] << 4)
-    scales = (exp + 127).to(torch.uint8)
-    return blocks.contiguous(), scales.contiguous(), deq.reshape(e_count, rows, cols).float()
-
-
-def quantize_experts(model):
-    """Quantise expert matrices, write the exact dequantised values back; return the on-disk tensors."""
-    on_disk = {}
-    for name, p in model.named_parameters():
-        if name.endswith(EXPERT_MATRICES):
-            blocks, scales, deq = quantize_mxfp4(p.detach().transpose(1, 2))  # [E,in,out] -> [E,out,in]
-            p.copy_(deq.transpose(1, 2))
-            on_disk[name + "_blocks"], on_disk[name + "_scales"] = blocks, scales
-    return on_disk
-
-
-def round_non_experts_to_bf16(model):
-    """So that the fp32 model holds exactly the bf16 values stored on disk."""
-    for name, p in model.named_parameters():
-        if not name.endswith(EXPERT_MATRICES):
-            p.copy_(p.to(torch.bfloat16).float())
-
-
-def save_checkpoint(outdir, model, expert_tensors):
-    tensors = dict(expert_tensors)
-    for name, p in model.named_parameters():
-        if not name.endswith(EXPERT_MATRICES):
-            tensors[name] = p.detach().to(torch.bfloat16).contiguous()
-    shards = {1: {}, 2: {}}
-    for name in sorted(tensors):  # layer 0 + embeddings in shard 1, the rest in shard 2
-        shards[1 if name.startswith(("model.embed_tokens.", "model.layers.0.")) else 2][name] = tensors[name]
-    weight_map = {}
-    for i, shard in shards.items():
-        save_file(shard, str(outdir / SHARD_FILES[i]), metadata={"format": "pt"})
-        weight_map.update({name: SHARD_FILES[i] for name in shard})
-    total = sum(t.numel() * t.element_size() for t in tensors.values())
-    write_json(outdir / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
-
-
-def write_config(outdir, model):
-    config = json.loads(model.config.to_json_string(use_diff=False))
-    for key in ("model_type", "layer_types", "rope_parameters"):
-        config.setdefault(key, TINY_CONFIG[key])
-    config["dtype"] = "bfloat16"  # what the non-expert tensors on disk are
-    config["quantization_config"] = QUANTIZATION_CONFIG
-    write_json(outdir / "config.json", config)
-    return config
 
 
 def snapshot(out):
@@ -226,52 +154,6 @@ def cached_decode_max_diff(model, ids, greedy_ids, greedy_logits):
     return (torch.stack(rows) - greedy_logits).abs().max().item()
 
 
-def compare_loaded(loaded, model):
-    """Compare a transformers-loaded model with ours; return (result, loaded experts as [E, in, out] bf16)."""
-    params = dict(loaded.named_parameters())
-    result = {"bit_identical": True, "max_abs_diff": 0.0, "loaded_layout": "[E, in, out]"}
-    experts = {}
-    for name, ours in model.named_parameters():
-        if not name.endswith(EXPERT_MATRICES):
-            continue
-        got = params[name].detach()
-        result["loaded_dtype"] = str(got.dtype)
-        if got.shape != ours.shape and got.shape == ours.transpose(1, 2).shape:
-            result["loaded_layout"] = "[E, out, in]"
-            got = got.transpose(1, 2)
-        got, want = got.to(torch.bfloat16).contiguous(), ours.detach().to(torch.bfloat16)
-        result["max_abs_diff"] = max(result["max_abs_diff"], (got.float() - want.float()).abs().max().item())
-        result["bit_identical"] &= torch.equal(got, want)
-        experts[name] = got
-    # Non-expert tensors come straight from bf16 on disk, so they must equal our rounded fp32 values too.
-    result["non_expert_mismatches"] = [
-        name for name, p in model.named_parameters() if not name.endswith(EXPERT_MATRICES)
-        and (name not in params or not torch.equal(params[name].detach().float(), p.detach().float()))]
-    result["passed"] = result["bit_identical"] and not result["non_expert_mismatches"]
-    return result, experts
-
-
-def check_transformers_mxfp4_load(outdir, refdir, model, metadata):
-    from transformers import Mxfp4Config
-
-    results = {}
-    (refdir / "mxfp4_dequant.safetensors").unlink(missing_ok=True)  # never leave a stale one from an earlier run
-    for label, overrides in (("dequantize_override", {"quantization_config": Mxfp4Config(dequantize=True)}),
-                             ("config_only", {})):
-        try:
-            loaded = AutoModelForCausalLM.from_pretrained(str(outdir), dtype=torch.bfloat16, **overrides)
-            results[label], experts = compare_loaded(loaded, model)
-            if label == "dequantize_override":
-                save_file(experts, str(refdir / "mxfp4_dequant.safetensors"), metadata=metadata)
-        except Exception as exc:  # reported, not fatal: the rest of the fixture is still useful
-            results[label] = {"passed": False, "error": "".join(traceback.format_exception_only(exc)).strip()}
-    return results
-
-
-def write_json(path, obj):
-    path.write_text(json.dumps(obj, indent=2) + "\n")
-
-
 @torch.no_grad()
 def main():
     outdir = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gpt_oss_tiny")
@@ -287,7 +169,7 @@ def main():
     expert_tensors = quantize_experts(model)
     round_non_experts_to_bf16(model)
     save_checkpoint(outdir, model, expert_tensors)
-    config = write_config(outdir, model)
+    config = write_config(outdir, model, TINY_CONFIG)
 
     g = torch.Generator().manual_seed(PROMPT_SEED)
     prompts = [torch.randint(0, PROMPT_TOKEN_LIMIT, (n,), generator=g) for n in PROMPT_LENGTHS]
@@ -303,7 +185,7 @@ def main():
         cached_diffs.append(cached_decode_max_diff(model, ids, tensors["greedy_ids"], tensors["greedy_logits"]))
 
     # Last: loading runs transformers' own code paths, which must not influence the references above.
-    mxfp4 = check_transformers_mxfp4_load(outdir, refdir, model, metadata)
+    mxfp4 = check_transformers_mxfp4_load(outdir, model, refdir / "mxfp4_dequant.safetensors", metadata)
 
     fixture_bytes = sum(f.stat().st_size for f in outdir.rglob("*") if f.is_file() and f.name != "report.json")
     write_json(refdir / "report.json", {
