@@ -14,7 +14,7 @@ std::int32_t argmax_token(const Tensor& logits_row) {
 }
 
 Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::int32_t> prompt, int max_new_tokens,
-                                     bool keep_logits) {
+                                     bool keep_logits, const TokenFn& on_token) {
   using clock = std::chrono::steady_clock;
   GreedyResult result;
   if (max_new_tokens <= 0) return result;
@@ -25,6 +25,7 @@ Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::in
   for (int step = 0; step < max_new_tokens; ++step) {
     const std::int32_t token = argmax_token(logits);
     result.tokens.push_back(token);
+    if (on_token) on_token(token);
     if (keep_logits) result.step_logits.push_back(logits);
     if (step + 1 == max_new_tokens) break;
     D0_ASSIGN_OR_RETURN(logits, executor.forward(std::span<const std::int32_t>(&token, 1)));

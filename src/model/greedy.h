@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,7 +19,10 @@ struct GreedyResult {
 // argmax with the lowest index on ties (as torch.argmax).
 std::int32_t argmax_token(const Tensor& logits_row);
 
+// Called with each token as it is chosen (for streaming output).
+using TokenFn = std::function<void(std::int32_t token)>;
+
 Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::int32_t> prompt, int max_new_tokens,
-                                     bool keep_logits = false);
+                                     bool keep_logits = false, const TokenFn& on_token = {});
 
 }  // namespace day0

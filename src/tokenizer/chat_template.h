@@ -2,10 +2,10 @@
 // chat_template.jinja) and its rendering of {"messages", "tools", "add_generation_prompt", ...}.
 #pragma once
 
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "tokenizer/jinja/template.h"
@@ -19,8 +19,14 @@ class ChatTemplate {
   static Result<ChatTemplate> from_source(std::string source, nlohmann::json special_tokens = nlohmann::json::object());
 
   // request: {"messages": [...], "tools": [...]?, "add_generation_prompt": bool?, other kwargs...}.
-  // The template sees those plus bos_token/eos_token/... from tokenizer_config.json.
-  Result<std::string> render(const nlohmann::json& request) const;
+  // The template sees those (tools and documents default to none, add_generation_prompt to false)
+  // plus bos_token/eos_token/unk_token/sep_token/pad_token/cls_token/mask_token from
+  // tokenizer_config.json; request keys win.
+  Result<std::string> render(const nlohmann::json& request, const jinja::RenderOptions& options = {}) const;
+  // The same keeping the request's key order (nlohmann::json sorts keys, which changes what tojson prints
+  // for tool schemas); parse requests with nlohmann::ordered_json to match transformers.js byte for byte.
+  Result<std::string> render_ordered(const nlohmann::ordered_json& request,
+                                     const jinja::RenderOptions& options = {}) const;
   const std::string& source() const { return source_; }
 
  private:

@@ -23,6 +23,9 @@ Result<std::string> IncrementalDetokenizer::push(std::int32_t id) {
   D0_ASSIGN_OR_RETURN(std::string all, tokenizer_.decode_bytes(ids_, skip_special_));
   // A non-concatenative decoder may rewrite earlier bytes (e.g. strip a leading space): only emit
   // past what was emitted, and only while the earlier bytes are unchanged.
+  // Decoders such as ByteFallback already turned an incomplete character into U+FFFD; like the
+  // reference's DecodeStream, hold everything back while the text ends in one (finish() flushes).
+  if (std::string_view(all).ends_with("\xEF\xBF\xBD")) return std::string();
   const std::size_t ready = all.size() - utf8_incomplete_tail(all);
   if (ready <= emitted_bytes_) return std::string();
   std::string out = utf8_lossy(std::string_view(all).substr(emitted_bytes_, ready - emitted_bytes_));

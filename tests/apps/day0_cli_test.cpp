@@ -429,7 +429,7 @@ TEST(Day0CliTinyModel, RunPrintsTheRequestedNumberOfIdsAndThroughput) {
   const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "32"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_TRUE(p.err.empty()) << p.err;
-  std::stringstream ids(word_after(p.out, "\ngenerated: "));
+  std::stringstream ids(word_after(p.out, "\ngenerated ids: "));
   int n = 0;
   for (std::string id; std::getline(ids, id, ','); ++n) EXPECT_LT(std::stoi(id), 256) << p.out;
   EXPECT_EQ(n, 32) << p.out;

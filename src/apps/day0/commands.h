@@ -4,18 +4,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/day0/prompt.h"
+
 namespace day0::app {
 
 struct InspectOptions {
   std::string dir;
   std::string backend = "cpu";
+  PromptOptions prompt;  // optional: show how a prompt tokenizes
 };
 int inspect(const InspectOptions& o);
 
 struct RunOptions {
   std::string dir;
   std::string backend = "cpu";
-  std::string prompt_ids;  // comma- or space-separated token ids
+  PromptOptions prompt;
   int max_tokens = 32;
 };
 int run(const RunOptions& o);
@@ -27,6 +30,18 @@ struct CompareOptions {
   double tolerance = 1e-4;
 };
 int compare(const CompareOptions& o);
+
+struct TokenizeOptions {
+  std::string dir;
+  bool decode = false;        // stdin: JSON array of ids -> text
+  bool chat = false;          // stdin: {"messages", "tools", "add_generation_prompt"} -> rendered prompt
+  bool jsonl = false;         // one JSON value per input line, one per output line
+  bool stream = false;        // with --decode: the incremental detokenizer's pieces
+  bool no_special = false;    // encode without the post-processor's special tokens
+  bool skip_special = false;  // decode without special tokens
+  std::string bench_file;     // time encode of this file on one thread
+};
+int tokenize(const TokenizeOptions& o);
 
 // Prints "error: <message>" on stderr and returns 1.
 int fail(const std::string& message);

@@ -10,6 +10,7 @@
 #include "model/op_plan.h"
 #include "model/weights.h"
 #include "ops/registry.h"
+#include "tokenizer/chat_template.h"
 
 namespace day0::app {
 
@@ -109,6 +110,35 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
   return true;
 }
 
+// Tokenizer summary, and how the given prompt (if any) renders and tokenizes.
+bool print_tokenizer(const InspectOptions& o) {
+  auto tokenizer = load_tokenizer(o.dir);
+  if (!tokenizer.ok()) {
+    fail(tokenizer.error().message);
+    return false;
+  }
+  const Tokenizer* tok = *tokenizer ? &**tokenizer : nullptr;
+  if (tok) {
+    auto chat = ChatTemplate::from_dir(o.dir);
+    if (!chat.ok()) {
+      fail(chat.error().message);
+      return false;
+    }
+    std::printf("tokenizer     vocab %d, chat template %s\n", tok->vocab_size(), chat->has_value() ? "yes" : "no");
+  }
+  if (!o.prompt.given()) return true;
+  auto prompt = resolve_prompt(o.dir, o.prompt, tok);
+  if (!prompt.ok()) {
+    fail(prompt.error().message);
+    return false;
+  }
+  if (!prompt->rendered.empty()) std::printf("rendered      %s\n", prompt->rendered.c_str());
+  std::printf("prompt        %zu tokens:", prompt->ids.size());
+  for (auto id : prompt->ids) std::printf(" %d", id);
+  std::printf("\n");
+  return true;
+}
+
 }  // namespace
 
 int inspect(const InspectOptions& o) {
@@ -116,6 +146,7 @@ int inspect(const InspectOptions& o) {
   if (!spec.ok()) return fail(spec.error().message);
   std::printf("model         %s\n", o.dir.c_str());
   print_summary(*spec);
+  if (!print_tokenizer(o)) return 1;
   if (!Checkpoint::has_weights(o.dir)) {
     print_sizes(*spec, nullptr);
     if (!print_coverage(*spec, o.backend)) return 1;

@@ -1,4 +1,4 @@
-// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare.
+// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -23,11 +23,16 @@ int main(int argc, char** argv) {
   auto* i = app.add_subcommand("inspect", "Architecture summary, parameters, bytes, op coverage, weight check");
   i->add_option("dir", inspect.dir, "Model directory (config.json, optional safetensors)")->required();
   i->add_option("--backend", inspect.backend, "Backend whose op coverage to show (cpu, cuda)");
+  i->add_option("--prompt-ids", inspect.prompt.ids, "Show this prompt (token ids)");
+  i->add_option("--prompt", inspect.prompt.text, "Show how this text tokenizes");
+  i->add_option("--chat", inspect.prompt.chat, "Show how this chat request (JSON or @FILE) renders and tokenizes");
 
   day0::app::RunOptions run;
-  auto* r = app.add_subcommand("run", "Greedy generation from token ids");
+  auto* r = app.add_subcommand("run", "Greedy generation from token ids, text or chat messages");
   r->add_option("dir", run.dir, "Model directory")->required();
-  r->add_option("--prompt-ids", run.prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
+  r->add_option("--prompt-ids", run.prompt.ids, "Prompt token ids, e.g. 1,2,3");
+  r->add_option("--prompt", run.prompt.text, "Prompt text (needs tokenizer.json)");
+  r->add_option("--chat", run.prompt.chat, "Chat request JSON {\"messages\": [...]} or @FILE (needs a chat template)");
   r->add_option("--max-tokens", run.max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   r->add_option("--backend", run.backend, "Backend (cpu)");
 
@@ -37,6 +42,17 @@ int main(int argc, char** argv) {
   c->add_option("--reference", compare.references, "Reference dump (.safetensors), repeatable")->required();
   c->add_option("--tolerance", compare.tolerance, "Relative error allowed per tap")->check(kPositive);
   c->add_option("--backend", compare.backend, "Backend (cpu)");
+
+  day0::app::TokenizeOptions tokenize;
+  auto* t = app.add_subcommand("tokenize", "Text <-> token ids and chat rendering with the model's tokenizer");
+  t->add_option("dir", tokenize.dir, "Directory with tokenizer.json (+ tokenizer_config.json)")->required();
+  t->add_flag("--decode", tokenize.decode, "Read a JSON array of ids, print the text");
+  t->add_flag("--chat", tokenize.chat, "Read a chat request JSON object, print the rendered prompt");
+  t->add_flag("--jsonl", tokenize.jsonl, "One JSON value per line in and out");
+  t->add_flag("--stream", tokenize.stream, "With --decode: the streaming detokenizer's pieces");
+  t->add_flag("--no-special", tokenize.no_special, "Encode without added special tokens");
+  t->add_flag("--skip-special", tokenize.skip_special, "Decode without special tokens");
+  t->add_option("--bench", tokenize.bench_file, "Time single-thread encode of FILE, print MB/s as JSON");
 
   try {
     app.parse(argc, argv);
@@ -50,6 +66,7 @@ int main(int argc, char** argv) {
     if (*i) return day0::app::inspect(inspect);
     if (*r) return day0::app::run(run);
     if (*c) return day0::app::compare(compare);
+    if (*t) return day0::app::tokenize(tokenize);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still one line, not an abort
     return day0::app::fail(e.what());
   }
