@@ -4,9 +4,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
-#include "test_util/temp_dir.h"
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,8 +23,8 @@
 #include "arch/registry.h"
 #include "io/safetensors.h"
 #include "model/op_plan.h"
-
-extern char** environ;
+#include "test_util/run_day0.h"
+#include "test_util/temp_dir.h"
 
 namespace day0 {
 namespace {
@@ -58,43 +55,9 @@ class TempDir : public testing_util::TempDir {
   fs::path file(const std::string& name) const { return path() / name; }
 };
 
-struct Proc {
-  int exit_code = -1;  // valid when signal == 0
-  int signal = 0;      // the signal that killed it, 0 if it exited
-  std::string out, err;
-  std::string what;  // the command line, exit status and stderr, for failure messages
-};
+using testing_util::Proc;
 
-// Runs the day0 binary with `args`; stdout and stderr go to separate temp files.
-Proc day0(const std::vector<std::string>& args) {
-  TempDir io;
-  const std::string out_path = io.file("stdout").string(), err_path = io.file("stderr").string();
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<std::string> all = {D0_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  Proc p;
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data()), p.what += a + " ";
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, D0_BINARY, &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << D0_BINARY << ": " << std::strerror(rc);
-    return p;
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) continue;
-  if (WIFEXITED(status)) p.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) p.signal = WTERMSIG(status);
-  p.out = slurp(out_path);
-  p.err = slurp(err_path);
-  p.what += "\n  exit " + std::to_string(p.exit_code) + ", signal " + std::to_string(p.signal) + "\n  stderr: " + p.err;
-  return p;
-}
+Proc day0(const std::vector<std::string>& args) { return testing_util::run_day0(args); }
 
 // The command must exit non-zero (not by a signal) with exactly one stderr line "error: ..." holding
 // every needle.
