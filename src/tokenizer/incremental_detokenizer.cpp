@@ -21,8 +21,9 @@ Result<std::string> IncrementalDetokenizer::push(std::int32_t id) {
   }
   ids_.push_back(id);
   D0_ASSIGN_OR_RETURN(std::string all, tokenizer_.decode_bytes(ids_, skip_special_));
-  // A non-concatenative decoder may rewrite earlier bytes (e.g. strip a leading space): only emit
-  // past what was emitted, and only while the earlier bytes are unchanged.
+  // A non-concatenative decoder re-decodes all ids; emitting only past what was emitted assumes those
+  // bytes stay unchanged as ids follow (true of Metaspace and Strip, which touch only the start; a
+  // ByteFallback byte run that turns invalid later can break it).
   // Decoders such as ByteFallback already turned an incomplete character into U+FFFD; like the
   // reference's DecodeStream, hold everything back while the text ends in one (finish() flushes).
   if (std::string_view(all).ends_with("\xEF\xBF\xBD")) return std::string();
