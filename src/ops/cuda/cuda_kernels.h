@@ -1,0 +1,52 @@
+// Launchers of the CUDA kernels gpt-oss needs besides GEMM and attention: each validates shapes, dtypes and
+// devices, enqueues on `stream` and returns a Status (never throws, never allocates). Activations are f32
+// [tokens, features] row-major on the device; each kernel sits beside its launcher in a *_cuda.cu file.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace day0 {
+
+// out[s] = table[ids[s]] as f32; table bf16/f32 [V, H], ids i32 [S], out f32 [S, H].
+// Ids live on the device, so the launcher cannot check them: an id outside [0, V) is clamped into range
+// (no out-of-bounds read) and sets error_flag (i32 [1] on the device) to 1. The kernel never clears the flag:
+// the caller zeroes it once per step and reads it back when it syncs, so one flag covers many launches.
+Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tensor& error_flag, cudaStream_t stream);
+
+// Fused residual add and RMSNorm: x += residual (if residual is defined), then
+// out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].
+Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one,
+                              Tensor& out, cudaStream_t stream);
+
+// out = bf16(in), round to nearest even; in f32, out bf16, same shape (any rank).
+Status convert_f32_to_bf16_cuda(const Tensor& in, Tensor& out, cudaStream_t stream);
+
+// In place on x f32 [S, n_heads * head_dim]: half-split rotation of the first 2 * inv_freq.numel() lanes per
+// head at positions i32 [S]; inv_freq f32 [rotary_dim / 2] on the device; cos and sin scaled by attention_factor.
+Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
+                 float attention_factor, cudaStream_t stream);
+
+// out f32 [n, I] from gate_up f32 [n, 2I] (interleaved or split layout), as CpuOps::swiglu_clamped.
+Status swiglu_clamped_cuda(const Tensor& gate_up, const SwigluParams& p, Tensor& out, cudaStream_t stream);
+
+// Top-k over logits f32 [S, E] (descending, lower index first on ties), softmax over the k selected.
+// indices i32 [S, k], weights f32 [S, k]. k <= 8, E <= 256 (one warp per token, values in registers).
+inline constexpr int kRouterMaxK = 8;
+inline constexpr int kRouterMaxExperts = 256;
+Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Tensor& weights, cudaStream_t stream);
+
+// Online MXFP4 -> BF16 of the selected experts only: workspace[j] = decode(w[expert_ids[j]]), with
+// expert_ids i32 [n] on the device and workspace bf16 [n, out, in]. Bit-exact with mxfp4_decode_row_bf16.
+// An id outside [0, E) is clamped (no out-of-bounds read) and sets error_flag (i32 [1]) to 1, as embedding.
+Status mxfp4_experts_to_bf16_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& workspace,
+                                  Tensor& error_flag, cudaStream_t stream);
+
+// y[m, n] += bias[n]; y f32/bf16 [M, N], bias f32/bf16 [N]. The GEMM's fallback when cuBLASLt's bias epilogue
+// does not take this dtype pair.
+Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
+
+}  // namespace day0

@@ -1,0 +1,204 @@
+// CUDA elementwise and row kernels against the CPU reference ops on fresh seeded random inputs: embedding,
+// residual add + RMSNorm, f32 -> bf16, RoPE, clamped SwiGLU. Outputs are NaN-poisoned before each launch,
+// so an element a kernel fails to write fails the comparison. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/op_test_util.h"
+#include "ops/rope.h"
+#include "quant/mxfp4.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::count_nan;
+using cudatest::download;
+using cudatest::download_flag;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::upload;
+using cudatest::zeroed;
+using optest::all_close;
+using optest::random_f32;
+using optest::to_bf16;
+using optest::to_double;
+
+TEST(CudaKernels, embedding_gathers_rows_exactly_for_bf16_and_f32_tables_at_odd_and_vector_widths) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1001);
+  CpuOps cpu;
+  // H = 2880 takes the 16-byte vector path, 13 the scalar one; S = 1 is decode, 37 a prefill.
+  for (std::int64_t H : {13, 64, 2880})
+    for (std::int64_t S : {1, 37})
+      for (bool bf16 : {true, false}) {
+        const std::int64_t V = 101;
+        Tensor table = random_f32({V, H}, rng, -2.f, 2.f);
+        if (bf16) table = to_bf16(table);
+        std::vector<std::int32_t> id_values(S);
+        for (auto& id : id_values) id = static_cast<std::int32_t>(rng() % V);
+        id_values[0] = static_cast<std::int32_t>(V - 1);  // the last row, an edge of the bounds check
+        const Tensor ids = optest::i32_tensor(id_values);
+        Tensor want = Tensor::zeros({S, H}, DType::f32);
+        D0_ASSERT_OK(cpu.embedding(table, ids, want));
+        Tensor d_out = poisoned(*ctx, {S, H}, DType::f32), flag = zeroed(*ctx, {1}, DType::i32);
+        D0_ASSERT_OK(embedding_cuda(upload(*ctx, table), upload(*ctx, ids), d_out, flag, ctx->stream()));
+        // A copy is exact: tolerance zero.
+        EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 0, 0)) << "H " << H << " S " << S;
+        EXPECT_EQ(download_flag(*ctx, flag), 0);
+      }
+}
+
+TEST(CudaKernels, embedding_clamps_an_out_of_range_id_and_raises_the_error_flag) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1002);
+  const Tensor table = to_bf16(random_f32({5, 16}, rng));
+  Tensor d_out = poisoned(*ctx, {3, 16}, DType::f32), flag = zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(embedding_cuda(upload(*ctx, table), upload(*ctx, optest::i32_tensor({1, 7, -2})), d_out, flag,
+                              ctx->stream()));
+  EXPECT_EQ(download_flag(*ctx, flag), 1);
+  const Tensor got = download(*ctx, d_out);
+  EXPECT_EQ(count_nan(got), 0);  // clamped rows are still written: no garbage flows on
+  EXPECT_EQ(got.data<float>()[16], bf16_to_f32(table.data<std::uint16_t>()[4 * 16]));  // 7 -> row 4
+  EXPECT_EQ(got.data<float>()[32], bf16_to_f32(table.data<std::uint16_t>()[0]));       // -2 -> row 0
+}
+
+TEST(CudaKernels, embedding_rejects_host_tensors_with_a_message_naming_the_argument) {
+  // No device needed: validation happens before any CUDA call.
+  Tensor table = Tensor::zeros({4, 8}, DType::bf16), ids = optest::i32_tensor({0}), out = Tensor::zeros({1, 8}, DType::f32);
+  Tensor flag = Tensor::zeros({1}, DType::i32);
+  const Status st = embedding_cuda(table, ids, out, flag, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(optest::contains(st.error().message, "table")) << st.error().message;
+  EXPECT_TRUE(optest::contains(st.error().message, "on cuda")) << st.error().message;
+}
+
+TEST(CudaKernels, rms_norm_with_residual_matches_cpu_add_then_rms_norm) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1003);
+  CpuOps cpu;
+  for (std::int64_t H : {7, 64, 2880})
+    for (std::int64_t S : {1, 3, 64})
+      for (bool bf16_w : {true, false})
+        for (bool plus_one : {false, true}) {
+          const Tensor x = random_f32({S, H}, rng, -3.f, 3.f), y = random_f32({S, H}, rng, -1.f, 1.f);
+          Tensor w = random_f32({H}, rng, 0.5f, 1.5f);
+          if (bf16_w) w = to_bf16(w);
+          Tensor x_ref = x.clone(), want = Tensor::zeros({S, H}, DType::f32);
+          D0_ASSERT_OK(cpu.add(x_ref, y));
+          D0_ASSERT_OK(cpu.rms_norm(x_ref, w, 1e-5f, plus_one, want));
+          Tensor d_x = upload(*ctx, x), d_out = poisoned(*ctx, {S, H}, DType::f32);
+          D0_ASSERT_OK(rms_norm_residual_cuda(d_x, upload(*ctx, y), upload(*ctx, w), 1e-5f, plus_one, d_out,
+                                              ctx->stream()));
+          // The residual sum is one f32 add on both sides: exact.
+          EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(x_ref), 0, 0)) << "x, H " << H << " S " << S;
+          // The sum of squares is reduced in another order (tree vs sequential): a few f32 ulps, ~sqrt(H) eps.
+          EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 1e-5, 1e-6)) << "H " << H << " S " << S;
+        }
+}
+
+TEST(CudaKernels, rms_norm_without_residual_leaves_x_unchanged) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1004);
+  CpuOps cpu;
+  const std::int64_t S = 5, H = 2880;
+  const Tensor x = random_f32({S, H}, rng, -3.f, 3.f), w = to_bf16(random_f32({H}, rng, 0.5f, 1.5f));
+  Tensor want = Tensor::zeros({S, H}, DType::f32);
+  D0_ASSERT_OK(cpu.rms_norm(x, w, 1e-6f, false, want));
+  Tensor d_x = upload(*ctx, x), d_out = poisoned(*ctx, {S, H}, DType::f32);
+  D0_ASSERT_OK(rms_norm_residual_cuda(d_x, Tensor(), upload(*ctx, w), 1e-6f, false, d_out, ctx->stream()));
+  EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(x), 0, 0));
+  // Reduction order only, as above.
+  EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 1e-5, 1e-6));
+}
+
+TEST(CudaKernels, convert_f32_to_bf16_rounds_to_nearest_even_bit_for_bit_at_odd_sizes) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1005);
+  // Odd sizes exercise the scalar tail after the 4-wide body; 257 x 2880 is a prefill activation.
+  for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{1, 2880}, Shape{257, 2880}}) {
+    Tensor x = random_f32(shape, rng, -100.f, 100.f);
+    x.data<float>()[0] = 1.00390625f;  // exactly halfway between two bf16 values: ties to even
+    const Tensor want = to_bf16(x);
+    Tensor d_out = poisoned(*ctx, shape, DType::bf16);
+    D0_ASSERT_OK(convert_f32_to_bf16_cuda(upload(*ctx, x), d_out, ctx->stream()));
+    const Tensor got = download(*ctx, d_out);
+    // Rounding is specified exactly (RNE), so bit-exact.
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(got.data<std::uint16_t>()[i], want.data<std::uint16_t>()[i]) << shape_to_string(shape) << " " << i;
+  }
+}
+
+TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dims_and_yarn_factor) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1006);
+  CpuOps cpu;
+  struct Case { int n_heads, head_dim, rotary_dim; float attention_factor; };
+  // gpt-oss: 64 heads x 64, YaRN factor 32 (attention factor ~1.35); a partial rotary dim; an odd head count.
+  for (const Case c : {Case{64, 64, 64, 1.3465736f}, Case{8, 64, 64, 1.f}, Case{3, 80, 32, 1.f}})
+    for (std::int64_t S : {1, 3, 64}) {
+      RopeSpec spec;
+      spec.kind = RopeKind::default_;
+      spec.theta = 150000.0;
+      spec.rotary_dim = c.rotary_dim;
+      const std::vector<float> inv_freq = rope_inv_freq(spec);
+      Tensor inv = Tensor::zeros({static_cast<std::int64_t>(inv_freq.size())}, DType::f32);
+      std::copy(inv_freq.begin(), inv_freq.end(), inv.data<float>());
+      std::vector<std::int32_t> pos(S);
+      for (auto& p : pos) p = static_cast<std::int32_t>(rng() % 131072);  // up to gpt-oss's context
+      const Tensor positions = optest::i32_tensor(pos);
+      const Tensor x = random_f32({S, std::int64_t(c.n_heads) * c.head_dim}, rng);
+      Tensor want = x.clone();
+      D0_ASSERT_OK(cpu.rope(want, c.n_heads, c.head_dim, positions, inv_freq, c.attention_factor));
+      Tensor d_x = upload(*ctx, x);
+      D0_ASSERT_OK(rope_cuda(d_x, c.n_heads, c.head_dim, upload(*ctx, positions), upload(*ctx, inv),
+                             c.attention_factor, ctx->stream()));
+      // Same f32 angle, double cos/sin, no FMA contraction: equal unless libm and CUDA's double cos differ in
+      // the last double ulp and that flips the float rounding; 1e-6 relative covers that one-ulp case.
+      EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(want), 1e-6, 1e-6))
+          << "heads " << c.n_heads << " d " << c.head_dim << " rot " << c.rotary_dim << " S " << S;
+    }
+}
+
+TEST(CudaKernels, swiglu_clamped_matches_the_cpu_reference_for_both_layouts) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1007);
+  CpuOps cpu;
+  for (std::int64_t I : {1, 33, 2880})
+    for (std::int64_t n : {1, 3, 64})
+      for (bool interleaved : {true, false}) {
+        SwigluParams p;
+        p.interleaved = interleaved;
+        // Values past +-limit so the clamps are exercised.
+        const Tensor gu = random_f32({n, 2 * I}, rng, -10.f, 10.f);
+        Tensor want = Tensor::zeros({n, I}, DType::f32);
+        D0_ASSERT_OK(cpu.swiglu_clamped(gu, p, want));
+        Tensor d_out = poisoned(*ctx, {n, I}, DType::f32);
+        D0_ASSERT_OK(swiglu_clamped_cuda(upload(*ctx, gu), p, d_out, ctx->stream()));
+        // CUDA's expf is within 2 ulp, glibc's within 1: a few ulp after the division. atol for outputs near 0.
+        EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 1e-6, 1e-7))
+            << "I " << I << " n " << n << " interleaved " << interleaved;
+      }
+}
+
+}  // namespace
+}  // namespace day0
