@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "tokenizer/jinja/js_string.h"
+#include "tokenizer/unicode.h"
 
 namespace day0::jinja {
 namespace {
@@ -90,11 +91,11 @@ void js_map_case(std::string& out, char32_t cp, bool upper) {
       std::lower_bound(begin, end, cp, [](const CaseException& e, char32_t c) { return e.cp < c; });
   if (it != end && it->cp == cp) {
     for (std::uint32_t m : it->to)
-      if (m) js_append_utf8(out, m);
+      if (m) tok::append_utf8(out, m);
     return;
   }
   const auto c = static_cast<utf8proc_int32_t>(cp);
-  js_append_utf8(out, static_cast<char32_t>(upper ? utf8proc_toupper(c) : utf8proc_tolower(c)));
+  tok::append_utf8(out, static_cast<char32_t>(upper ? utf8proc_toupper(c) : utf8proc_tolower(c)));
 }
 
 }  // namespace day0::jinja

@@ -2,6 +2,7 @@
 // mapping (with the final-sigma rule), UTF-16 lengths/indices/ordering, Number#toString, parseInt and
 // parseFloat, JSON string quoting.
 #include "tokenizer/jinja/js_string.h"
+#include "tokenizer/unicode.h"
 
 #include <utf8proc.h>
 
@@ -86,24 +87,6 @@ char32_t js_decode(std::string_view s, std::size_t i, std::size_t* len) {
   return static_cast<char32_t>(((c & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F));
 }
 
-void js_append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 bool js_is_space(char32_t cp) {
   switch (cp) {
     case 0x09:
@@ -174,7 +157,7 @@ std::string js_lower(std::string_view s) {
     std::size_t a = k + 1;
     while (a < cps.size() && is_case_ignorable(cps[a])) ++a;
     const bool final_sigma = b > 0 && is_cased(cps[b - 1]) && !(a < cps.size() && is_cased(cps[a]));
-    js_append_utf8(out, final_sigma ? 0x3C2 : 0x3C3);
+    tok::append_utf8(out, final_sigma ? 0x3C2 : 0x3C3);
   }
   return out;
 }

@@ -14,7 +14,6 @@ namespace day0::jinja {
 
 // Decodes the code point at s[i]; *len receives its byte length.
 char32_t js_decode(std::string_view s, std::size_t i, std::size_t* len);
-void js_append_utf8(std::string& out, char32_t cp);
 
 // JavaScript's WhiteSpace + LineTerminator set (what trim() removes and regex \s matches).
 bool js_is_space(char32_t cp);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tokenizer/jinja/js_string.h"
+#include "tokenizer/unicode.h"
 #include "tokenizer/jinja/value.h"
 
 namespace day0::jinja {
@@ -152,7 +153,7 @@ struct Lexer {
     std::string s;
     int pending_high = -1;  // a \uD8xx waiting for its low surrogate
     const auto flush = [&] {
-      if (pending_high >= 0) js_append_utf8(s, 0xFFFD);
+      if (pending_high >= 0) tok::append_utf8(s, 0xFFFD);
       pending_high = -1;
     };
     while (pos < src.size() && src.text[pos] != quote) {
@@ -174,14 +175,14 @@ struct Lexer {
           }
           pos += len;
           if (unit >= 0xDC00 && unit <= 0xDFFF && pending_high >= 0) {
-            js_append_utf8(s, 0x10000 + ((static_cast<char32_t>(pending_high) - 0xD800) << 10) + (unit - 0xDC00));
+            tok::append_utf8(s, 0x10000 + ((static_cast<char32_t>(pending_high) - 0xD800) << 10) + (unit - 0xDC00));
             pending_high = -1;
           } else if (unit >= 0xD800 && unit <= 0xDBFF) {
             flush();
             pending_high = static_cast<int>(unit);
           } else {
             flush();
-            js_append_utf8(s, unit >= 0xD800 && unit <= 0xDFFF ? 0xFFFD : unit);
+            tok::append_utf8(s, unit >= 0xD800 && unit <= 0xDFFF ? 0xFFFD : unit);
           }
           continue;
         }
