@@ -1,0 +1,75 @@
+// BlockPool and KV budget sizing.
+#include "cache/block_pool.h"
+
+#include <cassert>
+#include <limits>
+#include <string>
+
+namespace day0 {
+
+Result<std::int64_t> kv_bytes_per_token(const KvLayout& layout) {
+  if (layout.block_size < 1)
+    return make_error("kv layout: block_size must be >= 1, got " + std::to_string(layout.block_size));
+  const int bits = dtype_bits(layout.dtype);
+  if (bits % 8 != 0)
+    return make_error("kv layout: dtype " + std::string(dtype_name(layout.dtype)) + " is not byte-sized");
+  const std::int64_t elem = bits / 8;
+  std::int64_t total = 0;
+  for (std::size_t l = 0; l < layout.row_widths.size(); ++l) {
+    const std::int64_t w = layout.row_widths[l];
+    if (w < 0)
+      return make_error("kv layout: layer " + std::to_string(l) + " has negative row width " + std::to_string(w));
+    if (w > (std::numeric_limits<std::int64_t>::max() - total) / (2 * elem))
+      return make_error("kv layout: bytes per token overflow at layer " + std::to_string(l));
+    total += 2 * w * elem;
+  }
+  return total;
+}
+
+Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t budget_bytes) {
+  D0_ASSIGN_OR_RETURN(const std::int64_t per_token, kv_bytes_per_token(layout));
+  if (per_token == 0) return make_error("kv layout: no layer has KV rows, a KV pool is not needed");
+  if (per_token > std::numeric_limits<std::int64_t>::max() / layout.block_size)
+    return make_error("kv layout: bytes per block overflow");
+  const std::int64_t per_block = per_token * layout.block_size;
+  const std::uint64_t n = budget_bytes / static_cast<std::uint64_t>(per_block);
+  if (n == 0)
+    return make_error("kv budget of " + std::to_string(budget_bytes) + " bytes holds no block; one block of " +
+                      std::to_string(layout.block_size) + " tokens needs " + std::to_string(per_block) + " bytes");
+  if (n > static_cast<std::uint64_t>(std::numeric_limits<BlockId>::max())) return std::numeric_limits<BlockId>::max();
+  return static_cast<std::int32_t>(n);
+}
+
+BlockPool::BlockPool(std::int32_t n_blocks)
+    : ref_counts_(static_cast<std::size_t>(n_blocks > 0 ? n_blocks : 0), 0), on_free_list_(ref_counts_.size(), 1) {
+  free_.reserve(ref_counts_.size());
+  // Pushed in reverse so that block 0 is handed out first (readable tests and dumps).
+  for (std::int32_t i = n_blocks - 1; i >= 0; --i) free_.push_back(i);
+}
+
+std::optional<BlockId> BlockPool::allocate() {
+  if (free_.empty()) return std::nullopt;
+  const BlockId id = free_.back();
+  free_.pop_back();
+  on_free_list_[static_cast<std::size_t>(id)] = 0;
+  ref_counts_[static_cast<std::size_t>(id)] = 1;
+  return id;
+}
+
+void BlockPool::acquire(BlockId id) {
+  assert(valid(id) && !is_free(id));
+  ++ref_counts_[static_cast<std::size_t>(id)];
+}
+
+std::int32_t BlockPool::release(BlockId id) {
+  assert(valid(id) && ref_count(id) > 0);
+  return --ref_counts_[static_cast<std::size_t>(id)];
+}
+
+void BlockPool::push_free(BlockId id) {
+  assert(valid(id) && ref_count(id) == 0 && !is_free(id));
+  on_free_list_[static_cast<std::size_t>(id)] = 1;
+  free_.push_back(id);  // capacity reserved up front: no allocation here
+}
+
+}  // namespace day0

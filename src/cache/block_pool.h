@@ -1,0 +1,64 @@
+// BlockPool: the bookkeeping of the paged KV cache — a fixed set of block ids, a free list and reference counts.
+// Device-agnostic (ids only; the bytes live in KvBlockStorage on the CPU or a CUDA pool); sized once, never grows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace day0 {
+
+using BlockId = std::int32_t;
+
+// A copy-on-write order: copy rows [0, n_rows) of block src into block dst, in every layer.
+struct BlockCopy {
+  BlockId src = -1;
+  BlockId dst = -1;
+  std::int64_t n_rows = 0;
+};
+
+// Shape of the KV rows that one token occupies across layers.
+struct KvLayout {
+  std::vector<std::int64_t> row_widths;  // per layer: kv_heads * head_dim; 0 for layers without KV (linear attention)
+  std::int64_t block_size = 16;          // tokens per block
+  DType dtype = DType::f32;
+};
+
+// K and V bytes of one token across all layers: sum over layers of 2 * width * dtype bytes.
+// Errors for a layout that cannot hold tokens (block_size < 1, negative widths, sub-byte dtypes, overflow).
+Result<std::int64_t> kv_bytes_per_token(const KvLayout& layout);
+// How many whole blocks a memory budget holds; an error if not even one (names the bytes needed per block).
+Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t budget_bytes);
+
+class BlockPool {
+ public:
+  explicit BlockPool(std::int32_t n_blocks);
+
+  std::int32_t n_blocks() const { return static_cast<std::int32_t>(ref_counts_.size()); }
+  std::int32_t n_free() const { return static_cast<std::int32_t>(free_.size()); }
+
+  // Pops a free block and gives it ref count 1; nullopt when the free list is empty (never throws).
+  std::optional<BlockId> allocate();
+  // One more holder of a block that is not on the free list (a shared prefix block, a fork, a cache revival).
+  void acquire(BlockId id);
+  // One holder fewer; returns the new count. At 0 the block is on no list: the caller either parks it in the
+  // prefix cache (evictable) or returns it with push_free.
+  std::int32_t release(BlockId id);
+  // Returns an unreferenced block to the free list.
+  void push_free(BlockId id);
+
+  std::int32_t ref_count(BlockId id) const { return ref_counts_[static_cast<std::size_t>(id)]; }
+  bool is_free(BlockId id) const { return on_free_list_[static_cast<std::size_t>(id)] != 0; }
+  bool valid(BlockId id) const { return id >= 0 && id < n_blocks(); }
+
+ private:
+  std::vector<std::int32_t> ref_counts_;
+  std::vector<std::uint8_t> on_free_list_;
+  std::vector<BlockId> free_;  // a stack: the most recently freed block is reused first (warm in caches)
+};
+
+}  // namespace day0

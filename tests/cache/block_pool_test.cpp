@@ -1,0 +1,112 @@
+// BlockPool and KvBlockStorage: budget sizing, allocation to exhaustion, release, and slot-addressed rows.
+#include "cache/block_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cache/kv_block_storage.h"
+
+namespace day0 {
+namespace {
+
+TEST(KvBudget, bytes_per_token_counts_k_and_v_of_every_kv_layer_and_skips_linear_layers) {
+  // 3 layers: 2 kv_heads x 8 head_dim, a linear-attention layer, 4 x 8; bf16.
+  const KvLayout layout{{16, 0, 32}, 4, DType::bf16};
+  const auto per_token = kv_bytes_per_token(layout);
+  ASSERT_TRUE(per_token.ok());
+  EXPECT_EQ(*per_token, 2 * (16 + 32) * 2);
+}
+
+TEST(KvBudget, budget_gives_whole_blocks_and_too_small_a_budget_is_an_error_naming_the_block_bytes) {
+  const KvLayout layout{{16, 16}, 4, DType::f32};  // 256 bytes a token, 1024 a block
+  const auto n = kv_blocks_for_budget(layout, 10 * 1024 + 1000);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 10);
+  const auto none = kv_blocks_for_budget(layout, 1000);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("1024"), std::string::npos) << none.error().message;
+  EXPECT_FALSE(kv_blocks_for_budget(KvLayout{{16}, 0, DType::f32}, 1 << 20).ok());
+  EXPECT_FALSE(kv_blocks_for_budget(KvLayout{{-1}, 4, DType::f32}, 1 << 20).ok());
+  EXPECT_FALSE(kv_blocks_for_budget(KvLayout{{16}, 4, DType::fp4_e2m1}, 1 << 20).ok());
+  EXPECT_FALSE(kv_blocks_for_budget(KvLayout{{0, 0}, 4, DType::f32}, 1 << 20).ok());
+}
+
+TEST(BlockPool, allocation_to_exhaustion_hands_out_each_block_once_then_returns_empty) {
+  BlockPool pool(5);
+  std::set<BlockId> seen;
+  for (int i = 0; i < 5; ++i) {
+    const auto b = pool.allocate();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_TRUE(seen.insert(*b).second);
+    EXPECT_EQ(pool.ref_count(*b), 1);
+    EXPECT_FALSE(pool.is_free(*b));
+  }
+  EXPECT_EQ(pool.n_free(), 0);
+  EXPECT_FALSE(pool.allocate().has_value());
+  EXPECT_FALSE(pool.allocate().has_value());  // and again: no state change on failure
+}
+
+TEST(BlockPool, released_blocks_return_to_the_free_list_only_when_the_last_holder_lets_go) {
+  BlockPool pool(2);
+  const BlockId a = *pool.allocate();
+  pool.acquire(a);
+  EXPECT_EQ(pool.ref_count(a), 2);
+  EXPECT_EQ(pool.release(a), 1);
+  EXPECT_EQ(pool.n_free(), 1);
+  EXPECT_EQ(pool.release(a), 0);
+  pool.push_free(a);
+  EXPECT_EQ(pool.n_free(), 2);
+  EXPECT_TRUE(pool.is_free(a));
+  EXPECT_EQ(*pool.allocate(), a);  // most recently freed first
+}
+
+Tensor rows(std::int64_t n, std::int64_t w, float base) {
+  Tensor t = Tensor::zeros({n, w}, DType::f32);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+TEST(KvBlockStorage, rows_written_to_slots_are_gathered_back_in_block_table_order) {
+  auto storage = KvBlockStorage::create(KvLayout{{3, 0}, 2, DType::f32}, 4);
+  ASSERT_TRUE(storage.ok());
+  EXPECT_EQ(storage->keys(0).shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(storage->bytes(), 2u * 4 * 2 * 3 * sizeof(float));
+  // Table [3, 1]: positions 0,1 -> slots 6,7; position 2 -> slot 2.
+  const std::vector<std::int64_t> slots{6, 7, 2};
+  ASSERT_TRUE(storage->write(0, slots, rows(3, 3, 0), rows(3, 3, 100)).ok());
+  const std::vector<BlockId> table{3, 1};
+  Tensor k, v;
+  ASSERT_TRUE(storage->gather(0, table, 3, k, v).ok());
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(k.data<float>()[i], static_cast<float>(i));
+    EXPECT_EQ(v.data<float>()[i], 100.f + static_cast<float>(i));
+  }
+  EXPECT_FALSE(storage->write(1, slots, rows(3, 3, 0), rows(3, 3, 0)).ok());  // no KV in layer 1
+  EXPECT_FALSE(storage->write(0, slots, rows(2, 3, 0), rows(2, 3, 0)).ok());  // 2 rows, 3 slots
+  const std::vector<std::int64_t> outside{8};
+  EXPECT_FALSE(storage->write(0, outside, rows(1, 3, 0), rows(1, 3, 0)).ok());  // past the pool
+  EXPECT_FALSE(storage->gather(0, table, 5, k, v).ok());                        // past the table
+}
+
+TEST(KvBlockStorage, a_block_copy_duplicates_the_filled_rows_in_every_layer) {
+  auto storage = KvBlockStorage::create(KvLayout{{2, 2}, 2, DType::f32}, 3);
+  ASSERT_TRUE(storage.ok());
+  const std::vector<std::int64_t> slots{0, 1};
+  ASSERT_TRUE(storage->write(0, slots, rows(2, 2, 1), rows(2, 2, 11)).ok());
+  ASSERT_TRUE(storage->write(1, slots, rows(2, 2, 21), rows(2, 2, 31)).ok());
+  const std::vector<BlockCopy> copies{{0, 2, 1}};
+  ASSERT_TRUE(storage->apply(copies).ok());
+  const std::vector<BlockId> table{2};
+  Tensor k, v;
+  ASSERT_TRUE(storage->gather(1, table, 2, k, v).ok());
+  EXPECT_EQ(k.data<float>()[0], 21.f);
+  EXPECT_EQ(k.data<float>()[1], 22.f);
+  EXPECT_EQ(k.data<float>()[2], 0.f);  // row 1 was not part of the copy
+  EXPECT_EQ(v.data<float>()[1], 32.f);
+  const std::vector<BlockCopy> bad{{0, 3, 1}};
+  EXPECT_FALSE(storage->apply(bad).ok());
+}
+
+}  // namespace
+}  // namespace day0
