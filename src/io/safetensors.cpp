@@ -5,13 +5,14 @@
 // tensors are contiguous in offset order, with no overlap and no gap, and cover the data region exactly.
 #include "io/safetensors.h"
 
+#include "io/safetensors_writer.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -94,21 +95,6 @@ std::string known_dtype_names() {
     s += name;
   }
   return s;
-}
-
-// Writes all of `data`, retrying on EINTR and short writes.
-bool write_all(int fd, const void* data, std::size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 class Fd {
@@ -433,79 +419,21 @@ Status write_safetensors(const std::string& path, const std::vector<std::pair<st
   for (const auto& t : tensors) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
 
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = std::move(m);
-  }
-  std::uint64_t offset = 0;
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    const std::string& name = sorted[i]->first;
-    const Tensor& t = sorted[i]->second;
+  std::vector<TensorDecl> decls;
+  decls.reserve(sorted.size());
+  for (const auto* p : sorted) {
+    const std::string& name = p->first;
+    const Tensor& t = p->second;
     const std::string where = path + ": tensor " + quote_for_error(name) + ": ";
-    if (i > 0 && sorted[i - 1]->first == name) return make_error(where + "name given twice");
-    if (name == "__metadata__") return make_error(where + "name is reserved for the metadata entry");
     if (t.device() != Device::cpu) return make_error(where + "on " + std::string(device_name(t.device())) + ", expected cpu");
     if (!t.is_contiguous()) return make_error(where + "not contiguous");
-    const Result<std::int64_t> numel = shape_numel(t.shape());
-    if (!numel.ok()) return make_error(where + numel.error().message);
-    if ((static_cast<std::uint64_t>(*numel) * dtype_bits(t.dtype())) % 8 != 0) {
-      return make_error(where + std::to_string(*numel) + " " + std::string(dtype_name(t.dtype())) +
-                        " elements do not fill whole bytes (expected an even element count)");
-    }
     if (t.raw() == nullptr && t.nbytes() != 0) return make_error(where + "has no storage");
-    const std::string_view st_name = dtype_safetensors_name(t.dtype());
-    if (st_name.empty()) return make_error(where + "dtype " + std::string(dtype_name(t.dtype())) + " has no safetensors name");
-    const std::uint64_t bytes = t.nbytes();
-    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-    entry["dtype"] = std::string(st_name);
-    entry["shape"] = t.shape();
-    entry["data_offsets"] = nlohmann::ordered_json::array({offset, offset + bytes});
-    header[name] = std::move(entry);
-    offset += bytes;
+    decls.push_back(TensorDecl{name, t.dtype(), t.shape()});
   }
-  std::string text;
-  try {
-    text = header.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
-  } catch (const nlohmann::ordered_json::exception& e) {
-    return make_error(path + ": cannot encode header (names must be valid UTF-8): " + escape_bytes(e.what(), 300, false));
-  }
-  text.append((8 - text.size() % 8) % 8, ' ');
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
-
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return make_error(path + ": cannot create temporary file " + tmp + ": " + errno_text(errno));
-  auto fail = [&](const std::string& what) -> Status {
-    const int err = errno;
-    fd.reset();
-    ::unlink(tmp.c_str());
-    return make_error(path + ": " + what + ": " + errno_text(err));
-  };
-  if (!write_all(fd.get(), len, sizeof len) || !write_all(fd.get(), text.data(), text.size())) {
-    return fail("cannot write header to " + tmp);
-  }
-  for (const auto* p : sorted) {
-    const Tensor& t = p->second;
-    if (t.nbytes() != 0 && !write_all(fd.get(), t.raw(), t.nbytes())) {
-      return fail("cannot write tensor " + quote_for_error(p->first) + " to " + tmp);
-    }
-  }
-  if (::fsync(fd.get()) != 0) return fail("cannot sync " + tmp);
-  if (fd.release_close() != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return make_error(path + ": cannot close " + tmp + ": " + errno_text(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return make_error(path + ": cannot rename " + tmp + " to it: " + errno_text(err));
-  }
-  return Status::success();
+  D0_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
+                      SafetensorsWriter::create(path, std::move(decls), metadata));
+  for (const auto* p : sorted) D0_RETURN_IF_ERROR(writer->append(p->second.raw(), p->second.nbytes()));
+  return writer->close();
 }
 
 }  // namespace day0

@@ -1,6 +1,7 @@
 // The day0 subcommands. Each returns the process exit code; errors are printed as one line on stderr.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ struct TokenizeOptions {
   std::string bench_file;     // time encode of this file on one thread
 };
 int tokenize(const TokenizeOptions& o);
+
+struct SynthCommandOptions {
+  std::string config;  // config.json or a directory holding one
+  std::string outdir;
+  std::uint64_t seed = 0;
+  std::uint64_t shard_bytes = 5'000'000'000;
+  int threads = 0;     // 0: all cores
+  bool force = false;  // replace the checkpoint files of a non-empty OUTDIR
+};
+int synth(const SynthCommandOptions& o);
 
 // Prints "error: <message>" on stderr and returns 1.
 int fail(const std::string& message);

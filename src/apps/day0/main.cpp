@@ -1,8 +1,10 @@
-// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize.
+// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize, synth.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <exception>
+#include <limits>
 
 #include "apps/day0/commands.h"
 
@@ -54,6 +56,17 @@ int main(int argc, char** argv) {
   t->add_flag("--skip-special", tokenize.skip_special, "Decode without special tokens");
   t->add_option("--bench", tokenize.bench_file, "Time single-thread encode of FILE, print MB/s as JSON");
 
+  day0::app::SynthCommandOptions synth;
+  auto* s = app.add_subcommand("synth", "Write a checkpoint of random weights in the published layout for CONFIG");
+  s->add_option("config", synth.config, "config.json (or a directory holding one)")->required();
+  s->add_option("outdir", synth.outdir, "Output directory (created; must be empty unless --force)")->required();
+  s->add_option("--seed", synth.seed, "Random seed (same seed, same bytes)");
+  s->add_option("--shard-bytes", synth.shard_bytes, "Tensor bytes per shard, e.g. 5000000000, 500MB, 2GiB")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
+  s->add_option("--threads", synth.threads, "Generator threads (default: all cores)")->check(CLI::Range(1, 1024));
+  s->add_flag("--force", synth.force, "Allow a non-empty OUTDIR: replace its checkpoint files and config.json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -67,6 +80,7 @@ int main(int argc, char** argv) {
     if (*r) return day0::app::run(run);
     if (*c) return day0::app::compare(compare);
     if (*t) return day0::app::tokenize(tokenize);
+    if (*s) return day0::app::synth(synth);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still one line, not an abort
     return day0::app::fail(e.what());
   }
