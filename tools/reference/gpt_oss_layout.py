@@ -158,3 +158,24 @@ def check_transformers_mxfp4_load(outdir, model, dequant_path=None, metadata=Non
 
 def write_json(path, obj):
     path.write_text(json.dumps(obj, indent=2) + "\n")
+
+
+@torch.no_grad()
+def greedy_without_cache(model, ids, steps):
+    """`steps` greedy tokens by full no-cache forwards, and the last-position logits that chose each."""
+    seq, rows = ids.clone(), []
+    for _ in range(steps):
+        rows.append(model(input_ids=seq[None], use_cache=False).logits[0, -1].float())
+        seq = torch.cat([seq, rows[-1].argmax().view(1)])
+    return seq[ids.numel():].long(), torch.stack(rows)
+
+
+@torch.no_grad()
+def cached_decode_max_diff(model, ids, greedy_ids, greedy_logits):
+    """Sanity check: KV-cached decoding of the same tokens must reproduce the no-cache logits."""
+    out = model(input_ids=ids[None], use_cache=True)
+    rows = [out.logits[0, -1].float()]
+    for token in greedy_ids[:-1]:
+        out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
+        rows.append(out.logits[0, -1].float())
+    return (torch.stack(rows) - greedy_logits).abs().max().item()

@@ -30,8 +30,8 @@ import transformers
 from safetensors.torch import save_file
 from transformers import AutoConfig
 
-from gpt_oss_layout import (check_transformers_mxfp4_load, quantize_experts, round_non_experts_to_bf16,
-                            save_checkpoint, write_config, write_json)
+from gpt_oss_layout import (cached_decode_max_diff, check_transformers_mxfp4_load, greedy_without_cache,
+                            quantize_experts, round_non_experts_to_bf16, save_checkpoint, write_config, write_json)
 
 INIT_SEED = 0      # torch.manual_seed before building the model
 PERTURB_SEED = 1   # generator for the post-init perturbation
@@ -136,24 +136,6 @@ def capture_taps(model, ids):
     return taps
 
 
-def greedy_without_cache(model, ids):
-    seq, rows = ids.clone(), []
-    for _ in range(GREEDY_STEPS):
-        rows.append(model(input_ids=seq[None], use_cache=False).logits[0, -1].float())
-        seq = torch.cat([seq, rows[-1].argmax().view(1)])
-    return seq[ids.numel():].long(), torch.stack(rows)
-
-
-def cached_decode_max_diff(model, ids, greedy_ids, greedy_logits):
-    """Sanity check: KV-cached decoding of the same tokens must reproduce the no-cache logits."""
-    out = model(input_ids=ids[None], use_cache=True)
-    rows = [out.logits[0, -1].float()]
-    for token in greedy_ids[:-1]:
-        out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
-        rows.append(out.logits[0, -1].float())
-    return (torch.stack(rows) - greedy_logits).abs().max().item()
-
-
 @torch.no_grad()
 def main():
     outdir = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/gpt_oss_tiny")
@@ -176,7 +158,7 @@ def main():
     continuations, cached_diffs, margins = [], [], []
     for p, ids in enumerate(prompts):
         tensors = capture_taps(model, ids)
-        tensors["greedy_ids"], tensors["greedy_logits"] = greedy_without_cache(model, ids)
+        tensors["greedy_ids"], tensors["greedy_logits"] = greedy_without_cache(model, ids, GREEDY_STEPS)
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(refdir / f"prompt{p}.safetensors"),
                   metadata=metadata)
         continuations.append(tensors["greedy_ids"].tolist())

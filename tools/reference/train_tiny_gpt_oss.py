@@ -52,8 +52,9 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoConfig
 
-from gpt_oss_layout import (EXPERT_MATRICES, check_transformers_mxfp4_load, dequantize_mxfp4, quantize_experts,
-                            round_non_experts_to_bf16, save_checkpoint, write_config, write_json)
+from gpt_oss_layout import (EXPERT_MATRICES, cached_decode_max_diff, check_transformers_mxfp4_load,
+                            dequantize_mxfp4, greedy_without_cache, quantize_experts, round_non_experts_to_bf16,
+                            save_checkpoint, write_config, write_json)
 
 MODEL_NAME = "pycoder-tiny"
 INIT_SEED = 0   # torch.manual_seed before building the model
@@ -380,25 +381,6 @@ def evaluate(label, model, train_windows, heldout_windows, dev):
 def window_logprobs(model, ids):
     logits = model(input_ids=ids[None], use_cache=False).logits[0]
     return logits.double().log_softmax(-1)[:-1].gather(-1, ids[1:, None]).squeeze(-1).float()
-
-
-@torch.no_grad()
-def greedy_without_cache(model, ids, steps):
-    seq, rows = ids.clone(), []
-    for _ in range(steps):
-        rows.append(model(input_ids=seq[None], use_cache=False).logits[0, -1].float())
-        seq = torch.cat([seq, rows[-1].argmax().view(1)])
-    return seq[ids.numel():].long(), torch.stack(rows)
-
-
-@torch.no_grad()
-def cached_decode_max_diff(model, ids, greedy_ids, greedy_logits):
-    out = model(input_ids=ids[None], use_cache=True)
-    rows = [out.logits[0, -1].float()]
-    for token in greedy_ids[:-1]:
-        out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
-        rows.append(out.logits[0, -1].float())
-    return (torch.stack(rows) - greedy_logits).abs().max().item()
 
 
 def pick_fixture_windows(heldout_docs_ids, heldout_windows):
