@@ -1,0 +1,203 @@
+// Routed-expert MoE on the GPU (see moe_cuda.h): host-side grouping, online MXFP4 -> BF16 conversion of the
+// routed experts only into the planned workspace, per-expert gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/moe_cuda.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(std::int64_t total) {
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>((total + kThreads - 1) / kThreads, 65536)));
+}
+
+// xs[r, c] = bf16(x[rows[r], c]) for r < n.
+__global__ void moe_gather_bf16_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
+                                       std::int64_t n, std::int64_t H, __nv_bfloat16* __restrict__ xs) {
+  const std::int64_t total = n * H;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = idx / H, c = idx % H;
+    xs[idx] = __float2bfloat16_rn(x[static_cast<std::int64_t>(rows[r]) * H + c]);
+  }
+}
+
+// out[rows[r], c] += route[r] * y[r, c], in r order. Within one expert a token appears in consecutive
+// assignments only (grouping keeps (token, slot) order), so the first assignment of each run of equal rows
+// adds the whole run sequentially: no two threads write the same element, no atomics, deterministic.
+// Separate multiply and add (no FMA), as the CPU reference's out += y * w.
+__global__ void moe_scatter_add_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ rows,
+                                       const float* __restrict__ route, std::int64_t n, std::int64_t H,
+                                       float* __restrict__ out) {
+  const std::int64_t total = n * H;
+  for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = idx / H, c = idx % H;
+    const std::int32_t row = rows[r];
+    if (r > 0 && rows[r - 1] == row) continue;
+    float* dst = out + static_cast<std::int64_t>(row) * H + c;
+    float acc = *dst;
+    for (std::int64_t q = r; q < n && rows[q] == row; ++q) acc = __fadd_rn(acc, __fmul_rn(y[q * H + c], route[q]));
+    *dst = acc;
+  }
+}
+
+Status check_bias(const Mxfp4Experts& w, const char* op, const char* what) {
+  if (!has_values(w.bias)) return Status::success();
+  return check_cuda_tensor(w.bias, op, what, {DType::f32, DType::bf16}, {w.n_experts, w.out});
+}
+
+Tensor bias_row(const Mxfp4Experts& w, int e) {
+  if (!has_values(w.bias)) return Tensor();
+  return w.bias.slice_rows(e, e + 1).view({w.out});
+}
+
+}  // namespace
+
+Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceShape& s) {
+  if (s.n_experts <= 0 || s.k <= 0 || s.k > s.n_experts || s.hidden <= 0 || s.intermediate <= 0 || s.max_tokens <= 0 ||
+      s.hidden % 32 != 0 || s.intermediate % 32 != 0)
+    return make_error("MoeWorkspace::plan: need E > 0, 0 < k <= E, max_tokens > 0 and H, I positive multiples of 32 "
+                      "(E=" + std::to_string(s.n_experts) + " k=" + std::to_string(s.k) + " H=" +
+                      std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " max_tokens=" +
+                      std::to_string(s.max_tokens) + ")");
+  MoeWorkspace ws;
+  ws.shape = s;
+  const std::int64_t H = s.hidden, I = s.intermediate, T = s.max_tokens, A = s.max_tokens * s.k;
+  ws.max_routed = std::min<std::int64_t>(s.n_experts, A);
+  const std::size_t before = arena.used_bytes();
+  D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({ws.max_routed, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
+  D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({ws.max_routed, H, I}, DType::bf16, "moe workspace down experts"));
+  D0_ASSIGN_OR_RETURN(ws.expert_ids, arena.allocate({ws.max_routed}, DType::i32, "moe workspace expert ids"));
+  D0_ASSIGN_OR_RETURN(ws.rows, arena.allocate({A}, DType::i32, "moe workspace rows"));
+  D0_ASSIGN_OR_RETURN(ws.route, arena.allocate({A}, DType::f32, "moe workspace route"));
+  D0_ASSIGN_OR_RETURN(ws.error_flag, arena.allocate({1}, DType::i32, "moe workspace error flag"));
+  D0_ASSIGN_OR_RETURN(ws.xs, arena.allocate({T, H}, DType::bf16, "moe workspace gathered tokens"));
+  D0_ASSIGN_OR_RETURN(ws.gu, arena.allocate({T, 2 * I}, DType::f32, "moe workspace gate_up output"));
+  D0_ASSIGN_OR_RETURN(ws.h, arena.allocate({T, I}, DType::f32, "moe workspace swiglu output"));
+  D0_ASSIGN_OR_RETURN(ws.h_bf16, arena.allocate({T, I}, DType::bf16, "moe workspace swiglu bf16"));
+  D0_ASSIGN_OR_RETURN(ws.y, arena.allocate({T, H}, DType::f32, "moe workspace down output"));
+  ws.device_bytes = arena.used_bytes() - before;
+  ws.host_indices.resize(A);
+  ws.host_weights.resize(A);
+  ws.host_rows.resize(A);
+  ws.host_route.resize(A);
+  ws.host_expert_ids.resize(ws.max_routed);
+  ws.host_begin.resize(s.n_experts + 1);
+  return ws;
+}
+
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
+                        cudaStream_t stream) {
+  const char* op = "moe_experts_cuda";
+  const MoeWorkspaceShape& s = ws.shape;
+  if (x.dim() != 2 || indices.dim() != 2)
+    return make_error(std::string(op) + ": x and indices must be 2-D");
+  const std::int64_t S = x.size(0), H = s.hidden, I = s.intermediate, k = indices.size(1);
+  if (S > s.max_tokens)
+    return make_error(std::string(op) + ": " + std::to_string(S) + " tokens exceed the workspace's max_tokens " +
+                      std::to_string(s.max_tokens));
+  if (k != s.k) return make_error(std::string(op) + ": k = " + std::to_string(k) + " but the workspace was planned for k = " + std::to_string(s.k));
+  if (gate_up.n_experts != s.n_experts || down.n_experts != s.n_experts || gate_up.in != H || gate_up.out != 2 * I ||
+      down.in != I || down.out != H)
+    return make_error(std::string(op) + ": expert shapes (gate_up " + std::to_string(gate_up.out) + "x" +
+                      std::to_string(gate_up.in) + ", down " + std::to_string(down.out) + "x" + std::to_string(down.in) +
+                      ", E " + std::to_string(gate_up.n_experts) + ") do not match the workspace (H " + std::to_string(H) +
+                      ", I " + std::to_string(I) + ", E " + std::to_string(s.n_experts) + ")");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {S, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, H}));
+  D0_RETURN_IF_ERROR(check_bias(gate_up, op, "gate_up bias"));
+  D0_RETURN_IF_ERROR(check_bias(down, op, "down bias"));
+  if (indices.dtype() != DType::i32 || indices.shape() != Shape{S, k} || !indices.is_contiguous())
+    return make_error(std::string(op) + ": indices must be a contiguous i32 tensor [S, k]");
+  if (weights.dtype() != DType::f32 || weights.shape() != Shape{S, k} || !weights.is_contiguous())
+    return make_error(std::string(op) + ": weights must be a contiguous f32 tensor [S, k]");
+  if (indices.device() != weights.device())
+    return make_error(std::string(op) + ": indices and weights must live on the same device");
+
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream));
+  const std::int64_t A = S * k;
+  if (A == 0) return Status::success();
+
+  // 1. Indices and weights on the host (copied back, one stream sync, when they live on the device).
+  const std::int32_t* idx = indices.data<std::int32_t>();
+  const float* wts = weights.data<float>();
+  if (indices.device() == Device::cuda) {
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.host_indices.data(), idx, A * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.host_weights.data(), wts, A * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    idx = ws.host_indices.data();
+    wts = ws.host_weights.data();
+  }
+  // Counting sort by expert, stable in (token, slot) order: the CPU reference's order within an expert.
+  const int E = s.n_experts;
+  std::fill(ws.host_begin.begin(), ws.host_begin.end(), 0);
+  for (std::int64_t a = 0; a < A; ++a) {
+    const int e = idx[a];
+    if (e < 0 || e >= E) return make_error(std::string(op) + ": expert id " + std::to_string(e) + " out of range [0, " + std::to_string(E) + ")");
+    ++ws.host_begin[e + 1];
+  }
+  for (int e = 0; e < E; ++e) ws.host_begin[e + 1] += ws.host_begin[e];
+  // host_begin[e] is used as a cursor below and restored afterwards (it ends at begin[e + 1]).
+  for (std::int64_t a = 0; a < A; ++a) {
+    const std::int64_t pos = ws.host_begin[idx[a]]++;
+    ws.host_rows[pos] = static_cast<std::int32_t>(a / k);
+    ws.host_route[pos] = wts[a];
+  }
+  for (int e = E; e > 0; --e) ws.host_begin[e] = ws.host_begin[e - 1];
+  ws.host_begin[0] = 0;
+  std::int64_t n_routed = 0;
+  for (int e = 0; e < E; ++e)
+    if (ws.host_begin[e + 1] > ws.host_begin[e]) ws.host_expert_ids[n_routed++] = e;
+
+  // Pageable host -> device copies return once the source has been staged, so the host vectors may be
+  // reused by the next call.
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.rows.raw(), ws.host_rows.data(), A * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.route.raw(), ws.host_route.data(), A * sizeof(float), cudaMemcpyHostToDevice, stream));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.expert_ids.raw(), ws.host_expert_ids.data(), n_routed * sizeof(std::int32_t),
+                                          cudaMemcpyHostToDevice, stream));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.error_flag.raw(), 0, sizeof(std::int32_t), stream));
+
+  // 2. Online conversion of the routed experts only.
+  const Tensor ids = ws.expert_ids.slice_rows(0, n_routed);
+  Tensor gu_ws = ws.gate_up_w.slice_rows(0, n_routed), down_ws = ws.down_w.slice_rows(0, n_routed);
+  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(gate_up, ids, gu_ws, ws.error_flag, stream));
+  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(down, ids, down_ws, ws.error_flag, stream));
+
+  // 3. Per routed expert, ascending id, in chunks of at most max_tokens assignments.
+  for (std::int64_t j = 0; j < n_routed; ++j) {
+    const int e = ws.host_expert_ids[j];
+    const Tensor w_gu = ws.gate_up_w.slice_rows(j, j + 1).view({2 * I, H});
+    const Tensor w_down = ws.down_w.slice_rows(j, j + 1).view({H, I});
+    const Tensor b_gu = bias_row(gate_up, e), b_down = bias_row(down, e);
+    for (std::int64_t c0 = ws.host_begin[e]; c0 < ws.host_begin[e + 1]; c0 += s.max_tokens) {
+      const std::int64_t n = std::min<std::int64_t>(s.max_tokens, ws.host_begin[e + 1] - c0);
+      const std::int32_t* rows = ws.rows.data<std::int32_t>() + c0;
+      const float* route = ws.route.data<float>() + c0;
+      Tensor xs = ws.xs.slice_rows(0, n), gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
+      Tensor hb = ws.h_bf16.slice_rows(0, n), y = ws.y.slice_rows(0, n);
+      moe_gather_bf16_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(
+          x.data<float>(), rows, n, H, static_cast<__nv_bfloat16*>(xs.raw()));
+      D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_gather_bf16_kernel");
+      D0_RETURN_IF_ERROR(gemm.run(xs, w_gu, b_gu, gu));
+      D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
+      D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(h, hb, stream));
+      D0_RETURN_IF_ERROR(gemm.run(hb, w_down, b_down, y));
+      moe_scatter_add_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(y.data<float>(), rows, route, n, H,
+                                                                      out.data<float>());
+      D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_scatter_add_kernel");
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace day0

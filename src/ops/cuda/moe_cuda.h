@@ -1,0 +1,79 @@
+// Routed-expert MoE on the GPU with online MXFP4 -> BF16 conversion (issue 3, item 2), first simple version.
+//
+// MoeWorkspace is planned ONCE (at start-up) from the DeviceArena, sized for one layer's routed experts at the
+// largest batch: min(E, max_tokens * k) converted experts x (gate_up [2I, H] + down [H, I]) bf16, plus the
+// per-expert token buffers. Every layer reuses it; moe_experts_cuda never allocates (arena or host heap).
+//
+// moe_experts_cuda, per call:
+//   1. groups the (token, slot) assignments by expert ON THE HOST: indices and weights are small, so this
+//      version reads them on the host (when they live on the device it copies them back, which synchronises
+//      the stream once per call). A device-side grouping kernel can replace this later without changing the API.
+//   2. converts ONLY the routed experts' MXFP4 gate_up and down matrices into the workspace (one launch each
+//      of mxfp4_experts_to_bf16_cuda), in ascending expert id order;
+//   3. per routed expert, in ascending id order (as CpuOps::moe_experts, so accumulation order is
+//      deterministic and the same as the CPU's), in chunks of at most max_tokens assignments:
+//      gather its tokens (x f32 -> bf16), GEMM gate_up (+bias, f32 out), clamped SwiGLU (f32), convert to bf16,
+//      GEMM down (+bias, f32 out), out[token] += weight * y (a kernel; no atomics).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/cuda/device_arena.h"
+#include "ops/cuda/gemm_bf16.h"
+#include "ops/ops.h"
+
+namespace day0 {
+
+struct MoeWorkspaceShape {
+  int n_experts = 0;           // E
+  int k = 0;                   // experts per token
+  std::int64_t hidden = 0;     // H (gate_up.in == down.out)
+  std::int64_t intermediate = 0;  // I (gate_up.out == 2I, down.in == I)
+  std::int64_t max_tokens = 0;    // the largest S a call may pass
+};
+
+struct MoeWorkspace {
+  MoeWorkspaceShape shape;
+  std::int64_t max_routed = 0;  // min(E, max_tokens * k)
+
+  // Device, carved from the arena by plan().
+  Tensor gate_up_w;   // bf16 [max_routed, 2I, H]   converted routed experts, slot j = j-th routed expert
+  Tensor down_w;      // bf16 [max_routed, H, I]
+  Tensor expert_ids;  // i32 [max_routed]           routed expert ids, ascending
+  Tensor rows;        // i32 [max_tokens * k]       token row of each assignment, grouped by expert
+  Tensor route;       // f32 [max_tokens * k]       routing weight of each assignment
+  Tensor error_flag;  // i32 [1]                    set by the conversion kernel on a bad id (never, ids are checked)
+  Tensor xs;          // bf16 [max_tokens, H]       gathered tokens of one expert chunk
+  Tensor gu;          // f32 [max_tokens, 2I]
+  Tensor h;           // f32 [max_tokens, I]
+  Tensor h_bf16;      // bf16 [max_tokens, I]
+  Tensor y;           // f32 [max_tokens, H]
+
+  // Host staging, reserved by plan() so a call does not touch the heap either.
+  std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;
+  std::vector<float> host_weights, host_route;
+  std::vector<std::int64_t> host_begin;  // [E + 1] assignment offsets per expert (counting sort)
+
+  // Bytes this workspace took from the arena (for the memory report: once, not per layer).
+  std::size_t device_bytes = 0;
+
+  // Carves everything from `arena`; call once at start-up.
+  static Result<MoeWorkspace> plan(DeviceArena& arena, const MoeWorkspaceShape& shape);
+};
+
+// out f32 [S, H] = sum_j weights[s, j] * down_e(swiglu(gate_up_e(bf16(x[s])))), e = indices[s, j].
+// x f32 [S, H] on the device; indices i32 [S, k] and weights f32 [S, k] on the host or the device (see above);
+// gate_up / down: MXFP4 experts on the device (bias [E, out] f32 or bf16, optional); out f32 [S, H] on the
+// device (overwritten). S <= ws.shape.max_tokens and the expert shapes must match the plan.
+// `stream` must be the stream of the context `gemm` was made with (GemmBf16 launches on its context's stream).
+// Precision: x and the SwiGLU output are rounded to bf16 before their GEMMs (fp32 accumulation, f32 outputs).
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
+                        cudaStream_t stream);
+
+}  // namespace day0

@@ -1,0 +1,161 @@
+// CUDA routed-expert MoE (online MXFP4 -> BF16 of the routed experts into one reused workspace) against
+// CpuOps::moe_experts on fresh random inputs. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/gemm_bf16.h"
+#include "ops/cuda/moe_cuda.h"
+#include "ops/op_test_util.h"
+#include "quant/mxfp4.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::relative_norm_error;
+using cudatest::upload;
+
+// Experts encoded with mxfp4_encode_row from uniform weights in +-sqrt(3/in) (unit-variance outputs for unit
+// inputs, so SwiGLU's clamp is reached only sometimes); bias [E, out] in `bias_dtype` (f32 or bf16).
+// A cheap LCG instead of mt19937: the gpt-oss-20b shape encodes 800 M values.
+Mxfp4Experts encoded_experts(int E, int out, int in, DType bias_dtype, std::mt19937& rng) {
+  Mxfp4Experts w;
+  w.n_experts = E, w.out = out, w.in = in;
+  const std::int64_t groups = in / kMxfp4GroupSize;
+  w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
+  w.scales = Tensor::zeros({E, out, groups}, DType::u8);
+  std::uint64_t state = rng() | (std::uint64_t(rng()) << 32) | 1;
+  const float a = std::sqrt(3.0f / in);
+  std::vector<float> row(in);
+  for (std::int64_t r = 0; r < std::int64_t(E) * out; ++r) {
+    for (int i = 0; i < in; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      row[i] = a * (static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
+    mxfp4_encode_row(row.data(), in, w.blocks.data<std::uint8_t>() + r * groups * kMxfp4GroupBytes,
+                     w.scales.data<std::uint8_t>() + r * groups);
+  }
+  Tensor bias = optest::random_f32({E, out}, rng, -0.1f, 0.1f);
+  w.bias = bias_dtype == DType::bf16 ? optest::to_bf16(bias) : bias;
+  return w;
+}
+
+Mxfp4Experts upload_experts(CudaContext& ctx, const Mxfp4Experts& host) {
+  Mxfp4Experts d = host;
+  d.blocks = upload(ctx, host.blocks);
+  d.scales = upload(ctx, host.scales);
+  d.bias = upload(ctx, host.bias);
+  return d;
+}
+
+// k distinct experts per token (as the router picks them), weights positive and summing to 1.
+void random_routing(std::int64_t S, int E, int k, std::mt19937& rng, Tensor& indices, Tensor& weights) {
+  indices = Tensor::zeros({S, k}, DType::i32);
+  weights = Tensor::zeros({S, k}, DType::f32);
+  std::vector<int> order(E);
+  std::uniform_real_distribution<float> dist(0.05f, 1.f);
+  for (std::int64_t s = 0; s < S; ++s) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    float sum = 0;
+    for (int j = 0; j < k; ++j) sum += (weights.data<float>()[s * k + j] = dist(rng));
+    for (int j = 0; j < k; ++j) {
+      indices.data<std::int32_t>()[s * k + j] = order[j];
+      weights.data<float>()[s * k + j] /= sum;
+    }
+  }
+}
+
+// x rounded to bf16 on the CPU side, as the GPU path converts it before the gate_up GEMM.
+Tensor bf16_rounded(const Tensor& x) { return optest::to_bf16(x).to_f32(); }
+
+void run_case(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, const std::vector<std::int64_t>& batches,
+              DType bias_dtype, bool interleaved, std::mt19937& rng) {
+  SCOPED_TRACE("E " + std::to_string(E) + " k " + std::to_string(k) + " H " + std::to_string(H) + " I " +
+               std::to_string(I));
+  CpuOps cpu;
+  const Mxfp4Experts gu_host = encoded_experts(E, int(2 * I), int(H), bias_dtype, rng);
+  const Mxfp4Experts down_host = encoded_experts(E, int(H), int(I), bias_dtype, rng);
+  const Mxfp4Experts gu_dev = upload_experts(ctx, gu_host), down_dev = upload_experts(ctx, down_host);
+  SwigluParams p;
+  p.interleaved = interleaved;
+  const std::int64_t max_tokens = *std::max_element(batches.begin(), batches.end());
+  auto ws = MoeWorkspace::plan(ctx.arena(), MoeWorkspaceShape{E, k, H, I, max_tokens});
+  ASSERT_TRUE(ws.ok()) << ws.error().message;
+  EXPECT_EQ(ws->max_routed, std::min<std::int64_t>(E, max_tokens * k));
+  GemmBf16 gemm(ctx);
+  for (std::int64_t S : batches) {
+    SCOPED_TRACE("S " + std::to_string(S));
+    const Tensor x = optest::random_f32({S, H}, rng);
+    Tensor indices, weights;
+    random_routing(S, E, k, rng, indices, weights);
+    Tensor want = Tensor::zeros({S, H}, DType::f32);
+    D0_ASSERT_OK(cpu.moe_experts(bf16_rounded(x), indices, weights, gu_host, down_host, p, want));
+    const Tensor d_x = upload(ctx, x);
+    // Host indices/weights for odd S, device copies otherwise: both inputs are supported.
+    const bool on_device = S % 2 == 0;
+    const Tensor idx = on_device ? upload(ctx, indices) : indices, wts = on_device ? upload(ctx, weights) : weights;
+    Tensor d_out = poisoned(ctx, {S, H}, DType::f32);
+    // Workspace reuse: after plan (and this batch's test uploads) a call takes nothing from the arena.
+    const std::size_t used = ctx.arena().used_bytes();
+    for (int call = 0; call < 2; ++call) {
+      D0_ASSERT_OK(moe_experts_cuda(d_x, idx, wts, gu_dev, down_dev, p, *ws, gemm, d_out, ctx.stream()));
+      EXPECT_EQ(ctx.arena().used_bytes(), used) << "call " << call;
+    }
+    const Tensor got = download(ctx, d_out);
+    EXPECT_EQ(cudatest::count_nan(got), 0);
+    EXPECT_EQ(download(ctx, ws->error_flag).data<std::int32_t>()[0], 0);
+    // 1e-2: the GPU rounds the SwiGLU output to bf16 before the down GEMM (CPU keeps f32; rel. 2^-9 per
+    // element) and both GEMMs accumulate in a different order; weights and x are exactly equal on both sides.
+    EXPECT_LT(relative_norm_error(got, want), 1e-2);
+  }
+}
+
+TEST(CudaMoe, routed_experts_match_the_cpu_reference_small_shapes) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(3001);
+  for (int E : {4, 32})
+    for (int k : {1, 2, 4})
+      run_case(*ctx, E, k, 64, 96, {1, 5, 64}, E == 4 ? DType::f32 : DType::bf16, k != 2, rng);
+}
+
+TEST(CudaMoe, routed_experts_match_the_cpu_reference_at_the_gpt_oss_20b_shape) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  // 32 experts of 5760x2880 + 2880x2880 MXFP4 (~0.43 GB) plus a workspace of min(32, 4*4) = 16 bf16 experts (~0.8 GB).
+  auto ctx = make_context(std::size_t(3) << 30);
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(3002);
+  run_case(*ctx, 32, 4, 2880, 2880, {4}, DType::bf16, true, rng);
+}
+
+TEST(CudaMoe, rejects_more_tokens_than_planned) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(3003);
+  const Mxfp4Experts gu = upload_experts(*ctx, encoded_experts(4, 64, 32, DType::f32, rng));
+  const Mxfp4Experts down = upload_experts(*ctx, encoded_experts(4, 32, 32, DType::f32, rng));
+  auto ws = MoeWorkspace::plan(ctx->arena(), MoeWorkspaceShape{4, 2, 32, 32, 2});
+  ASSERT_TRUE(ws.ok()) << ws.error().message;
+  GemmBf16 gemm(*ctx);
+  Tensor indices, weights;
+  random_routing(3, 4, 2, rng, indices, weights);
+  Tensor out = poisoned(*ctx, {3, 32}, DType::f32);
+  const Status st = moe_experts_cuda(upload(*ctx, optest::random_f32({3, 32}, rng)), indices, weights, gu, down,
+                                     SwigluParams{}, *ws, gemm, out, ctx->stream());
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(optest::contains(st.error().message, "max_tokens")) << st.error().message;
+}
+
+}  // namespace
+}  // namespace day0
