@@ -8,8 +8,7 @@
 namespace day0 {
 
 Result<KvBlockStorage> KvBlockStorage::create(const KvLayout& layout, std::int32_t n_blocks) {
-  D0_ASSIGN_OR_RETURN(const std::int64_t per_token, kv_bytes_per_token(layout));
-  (void)per_token;
+  D0_RETURN_IF_ERROR(kv_bytes_per_token(layout));  // validates the layout
   if (n_blocks < 1) return make_error("kv storage: n_blocks must be >= 1, got " + std::to_string(n_blocks));
   KvBlockStorage s;
   s.layout_ = layout;

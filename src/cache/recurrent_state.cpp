@@ -47,8 +47,7 @@ Result<std::int64_t> RecurrentStateStorage::bytes_per_slot(const std::vector<Rec
 
 Result<RecurrentStateStorage> RecurrentStateStorage::create(const std::vector<RecurrentLayerShape>& layers,
                                                             std::int32_t n_slots) {
-  D0_ASSIGN_OR_RETURN(const std::int64_t per_slot, bytes_per_slot(layers));
-  (void)per_slot;
+  D0_RETURN_IF_ERROR(bytes_per_slot(layers));  // validates the layer shapes
   if (n_slots < 1) return make_error("recurrent state: n_slots must be >= 1, got " + std::to_string(n_slots));
   RecurrentStateStorage s;
   s.layers_ = layers;
