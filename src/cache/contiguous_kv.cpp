@@ -14,17 +14,27 @@ ContiguousKvCache::ContiguousKvCache(const std::vector<std::int64_t>& row_widths
   }
 }
 
-Status ContiguousKvCache::write(int layer, const Tensor& k, const Tensor& v) {
+ContiguousKvCache::ContiguousKvCache(std::vector<Tensor> keys, std::vector<Tensor> values, std::int64_t max_tokens)
+    : k_(std::move(keys)), v_(std::move(values)), max_tokens_(max_tokens) {}
+
+Result<std::pair<Tensor, Tensor>> ContiguousKvCache::slots(int layer, std::int64_t n) const {
   if (layer < 0 || layer >= static_cast<int>(k_.size())) return make_error("kv cache: no layer " + std::to_string(layer));
-  const Tensor& K = k_[layer];
-  const std::int64_t n = k.size(0), width = K.size(1);
-  if (k.shape() != Shape{n, width} || v.shape() != k.shape() || k.dtype() != DType::f32 || v.dtype() != DType::f32)
-    return make_error("kv cache: layer " + std::to_string(layer) + " expects f32 [n, " + std::to_string(width) + "]");
-  if (length_ + n > max_tokens_)
+  if (n < 0 || length_ + n > max_tokens_)
     return make_error("kv cache: sequence of " + std::to_string(length_ + n) + " tokens exceeds the reserved " +
                       std::to_string(max_tokens_));
-  std::memcpy(k_[layer].data<float>() + length_ * width, k.data<float>(), n * width * sizeof(float));
-  std::memcpy(v_[layer].data<float>() + length_ * width, v.data<float>(), n * width * sizeof(float));
+  return std::pair{k_[layer].slice_rows(length_, length_ + n), v_[layer].slice_rows(length_, length_ + n)};
+}
+
+Status ContiguousKvCache::write(int layer, const Tensor& k, const Tensor& v) {
+  D0_ASSIGN_OR_RETURN(auto dst, slots(layer, k.dim() == 2 ? k.size(0) : -1));
+  auto& [K, V] = dst;
+  if (k.shape() != K.shape() || v.shape() != k.shape() || k.dtype() != DType::f32 || v.dtype() != DType::f32)
+    return make_error("kv cache: layer " + std::to_string(layer) + " expects f32 [n, " + std::to_string(K.size(1)) +
+                      "], got " + shape_to_string(k.shape()));
+  if (K.device() != Device::cpu || k.device() != Device::cpu || v.device() != Device::cpu)
+    return make_error("kv cache: write() copies on the cpu; copy into slots() on other devices");
+  std::memcpy(K.raw(), k.raw(), k.nbytes());
+  std::memcpy(V.raw(), v.raw(), v.nbytes());
   return Status::success();
 }
 

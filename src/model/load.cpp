@@ -6,18 +6,33 @@
 
 namespace day0 {
 
-Result<LoadedModel> load_model(const std::string& dir, std::string_view backend, std::int64_t max_tokens) {
-  const auto t0 = std::chrono::steady_clock::now();
+Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& options) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
   LoadedModel m;
   D0_ASSIGN_OR_RETURN(m.spec, model_spec_from_dir(dir));
-  D0_ASSIGN_OR_RETURN(m.ops, make_ops(backend));
+  D0_ASSIGN_OR_RETURN(m.ops, make_ops(options.backend, options.backend_options));
   D0_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open_dir(dir));
   m.weight_bytes = checkpoint.total_bytes();
-  D0_ASSIGN_OR_RETURN(ModelWeights weights, ModelWeights::bind(m.spec, checkpoint));
-  D0_ASSIGN_OR_RETURN(m.executor, Executor::create(m.spec, std::move(weights), *m.ops,
-                                                   max_tokens > 0 ? std::min<std::int64_t>(max_tokens, m.spec.max_position) : m.spec.max_position));
-  m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  D0_ASSIGN_OR_RETURN(ModelWeights bound, ModelWeights::bind(m.spec, checkpoint));
+  const auto t_place = clock::now();
+  D0_ASSIGN_OR_RETURN(NamedTensors placed, m.ops->place_weights(bound.tensors(), options.progress));
+  m.place_seconds = std::chrono::duration<double>(clock::now() - t_place).count();
+  ExecutorOptions eo;
+  eo.max_tokens = options.max_tokens > 0 ? std::min<std::int64_t>(options.max_tokens, m.spec.max_position)
+                                         : m.spec.max_position;
+  eo.max_step_tokens = options.max_step_tokens;
+  D0_ASSIGN_OR_RETURN(m.executor,
+                      Executor::create(m.spec, ModelWeights::from_tensors(std::move(placed)), *m.ops, eo));
+  m.load_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return m;
+}
+
+Result<LoadedModel> load_model(const std::string& dir, std::string_view backend, std::int64_t max_tokens) {
+  LoadOptions options;
+  options.backend = std::string(backend);
+  options.max_tokens = max_tokens;
+  return load_model(dir, options);
 }
 
 }  // namespace day0

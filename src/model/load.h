@@ -1,4 +1,5 @@
-// Opens a model directory for execution: config -> ModelSpec, checkpoint validated and bound, backend, executor.
+// Opens a model directory for execution: config -> ModelSpec, checkpoint validated and bound, backend created,
+// weights placed on it (uploaded, for a GPU), executor with its KV cache and workspaces reserved.
 #pragma once
 
 #include <memory>
@@ -12,15 +13,25 @@
 
 namespace day0 {
 
+struct LoadOptions {
+  std::string backend = "cpu";
+  std::int64_t max_tokens = 0;         // <= 0: the model's max_position_embeddings
+  std::int64_t max_step_tokens = 2048;
+  BackendOptions backend_options;
+  ProgressFn progress;                 // weight placement progress (bytes)
+};
+
 struct LoadedModel {
   ModelSpec spec;
   std::unique_ptr<Ops> ops;  // declared before executor: outlives it
   std::unique_ptr<Executor> executor;
   std::uint64_t weight_bytes = 0;
-  double load_seconds = 0;
+  double load_seconds = 0;       // everything: open, check, place, reserve
+  double place_seconds = 0;      // placing the weights on the backend (the upload, for a GPU)
 };
 
-// max_tokens <= 0 means the model's max_position_embeddings.
+Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& options);
+// The CPU-default shorthand used by tools and tests.
 Result<LoadedModel> load_model(const std::string& dir, std::string_view backend, std::int64_t max_tokens);
 
 }  // namespace day0

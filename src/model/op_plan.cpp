@@ -1,6 +1,7 @@
-// ops_used: walk the block list and collect each op once, with what it is asked to do.
+// ops_used: walk the block list and collect each op once; ops_plan: the largest shapes a step asks of a backend.
 #include "model/op_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -38,7 +39,7 @@ std::vector<OpUse> ops_used(const ModelSpec& spec) {
     add(OpKind::swiglu_clamped, sw.str());
     add(OpKind::moe_experts, std::to_string(m.n_experts) + " experts, " + std::to_string(m.top_k) + " per token");
   }
-  add(OpKind::add, "residual");
+  add(OpKind::add_rms_norm, "residual add fused with the next norm");
   add(OpKind::lm_head, spec.tie_embeddings ? "tied to embedding" : "untied");
   // Attention detail lists the window pattern across layers.
   for (auto& u : uses)
@@ -46,6 +47,20 @@ std::vector<OpUse> ops_used(const ModelSpec& spec) {
       for (auto [w, n] : windows)
         u.detail += w == 0 ? "; full x" + std::to_string(n) : "; window " + std::to_string(w) + " x" + std::to_string(n);
   return uses;
+}
+
+OpsPlan ops_plan(const ModelSpec& spec, std::int64_t max_step_tokens) {
+  OpsPlan plan;
+  plan.max_step_tokens = max_step_tokens;
+  for (const auto& L : spec.layers) {
+    if (L.channel.kind != ChannelMixerKind::moe) continue;
+    const MoESpec& m = L.channel.moe;
+    plan.n_experts = std::max(plan.n_experts, m.n_experts);
+    plan.top_k = std::max(plan.top_k, m.top_k);
+    plan.hidden = std::max<std::int64_t>(plan.hidden, m.down.out);
+    plan.intermediate = std::max<std::int64_t>(plan.intermediate, m.intermediate);
+  }
+  return plan;
 }
 
 }  // namespace day0

@@ -1,4 +1,5 @@
-// Which operators a ModelSpec needs, and with what parameters — the basis of the coverage checklist.
+// Which operators a ModelSpec needs, and with what parameters — the basis of the coverage checklist — and the
+// largest shapes one forward step asks of a backend (what it reserves at start-up).
 #pragma once
 
 #include <string>
@@ -6,6 +7,7 @@
 
 #include "arch/model_spec.h"
 #include "ops/op_kind.h"
+#include "ops/ops.h"
 
 namespace day0 {
 
@@ -15,5 +17,6 @@ struct OpUse {
 };
 
 std::vector<OpUse> ops_used(const ModelSpec& spec);
+OpsPlan ops_plan(const ModelSpec& spec, std::int64_t max_step_tokens);
 
 }  // namespace day0

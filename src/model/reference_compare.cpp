@@ -97,7 +97,15 @@ Result<ReferenceComparison> compare_with_reference(Executor& executor, const std
     }
     const std::int32_t token = argmax_token(logits);
     result.greedy_tokens.push_back(token);
-    if (result.greedy_first_mismatch < 0 && token != int_at(ref_ids, step)) result.greedy_first_mismatch = step;
+    if (result.greedy_first_mismatch < 0 && token != int_at(ref_ids, step)) {
+      result.greedy_first_mismatch = step;
+      if (greedy_logits) {
+        const float* row = ref_logits.data<float>() + std::int64_t(step) * ref_logits.size(1);
+        result.greedy_mismatch_ref_gap = double(row[int_at(ref_ids, step)]) - double(row[token]);
+        for (std::int64_t v = 0; v < ref_logits.size(1); ++v)
+          result.greedy_mismatch_logit_scale = std::fmax(result.greedy_mismatch_logit_scale, std::fabs(row[v]));
+      }
+    }
     if (step + 1 == result.greedy_steps) break;
     // Feed the reference token so later steps stay comparable even after a mismatch.
     const std::int32_t next = static_cast<std::int32_t>(int_at(ref_ids, step));

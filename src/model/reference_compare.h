@@ -24,6 +24,9 @@ struct ReferenceComparison {
   int greedy_steps = 0;                 // 0 if the dump has no greedy continuation
   int greedy_first_mismatch = -1;       // first differing token index, -1 if identical
   double greedy_logits_rel = 0;         // worst per-step relative error
+  // At the first mismatch: the reference's own logit gap between its token and ours (>= 0), and its row's
+  // largest |logit|; a gap that is a tiny share of that scale is a near-tie a lower precision may flip.
+  double greedy_mismatch_ref_gap = 0, greedy_mismatch_logit_scale = 0;
   std::vector<std::int32_t> greedy_tokens;
   double tolerance = 0;
   bool ok() const;

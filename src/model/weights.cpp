@@ -60,6 +60,12 @@ Result<ModelWeights> ModelWeights::bind(const ModelSpec& spec, const Checkpoint&
   return weights;
 }
 
+ModelWeights ModelWeights::from_tensors(NamedTensors tensors) {
+  ModelWeights w;
+  w.tensors_ = std::move(tensors);
+  return w;
+}
+
 const Tensor& ModelWeights::get(const std::string& name) const {
   auto it = tensors_.find(name);
   assert(it != tensors_.end() && "weight not in the manifest");

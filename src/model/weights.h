@@ -8,6 +8,7 @@
 
 #include "arch/model_spec.h"
 #include "io/checkpoint.h"
+#include "ops/ops.h"
 
 namespace day0 {
 
@@ -28,12 +29,15 @@ class ModelWeights {
  public:
   // Fails with the list of problems (first few named, count of the rest) if the check fails.
   static Result<ModelWeights> bind(const ModelSpec& spec, const Checkpoint& checkpoint);
+  // Tensors someone already placed (a backend's copies of bound weights).
+  static ModelWeights from_tensors(NamedTensors tensors);
+  const NamedTensors& tensors() const { return tensors_; }
   // Manifest names only; an absent name is a programming error.
   const Tensor& get(const std::string& name) const;
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
 
  private:
-  std::map<std::string, Tensor> tensors_;
+  NamedTensors tensors_;
 };
 
 }  // namespace day0

@@ -15,6 +15,7 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::swiglu_clamped: return "swiglu_clamped";
     case OpKind::moe_experts: return "moe_experts";
     case OpKind::add: return "add";
+    case OpKind::add_rms_norm: return "add_rms_norm";
     case OpKind::lm_head: return "lm_head";
     case OpKind::count_: break;
   }

@@ -1,9 +1,14 @@
 // The operator set the executor calls, one virtual interface per backend.
 // Activations are f32 [tokens, features] row-major; weights may be bf16/f16/f32 (ops upcast on read).
 // Every op validates shapes and returns a Status; none allocates its output (the caller owns it).
+// Memory is the backend's too: weights, caches and activations are placed and allocated through it, so the
+// executor never knows which device it runs on.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,11 +37,60 @@ struct Mxfp4Experts {
   int n_experts = 0, out = 0, in = 0;
 };
 
+// What a backend reserves at start-up: the largest forward step and the largest MoE layer it will run.
+struct OpsPlan {
+  std::int64_t max_step_tokens = 0;
+  int n_experts = 0, top_k = 0;
+  std::int64_t hidden = 0, intermediate = 0;  // 0 experts: no MoE layer
+};
+
+// One line of the memory report: "weights", "moe workspace", "kv cache", "activations (peak)", ...
+struct MemoryUse {
+  std::string what;
+  std::uint64_t bytes = 0;
+  std::string note;
+};
+
+// A position in the per-step scratch memory; release rewinds to it.
+struct ScratchMark {
+  std::size_t offset = 0;
+};
+
+using NamedTensors = std::map<std::string, Tensor>;
+// (bytes done, bytes total); called from one thread at a time, not necessarily the caller's.
+using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
 class Ops {
  public:
   virtual ~Ops() = default;
   virtual std::string_view backend() const = 0;
   virtual OpEntry entry(OpKind kind) const = 0;
+
+  // ---- memory
+  virtual Device device() const = 0;
+  // Reserves what `plan` needs (workspaces) once; call before the first op.
+  virtual Status plan(const OpsPlan& plan) = 0;
+  // The checkpoint's tensors (host, usually mmap views) made usable by this backend's ops: the CPU uses them
+  // in place; CUDA uploads them, converting dense matrices to the dtype its matmuls take.
+  virtual Result<NamedTensors> place_weights(const NamedTensors& host, const ProgressFn& progress) = 0;
+  // Backend memory that lives until the Ops does (caches, tables). Contents undefined.
+  virtual Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) = 0;
+  // Per-step memory, valid until scratch_release of an earlier mark. Contents undefined.
+  virtual Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) = 0;
+  virtual ScratchMark scratch_mark() const = 0;
+  virtual Status scratch_release(ScratchMark mark) = 0;
+  // A scratch copy of a host tensor in backend memory (the host tensor itself on the CPU).
+  virtual Result<Tensor> upload(const Tensor& host, const std::string& what) = 0;
+  // dst (backend memory) = host, same shape and dtype; for tables allocated once.
+  virtual Status copy_from_host(const Tensor& host, Tensor& dst) = 0;
+  // A host copy of a backend tensor; waits for the work that produces it.
+  virtual Result<Tensor> download(const Tensor& t) = 0;
+  // dst = src, same shape and dtype, both in backend memory (dst may be a row slice).
+  virtual Status copy(const Tensor& src, Tensor& dst) = 0;
+  // Waits for queued work; asynchronous faults and device-side input errors surface here.
+  virtual Status synchronize() = 0;
+  // What this backend holds, by use, for the memory report.
+  virtual std::vector<MemoryUse> memory_report() const = 0;
 
   // out[s] = table[ids[s]]; ids i32 [S]; an id outside the table is an error.
   virtual Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
@@ -44,8 +98,9 @@ class Ops {
   virtual Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
   // out = x W^T + b; W [out, in]; bias optional (undefined Tensor).
   virtual Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
-  // In place on x [S, n_heads * head_dim]: half-split rotation of the first rotary_dim lanes per head.
-  virtual Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const std::vector<float>& inv_freq,
+  // In place on x [S, n_heads * head_dim]: half-split rotation of the first rotary_dim lanes per head;
+  // inv_freq f32 [rotary_dim / 2] in backend memory (see rope_inv_freq).
+  virtual Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
                       float attention_factor) = 0;
   // q [S, nH*d] at absolute positions q_pos [S] over keys/values [T, kvH*d] at positions 0..T-1;
   // causal, optional sliding window, optional per-head sink logits [nH]. out [S, nH*d].
@@ -62,6 +117,8 @@ class Ops {
                              const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) = 0;
   // x += y
   virtual Status add(Tensor& x, const Tensor& y) = 0;
+  // x += y, then out = rms_norm(x): the residual stream update fused with the next block's norm.
+  virtual Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
   // logits [S, V] = x [S, H] W^T
   virtual Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) = 0;
 };

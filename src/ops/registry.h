@@ -10,8 +10,22 @@
 
 namespace day0 {
 
+// How MoE expert matmuls run on a GPU backend: routed experts converted online from MXFP4 into a workspace of
+// this dtype, then tensor-core matmuls on it.
+enum class ExpertCompute { bf16, fp8 };
+std::string_view expert_compute_name(ExpertCompute c);
+Result<ExpertCompute> parse_expert_compute(std::string_view name);
+
+struct BackendOptions {
+  int device = 0;
+  // Share of the GPU's total memory the backend takes at start-up for everything (weights, workspaces, KV
+  // cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other processes.
+  double memory_fraction = 0.92;
+  ExpertCompute expert_compute = ExpertCompute::bf16;
+};
+
 std::vector<std::string_view> backend_names();
-Result<std::unique_ptr<Ops>> make_ops(std::string_view backend);
+Result<std::unique_ptr<Ops>> make_ops(std::string_view backend, const BackendOptions& options = {});
 Result<OpEntry> op_coverage(std::string_view backend, OpKind kind);
 
 }  // namespace day0

@@ -67,7 +67,7 @@ std::unique_ptr<Executor> executor_for(const std::string& dir, LoadedModel& hold
   auto weights = ModelWeights::bind(*spec, *ckpt);
   EXPECT_TRUE(weights.ok()) << weights.error().message;
   holder.ops = std::move(make_ops("cpu")).value();
-  auto ex = Executor::create(*spec, std::move(*weights), *holder.ops, 512);
+  auto ex = Executor::create(*spec, std::move(*weights), *holder.ops, ExecutorOptions{.max_tokens = 512});
   EXPECT_TRUE(ex.ok()) << ex.error().message;
   return std::move(*ex);
 }

@@ -203,14 +203,22 @@ TEST(OpRegistry, cuda_coverage_answers_for_every_op_without_a_gpu) {
   }
 }
 
-TEST(OpRegistry, cpu_lm_head_and_moe_experts_are_composed_and_every_other_op_is_native) {
+TEST(OpRegistry, cpu_lm_head_moe_experts_and_add_rms_norm_are_composed_and_every_other_op_is_native) {
   for (int k = 0; k < static_cast<int>(OpKind::count_); ++k) {
     const OpKind kind = static_cast<OpKind>(k);
     auto entry = op_coverage("cpu", kind);
     ASSERT_TRUE(entry.ok());
-    const bool composed = kind == OpKind::lm_head || kind == OpKind::moe_experts;
+    const bool composed = kind == OpKind::lm_head || kind == OpKind::moe_experts || kind == OpKind::add_rms_norm;
     EXPECT_EQ(*entry, composed ? OpEntry::composed : OpEntry::native) << op_kind_name(kind);
     EXPECT_EQ(CpuOps().entry(kind), *entry) << op_kind_name(kind);
+  }
+}
+
+TEST(OpRegistry, cuda_covers_every_op_natively_or_composed_even_without_a_gpu) {
+  for (int k = 0; k < static_cast<int>(OpKind::count_); ++k) {
+    auto entry = op_coverage("cuda", static_cast<OpKind>(k));
+    ASSERT_TRUE(entry.ok());
+    EXPECT_TRUE(*entry == OpEntry::native || *entry == OpEntry::composed) << op_kind_name(static_cast<OpKind>(k));
   }
 }
 

@@ -28,6 +28,12 @@ std::vector<float> random_inv_freq(std::mt19937& rng, int half) {
   return inv;
 }
 
+Tensor table(const std::vector<float>& inv) {
+  Tensor t = Tensor::zeros({static_cast<std::int64_t>(inv.size())}, DType::f32);
+  std::copy(inv.begin(), inv.end(), t.data<float>());
+  return t;
+}
+
 // Checks x_after against the rotation of x_before in double: for each head, pair (i, i + half) rotated by
 // pos * inv_freq[i] and scaled by `af`; lanes from 2 * half on untouched.
 void expect_rotated(const Tensor& before, const Tensor& after, int n_heads, int head_dim, const std::vector<int>& pos,
@@ -66,7 +72,7 @@ TEST(Rope, rotates_half_split_pairs_by_position_times_inv_freq_scaled_by_attenti
         Tensor x = random_f32({S, std::int64_t(c.n_heads) * c.head_dim}, rng, -2.f, 2.f);
         const Tensor before = x.clone();
         const std::vector<float> inv = random_inv_freq(rng, c.rotary_dim / 2);
-        ASSERT_TRUE(ops.rope(x, c.n_heads, c.head_dim, i32_tensor(pos), inv, static_cast<float>(af)).ok());
+        ASSERT_TRUE(ops.rope(x, c.n_heads, c.head_dim, i32_tensor(pos), table(inv), static_cast<float>(af)).ok());
         SCOPED_TRACE(::testing::Message() << "heads " << c.n_heads << " d " << c.head_dim << " r " << c.rotary_dim
                                           << " S " << S << " af " << af);
         expect_rotated(before, x, c.n_heads, c.head_dim, pos, inv, static_cast<double>(static_cast<float>(af)));
@@ -80,7 +86,7 @@ TEST(Rope, preserves_the_norm_of_every_pair_when_attention_factor_is_one) {
   const std::vector<int> pos = {1, 100, 4096};
   Tensor x = random_f32({3, n_heads * head_dim}, rng, -3.f, 3.f);
   const Tensor before = x.clone();
-  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor(pos), random_inv_freq(rng, half), 1.f).ok());
+  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor(pos), table(random_inv_freq(rng, half)), 1.f).ok());
   for (std::int64_t s = 0; s < 3; ++s)
     for (int h = 0; h < n_heads; ++h)
       for (int i = 0; i < half; ++i) {
@@ -99,10 +105,10 @@ TEST(Rope, position_zero_is_the_identity_and_only_the_attention_factor_scales_it
   const int n_heads = 3, head_dim = 10, half = 4;  // lanes 8, 9 pass through
   Tensor x = random_f32({2, n_heads * head_dim}, rng, -2.f, 2.f);
   const Tensor before = x.clone();
-  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor({0, 0}), random_inv_freq(rng, half), 1.f).ok());
+  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor({0, 0}), table(random_inv_freq(rng, half)), 1.f).ok());
   for (std::int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(x.data<float>()[i], before.data<float>()[i]) << i;  // exact
 
-  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor({0, 0}), random_inv_freq(rng, half), 1.5f).ok());
+  ASSERT_TRUE(ops.rope(x, n_heads, head_dim, i32_tensor({0, 0}), table(random_inv_freq(rng, half)), 1.5f).ok());
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     const bool rotated = i % head_dim < 2 * half;
     // x * 1.5 is one exact f32 product here (1.5 has 2 significant bits, inputs are f32).
@@ -115,10 +121,10 @@ TEST(Rope, rejects_bad_positions_widths_and_a_rotary_dim_wider_than_the_head) {
   CpuOps ops;
   Tensor x = random_f32({2, 16}, rng);
   const std::vector<float> inv = random_inv_freq(rng, 4);
-  EXPECT_FALSE(ops.rope(x, 2, 8, i32_tensor({0}), inv, 1.f).ok());                         // S mismatch
-  EXPECT_FALSE(ops.rope(x, 2, 8, Tensor::zeros({2}, DType::f32), inv, 1.f).ok());          // positions not i32
-  EXPECT_FALSE(ops.rope(x, 3, 8, i32_tensor({0, 1}), inv, 1.f).ok());                      // 3 * 8 != 16
-  EXPECT_FALSE(ops.rope(x, 2, 8, i32_tensor({0, 1}), random_inv_freq(rng, 5), 1.f).ok());  // 2 * 5 > 8
+  EXPECT_FALSE(ops.rope(x, 2, 8, i32_tensor({0}), table(inv), 1.f).ok());                         // S mismatch
+  EXPECT_FALSE(ops.rope(x, 2, 8, Tensor::zeros({2}, DType::f32), table(inv), 1.f).ok());          // positions not i32
+  EXPECT_FALSE(ops.rope(x, 3, 8, i32_tensor({0, 1}), table(inv), 1.f).ok());                      // 3 * 8 != 16
+  EXPECT_FALSE(ops.rope(x, 2, 8, i32_tensor({0, 1}), table(random_inv_freq(rng, 5)), 1.f).ok());  // 2 * 5 > 8
 }
 
 // --- inverse frequencies ---

@@ -9,6 +9,14 @@
 
 namespace day0::app {
 
+// Which backend runs the model and how it reserves memory (run, compare).
+struct BackendCliOptions {
+  std::string backend = "cpu";
+  std::string expert_compute = "bf16";  // cuda: dtype the routed MXFP4 experts are converted to
+  double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
+  std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
+};
+
 struct InspectOptions {
   std::string dir;
   std::string backend = "cpu";
@@ -18,7 +26,7 @@ int inspect(const InspectOptions& o);
 
 struct RunOptions {
   std::string dir;
-  std::string backend = "cpu";
+  BackendCliOptions engine;
   PromptOptions prompt;
   int max_tokens = 32;
 };
@@ -26,7 +34,7 @@ int run(const RunOptions& o);
 
 struct CompareOptions {
   std::string dir;
-  std::string backend = "cpu";
+  BackendCliOptions engine;
   std::vector<std::string> references;  // dump files
   double tolerance = 1e-4;
 };

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "apps/day0/commands.h"
-#include "model/load.h"
+#include "apps/day0/model_loading.h"
 #include "model/reference_compare.h"
 
 namespace day0::app {
@@ -14,7 +14,7 @@ constexpr std::int64_t kCompareMaxTokens = 4096;
 int compare(const CompareOptions& o) {
   bool all_ok = true;
   for (const auto& ref : o.references) {
-    auto model = load_model(o.dir, o.backend, kCompareMaxTokens);
+    auto model = load_for_command(o.dir, o.engine, kCompareMaxTokens);
     if (!model.ok()) return fail(model.error().message);
     auto cmp = compare_with_reference(*model->executor, ref, o.tolerance);
     if (!cmp.ok()) return fail(cmp.error().message);
@@ -34,6 +34,10 @@ int compare(const CompareOptions& o) {
                                                  : ("first mismatch at step " +
                                                     std::to_string(cmp->greedy_first_mismatch)).c_str(),
                   cmp->greedy_logits_rel);
+    if (cmp->greedy_first_mismatch >= 0 && cmp->greedy_mismatch_logit_scale > 0)
+      std::printf("  at the mismatch the reference's own logit gap was %.3e (%.2e of its largest |logit| %.3f)\n",
+                  cmp->greedy_mismatch_ref_gap, cmp->greedy_mismatch_ref_gap / cmp->greedy_mismatch_logit_scale,
+                  cmp->greedy_mismatch_logit_scale);
     const std::string first = cmp->first_failing_tap();
     std::printf("  result: %s\n", cmp->ok() ? "PASS" : first.empty() ? "FAIL" : ("FAIL, first tap out of tolerance: " + first).c_str());
     all_ok &= cmp->ok();

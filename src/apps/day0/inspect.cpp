@@ -1,5 +1,6 @@
 // day0 inspect: architecture summary, parameter counts, bytes by dtype, op coverage, weight check.
 // Works from config.json alone; with weights present it also checks every expected tensor.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -7,8 +8,10 @@
 #include "apps/day0/commands.h"
 #include "arch/registry.h"
 #include "io/checkpoint.h"
+#include "model/executor.h"
 #include "model/op_plan.h"
 #include "model/weights.h"
+#include "ops/cuda/moe_cuda.h"
 #include "ops/registry.h"
 #include "tokenizer/chat_template.h"
 
@@ -110,6 +113,38 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
   return true;
 }
 
+// What the CUDA backend reserves for this model besides the KV cache, computed without a GPU: weights as
+// placed (MXFP4 experts as stored, dense matrices bf16), the one MoE workspace, and KV bytes per token.
+bool print_cuda_plan(const ModelSpec& spec) {
+  double experts = 0, dense = 0;
+  for (const auto& w : spec.weights) {
+    double n = 1;
+    for (auto d : w.shape) n *= double(d);
+    (w.expert && w.dtypes.front() == DType::u8 ? experts : dense) += n * (w.expert && w.dtypes.front() == DType::u8 ? 1 : 2);
+  }
+  const std::int64_t max_step = ExecutorOptions{}.max_step_tokens;
+  const OpsPlan plan = ops_plan(spec, max_step);
+  std::printf("cuda plan     weights on device %s (experts as stored %s, dense as bf16 %s)\n",
+              gigabytes(experts + dense).c_str(), gigabytes(experts).c_str(), gigabytes(dense).c_str());
+  if (plan.n_experts > 0) {
+    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, max_step};
+    auto bytes = moe_workspace_bytes(shape);
+    if (!bytes.ok()) {
+      fail(bytes.error().message);
+      return false;
+    }
+    const std::int64_t routed = std::min<std::int64_t>(plan.n_experts, max_step * plan.top_k);
+    std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (bf16) at %lld tokens "
+                "per step\n",
+                format_bytes(*bytes).c_str(), static_cast<long long>(routed), static_cast<long long>(max_step));
+  }
+  double kv = 0;
+  for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;
+  std::printf("  kv cache      %s per token (f32 K and V, %zu layers)\n", format_bytes(std::size_t(kv)).c_str(),
+              spec.layers.size());
+  return true;
+}
+
 // Tokenizer summary, and how the given prompt (if any) renders and tokenizes.
 bool print_tokenizer(const InspectOptions& o) {
   auto tokenizer = load_tokenizer(o.dir);
@@ -150,6 +185,7 @@ int inspect(const InspectOptions& o) {
   if (!Checkpoint::has_weights(o.dir)) {
     print_sizes(*spec, nullptr);
     if (!print_coverage(*spec, o.backend)) return 1;
+    if (o.backend == "cuda" && !print_cuda_plan(*spec)) return 1;
     std::printf("weights       none in %s (config-only inspection)\n", o.dir.c_str());
     return 0;
   }
@@ -157,6 +193,7 @@ int inspect(const InspectOptions& o) {
   if (!checkpoint.ok()) return fail(checkpoint.error().message);
   print_sizes(*spec, &*checkpoint);
   if (!print_coverage(*spec, o.backend)) return 1;
+  if (o.backend == "cuda" && !print_cuda_plan(*spec)) return 1;
   const WeightCheck check = check_weights(*spec, *checkpoint);
   std::printf("weights       %zu files, %zu tensors expected, %zu problems, %zu unexpected\n",
               checkpoint->files().size(), spec->weights.size(), check.problems.size(), check.unexpected.size());

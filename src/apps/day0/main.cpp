@@ -17,6 +17,16 @@ static const CLI::Validator kPositive(
     },
     "POSITIVE");
 
+static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) {
+  cmd->add_option("--backend", o.backend, "Backend: cpu (reference) or cuda");
+  cmd->add_option("--expert-compute", o.expert_compute, "cuda: convert routed MXFP4 experts online to bf16 or fp8")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  cmd->add_option("--memory-fraction", o.memory_fraction, "cuda: share of GPU memory taken at start-up (0, 1]")
+      ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--max-step-tokens", o.max_step_tokens, "Tokens per forward step; longer prompts prefill in chunks")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"day0 - inference engine and toolkit for newly released MoE models"};
   app.require_subcommand(1);
@@ -36,14 +46,14 @@ int main(int argc, char** argv) {
   r->add_option("--prompt", run.prompt.text, "Prompt text (needs tokenizer.json)");
   r->add_option("--chat", run.prompt.chat, "Chat request JSON {\"messages\": [...]} or @FILE (needs a chat template)");
   r->add_option("--max-tokens", run.max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
-  r->add_option("--backend", run.backend, "Backend (cpu)");
+  add_backend_options(r, run.engine);
 
   day0::app::CompareOptions compare;
   auto* c = app.add_subcommand("compare", "Per-tap comparison against reference dumps");
   c->add_option("dir", compare.dir, "Model directory")->required();
   c->add_option("--reference", compare.references, "Reference dump (.safetensors), repeatable")->required();
   c->add_option("--tolerance", compare.tolerance, "Relative error allowed per tap")->check(kPositive);
-  c->add_option("--backend", compare.backend, "Backend (cpu)");
+  add_backend_options(c, compare.engine);
 
   day0::app::TokenizeOptions tokenize;
   auto* t = app.add_subcommand("tokenize", "Text <-> token ids and chat rendering with the model's tokenizer");

@@ -3,7 +3,7 @@
 
 #include "apps/day0/commands.h"
 #include "model/greedy.h"
-#include "model/load.h"
+#include "apps/day0/model_loading.h"
 
 namespace day0::app {
 
@@ -15,7 +15,7 @@ int run(const RunOptions& o) {
   if (!prompt.ok()) return fail(prompt.error().message);
   const std::vector<std::int32_t>& ids = prompt->ids;
   if (ids.empty()) return fail("the prompt has no tokens");
-  auto model = load_model(o.dir, o.backend, static_cast<std::int64_t>(ids.size()) + o.max_tokens);
+  auto model = load_for_command(o.dir, o.engine, static_cast<std::int64_t>(ids.size()) + o.max_tokens);
   if (!model.ok()) return fail(model.error().message);
   for (auto id : ids)
     if (id >= model->spec.vocab_size)
@@ -60,7 +60,8 @@ int run(const RunOptions& o) {
               "(%.1f tok/s); backend %s\n",
               model->load_seconds, model->weight_bytes / 1e6, ids.size(), out->prefill_seconds,
               ids.size() / out->prefill_seconds, out->tokens.size(), out->decode_seconds,
-              decode_steps > 0 ? decode_steps / out->decode_seconds : 0.0, o.backend.c_str());
+              decode_steps > 0 ? decode_steps / out->decode_seconds : 0.0, o.engine.backend.c_str());
+  print_memory_report(*model->ops);
   return 0;
 }
 

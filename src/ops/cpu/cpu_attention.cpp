@@ -8,14 +8,17 @@
 
 namespace day0 {
 
-Status CpuOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const std::vector<float>& inv_freq,
+Status CpuOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq_table,
                     float attention_factor) {
   if (x.dim() != 2) return make_error("rope: x must be 2-D");
   const std::int64_t S = x.size(0);
   D0_RETURN_IF_ERROR(check_f32_matrix(x, "rope", "x", S, std::int64_t(n_heads) * head_dim));
   if (positions.dtype() != DType::i32 || positions.dim() != 1 || positions.size(0) != S)
     return make_error("rope: positions must be i32 [" + std::to_string(S) + "]");
-  const int half = static_cast<int>(inv_freq.size());
+  if (inv_freq_table.dtype() != DType::f32 || inv_freq_table.dim() != 1 || inv_freq_table.device() != Device::cpu)
+    return make_error("rope: inverse frequencies must be f32 [rotary_dim / 2] on cpu");
+  const float* inv_freq = inv_freq_table.data<float>();
+  const int half = static_cast<int>(inv_freq_table.size(0));
   if (2 * half > head_dim) return make_error("rope: rotary dim exceeds head_dim");
   for (std::int64_t s = 0; s < S; ++s) {
     const float pos = static_cast<float>(positions.data<std::int32_t>()[s]);

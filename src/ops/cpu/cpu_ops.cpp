@@ -10,6 +10,7 @@ OpEntry CpuOps::entry(OpKind kind) const {
   switch (kind) {
     case OpKind::lm_head: return OpEntry::composed;      // linear without bias
     case OpKind::moe_experts: return OpEntry::composed;  // expert_matmul_mxfp4 + swiglu_clamped
+    case OpKind::add_rms_norm: return OpEntry::composed;  // add + rms_norm
     default: return OpEntry::native;
   }
 }
@@ -109,6 +110,11 @@ Status CpuOps::add(Tensor& x, const Tensor& y) {
   D0_RETURN_IF_ERROR(check_f32_matrix(y, "add", "y", x.size(0), x.size(1)));
   for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] += y.data<float>()[i];
   return Status::success();
+}
+
+Status CpuOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) {
+  D0_RETURN_IF_ERROR(add(x, y));
+  return rms_norm(x, w, eps, plus_one, out);
 }
 
 Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }

@@ -10,10 +10,25 @@ class CpuOps final : public Ops {
   std::string_view backend() const override { return "cpu"; }
   OpEntry entry(OpKind kind) const override;
 
+  // Memory (cpu_memory.cpp): heap tensors; weights stay where the checkpoint maps them.
+  Device device() const override { return Device::cpu; }
+  Status plan(const OpsPlan&) override { return Status::success(); }
+  Result<NamedTensors> place_weights(const NamedTensors& host, const ProgressFn& progress) override;
+  Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
+  Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;
+  ScratchMark scratch_mark() const override { return {}; }
+  Status scratch_release(ScratchMark) override { return Status::success(); }
+  Result<Tensor> upload(const Tensor& host, const std::string& what) override;
+  Result<Tensor> download(const Tensor& t) override;
+  Status copy_from_host(const Tensor& host, Tensor& dst) override { return copy(host, dst); }
+  Status copy(const Tensor& src, Tensor& dst) override;
+  Status synchronize() override { return Status::success(); }
+  std::vector<MemoryUse> memory_report() const override;
+
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
-  Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const std::vector<float>& inv_freq,
+  Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
               float attention_factor) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                    const AttentionParams& p, Tensor& out) override;
@@ -23,7 +38,11 @@ class CpuOps final : public Ops {
   Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
                      const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) override;
   Status add(Tensor& x, const Tensor& y) override;
+  Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
+
+ private:
+  std::uint64_t weight_bytes_ = 0, allocated_bytes_ = 0;
 };
 
 // Shape checks shared by the CPU ops (and usable by other backends' launchers).

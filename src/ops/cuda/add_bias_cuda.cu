@@ -1,5 +1,5 @@
-// y[m, n] += bias[n] on the GPU for the dtype pairs cuBLASLt's bias epilogue does not take (e.g. bf16 bias
-// into an f32 output): one thread per element in a grid-stride loop; the add is done in f32.
+// Element-wise adds on the GPU: y[m, n] += bias[n] for the dtype pairs cuBLASLt's bias epilogue does not take
+// (e.g. bf16 bias into an f32 output), and x += y in f32. One thread per element in a grid-stride loop.
 #include <cuda_bf16.h>
 
 #include "ops/cuda/cuda_check.h"
@@ -31,7 +31,25 @@ Status launch(Tensor& y, const Tensor& bias, std::int64_t M, std::int64_t N, cud
   return Status::success();
 }
 
+__global__ void add_inplace_kernel(float* __restrict__ x, const float* __restrict__ y, std::int64_t n) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    x[i] += y[i];
+}
+
 }  // namespace
+
+Status add_inplace_cuda(Tensor& x, const Tensor& y, cudaStream_t stream) {
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, "add_inplace_cuda", "x", {DType::f32}, x.shape()));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, "add_inplace_cuda", "y", {DType::f32}, x.shape()));
+  const std::int64_t n = x.numel();
+  if (n == 0) return Status::success();
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65536));
+  add_inplace_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(x.raw()), static_cast<const float*>(y.raw()), n);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("add_inplace_kernel");
+  return Status::success();
+}
 
 Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream) {
   if (y.dim() != 2) return make_error("add_bias_cuda: y must be 2-D, got " + shape_to_string(y.shape()));

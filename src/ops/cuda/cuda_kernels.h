@@ -49,4 +49,7 @@ Status mxfp4_experts_to_bf16_cuda(const Mxfp4Experts& w, const Tensor& expert_id
 // does not take this dtype pair.
 Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 
+// x += y element-wise; x, y f32 of one shape.
+Status add_inplace_cuda(Tensor& x, const Tensor& y, cudaStream_t stream);
+
 }  // namespace day0

@@ -95,6 +95,13 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   return ws;
 }
 
+Result<std::size_t> moe_workspace_bytes(const MoeWorkspaceShape& shape) {
+  // Addresses are only counted, never dereferenced: any aligned non-null base will do.
+  auto arena = DeviceArena::over(reinterpret_cast<void*>(DeviceArena::kAlignment), std::size_t(1) << 62, Device::cpu);
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(*arena, shape));
+  return arena->used_bytes();
+}
+
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
                         const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream) {

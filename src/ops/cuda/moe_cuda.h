@@ -66,6 +66,10 @@ struct MoeWorkspace {
   static Result<MoeWorkspace> plan(DeviceArena& arena, const MoeWorkspaceShape& shape);
 };
 
+// The arena bytes plan() takes for `shape`, found by planning into a bookkeeping-only arena: answerable without
+// a GPU (day0 inspect --backend cuda).
+Result<std::size_t> moe_workspace_bytes(const MoeWorkspaceShape& shape);
+
 // out f32 [S, H] = sum_j weights[s, j] * down_e(swiglu(gate_up_e(bf16(x[s])))), e = indices[s, j].
 // x f32 [S, H] on the device; indices i32 [S, k] and weights f32 [S, k] on the host or the device (see above);
 // gate_up / down: MXFP4 experts on the device (bias [E, out] f32 or bf16, optional); out f32 [S, H] on the

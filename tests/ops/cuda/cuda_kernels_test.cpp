@@ -166,7 +166,7 @@ TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dim
       const Tensor positions = optest::i32_tensor(pos);
       const Tensor x = random_f32({S, std::int64_t(c.n_heads) * c.head_dim}, rng);
       Tensor want = x.clone();
-      D0_ASSERT_OK(cpu.rope(want, c.n_heads, c.head_dim, positions, inv_freq, c.attention_factor));
+      D0_ASSERT_OK(cpu.rope(want, c.n_heads, c.head_dim, positions, inv, c.attention_factor));
       Tensor d_x = upload(*ctx, x);
       D0_ASSERT_OK(rope_cuda(d_x, c.n_heads, c.head_dim, upload(*ctx, positions), upload(*ctx, inv),
                              c.attention_factor, ctx->stream()));

@@ -1,0 +1,57 @@
+// load_for_command and the reports.
+#include "apps/day0/model_loading.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/device_arena.h"
+
+namespace day0::app {
+namespace {
+
+// "[#########.........]  41%  5.62 / 13.76 GB" redrawn in place; only on a terminal.
+ProgressFn terminal_progress() {
+  if (!isatty(STDERR_FILENO)) return {};
+  return [](std::uint64_t done, std::uint64_t total) {
+    constexpr int kWidth = 40;
+    const double f = total ? double(done) / double(total) : 1.0;
+    char bar[kWidth + 1];
+    for (int i = 0; i < kWidth; ++i) bar[i] = i < int(f * kWidth) ? '#' : '.';
+    bar[kWidth] = 0;
+    std::fprintf(stderr, "\rloading weights [%s] %3d%%  %.2f / %.2f GB", bar, int(f * 100), done / 1e9, total / 1e9);
+    if (done >= total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace
+
+Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens) {
+  LoadOptions lo;
+  lo.backend = o.backend;
+  lo.max_tokens = max_tokens;
+  lo.max_step_tokens = o.max_step_tokens;
+  lo.backend_options.memory_fraction = o.memory_fraction;
+  D0_ASSIGN_OR_RETURN(lo.backend_options.expert_compute, parse_expert_compute(o.expert_compute));
+  lo.progress = terminal_progress();
+  D0_ASSIGN_OR_RETURN(LoadedModel m, load_model(dir, lo));
+  std::printf("load: weights %s placed on %s in %.3f s", format_bytes(m.weight_bytes).c_str(), o.backend.c_str(),
+              m.place_seconds);
+  if (auto* cuda = dynamic_cast<CudaOps*>(m.ops.get()))
+    std::printf(" (%.2f GB/s from %d parallel readers, %s on the device)",
+                m.place_seconds > 0 ? cuda->upload_stats().bytes_read / 1e9 / m.place_seconds : 0.0,
+                cuda->upload_stats().readers, format_bytes(cuda->upload_stats().bytes_on_device).c_str());
+  std::printf("; %.3f s in all\n", m.load_seconds);
+  return m;
+}
+
+void print_memory_report(Ops& ops) {
+  std::printf("memory (%s):\n", std::string(ops.backend()).c_str());
+  for (const MemoryUse& u : ops.memory_report())
+    std::printf("  %-45s %12s%s%s\n", u.what.c_str(), format_bytes(u.bytes).c_str(), u.note.empty() ? "" : "  ",
+                u.note.c_str());
+}
+
+}  // namespace day0::app

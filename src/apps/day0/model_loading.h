@@ -1,0 +1,20 @@
+// Loading a model for a subcommand: backend options to LoadOptions, a progress bar on the terminal while the
+// weights are placed, and the load and memory reports printed after.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "apps/day0/commands.h"
+#include "model/load.h"
+
+namespace day0::app {
+
+// Loads `dir` for at most `max_tokens` tokens per sequence, drawing a progress bar on stderr when it is a
+// terminal; prints one line: bytes, seconds and GB/s of the weight placement.
+Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens);
+
+// The memory report: one line per use (weights, workspace, KV cache, activations, free).
+void print_memory_report(Ops& ops);
+
+}  // namespace day0::app

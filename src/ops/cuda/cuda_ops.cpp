@@ -1,0 +1,278 @@
+// CudaOps: memory management and the op entry points; each op validates through its launcher.
+#include "ops/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/weight_upload.h"
+
+namespace day0 {
+
+OpEntry cuda_op_entry(OpKind kind) {
+  switch (kind) {
+    case OpKind::lm_head: return OpEntry::composed;  // linear without bias
+    case OpKind::count_: return OpEntry::missing;
+    default: return OpEntry::native;
+  }
+}
+
+Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) {
+  if (!(options.memory_fraction > 0.0 && options.memory_fraction <= 1.0))
+    return make_error("cuda: memory fraction " + std::to_string(options.memory_fraction) + " must be in (0, 1]");
+  int n_devices = 0;
+  if (cudaGetDeviceCount(&n_devices) != cudaSuccess || n_devices == 0) {
+    (void)cudaGetLastError();
+    return make_error("cuda: no CUDA device is visible on this machine (use --backend cpu)");
+  }
+  if (options.device < 0 || options.device >= n_devices)
+    return make_error("cuda: device " + std::to_string(options.device) + " does not exist (" +
+                      std::to_string(n_devices) + " visible)");
+  D0_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  D0_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // Leave (1 - fraction) of the total to the driver, cuBLASLt's own allocations and other processes.
+  const auto keep = static_cast<std::size_t>((1.0 - options.memory_fraction) * double(total_bytes));
+  if (free_bytes <= keep + (std::size_t(256) << 20))
+    return make_error("cuda: only " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) +
+                      " on device " + std::to_string(options.device) + "; memory fraction " +
+                      std::to_string(options.memory_fraction) + " leaves nothing for day0");
+  std::unique_ptr<CudaOps> ops(new CudaOps());
+  ops->options_ = options;
+  CudaContextOptions co;
+  co.device = options.device;
+  co.arena_bytes = free_bytes - keep;
+  D0_ASSIGN_OR_RETURN(ops->ctx_, CudaContext::create(co));
+  ops->gemm_ = std::make_unique<GemmBf16>(*ops->ctx_);
+  D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->error_flag_.raw(), 0, sizeof(std::int32_t), ops->ctx_->stream()));
+  ops->persistent_end_ = ops->ctx_->arena().used_bytes();
+  ops->persistent_by_use_["cuBLASLt workspace"] = co.cublas_workspace_bytes;
+  return ops;
+}
+
+CudaOps::~CudaOps() {
+  // Plans and the workspace borrow the context: release them first.
+  moe_.reset();
+  gemm_.reset();
+}
+
+// ---- memory
+
+Status CudaOps::plan(const OpsPlan& plan) {
+  if (plan.n_experts == 0) return Status::success();
+  if (options_.expert_compute != ExpertCompute::bf16)
+    return make_error("cuda: expert compute " + std::string(expert_compute_name(options_.expert_compute)) +
+                      " is not available in this build (bf16 is)");
+  MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, plan.max_step_tokens};
+  if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
+  persistent_by_use_["moe workspace"] += ws.device_bytes;
+  moe_ = std::move(ws);
+  persistent_end_ = ctx_->arena().used_bytes();
+  return Status::success();
+}
+
+// Dense float matrices become bf16 (what the GEMMs take); MXFP4 bytes, vectors (norms, biases, sinks) and
+// everything else keep their stored dtype.
+static DType placed_dtype(const Tensor& t) {
+  const bool float_matrix = t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 &&
+                            (t.dtype() == DType::f32 || t.dtype() == DType::f16);
+  return float_matrix ? DType::bf16 : t.dtype();
+}
+
+Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const ProgressFn& progress) {
+  NamedTensors placed;
+  std::vector<UploadItem> items;
+  std::uint64_t need = 0;
+  for (const auto& [name, t] : host) need += t.numel() * dtype_bits(placed_dtype(t)) / 8;
+  if (need > ctx_->arena().free_bytes())
+    return make_error("cuda: the weights need " + format_bytes(need) + " but the arena has " +
+                      format_bytes(ctx_->arena().free_bytes()) + " free (" + ctx_->device_summary() + ")");
+  for (const auto& [name, t] : host) {
+    if (t.device() != Device::cpu || !t.is_contiguous())
+      return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
+    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), placed_dtype(t), "weights: " + name));
+    // Packed bytes (MXFP4 blocks and E8M0 scales) are the experts; every float tensor is dense.
+    (t.dtype() == DType::u8 ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
+    items.push_back({t, d});
+    placed.emplace(name, d);
+  }
+  // The report lists weights by kind; the arena bytes of the "weights" use (alignment included) stay out of it.
+  persistent_by_use_.erase("weights");
+  D0_ASSIGN_OR_RETURN(UploadResult r, upload_tensors(items, ctx_->device(), UploadOptions{}, progress));
+  upload_stats_ = {r.bytes_read, r.bytes_written, r.seconds, r.readers};
+  return placed;
+}
+
+Result<Tensor> CudaOps::allocate(const Shape& shape, DType dtype, const std::string& what) {
+  DeviceArena& arena = ctx_->arena();
+  if (arena.used_bytes() != persistent_end_)
+    return make_error("cuda: persistent allocation of " + what + " while step scratch is live");
+  D0_ASSIGN_OR_RETURN(Tensor t, arena.allocate(shape, dtype, what));
+  const std::string use = what.substr(0, what.find(':'));
+  persistent_by_use_[use] += arena.used_bytes() - persistent_end_;
+  persistent_end_ = arena.used_bytes();
+  return t;
+}
+
+Result<Tensor> CudaOps::scratch(const Shape& shape, DType dtype, const std::string& what) {
+  DeviceArena& arena = ctx_->arena();
+  D0_ASSIGN_OR_RETURN(Tensor t, arena.allocate(shape, dtype, what + " (step scratch)"));
+  scratch_peak_ = std::max(scratch_peak_, arena.used_bytes() - persistent_end_);
+  return t;
+}
+
+Status CudaOps::scratch_release(ScratchMark mark) {
+  if (mark.offset < persistent_end_) return make_error("cuda: scratch release below persistent memory");
+  return ctx_->arena().release(DeviceArena::Mark{mark.offset});
+}
+
+Result<Tensor> CudaOps::upload(const Tensor& host, const std::string& what) {
+  D0_ASSIGN_OR_RETURN(Tensor t, scratch(host.shape(), host.dtype(), what));
+  D0_RETURN_IF_ERROR(copy_from_host(host, t));
+  return t;
+}
+
+Status CudaOps::copy_from_host(const Tensor& host, Tensor& dst) {
+  if (host.device() != Device::cpu || !host.is_contiguous() || dst.device() != Device::cuda ||
+      host.shape() != dst.shape() || host.dtype() != dst.dtype() || !dst.is_contiguous())
+    return make_error("cuda copy_from_host: a contiguous cpu tensor " + shape_to_string(host.shape()) +
+                      " into a cuda tensor of the same shape and dtype, got " + shape_to_string(dst.shape()));
+  if (host.nbytes() == 0) return Status::success();
+  // Pageable source: the driver stages it before returning, so `host` may go away after the call.
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, ctx_->stream()));
+  return Status::success();
+}
+
+Result<Tensor> CudaOps::download(const Tensor& t) {
+  if (t.device() != Device::cuda || !t.is_contiguous())
+    return make_error("cuda download: expected a contiguous cuda tensor");
+  Tensor host = Tensor::zeros(t.shape(), t.dtype());
+  if (t.nbytes() > 0) {
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
+    D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
+  }
+  return host;
+}
+
+Status CudaOps::copy(const Tensor& src, Tensor& dst) {
+  if (src.device() != Device::cuda || dst.device() != Device::cuda || src.shape() != dst.shape() ||
+      src.dtype() != dst.dtype() || !src.is_contiguous() || !dst.is_contiguous())
+    return make_error("cuda copy: source " + shape_to_string(src.shape()) + " and destination " +
+                      shape_to_string(dst.shape()) + " must be contiguous cuda tensors of one shape and dtype");
+  if (src.nbytes() == 0) return Status::success();
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
+  return Status::success();
+}
+
+Status CudaOps::synchronize() {
+  D0_RETURN_IF_ERROR(ctx_->synchronize());
+  std::int32_t flags[2] = {0, 0};
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  if (moe_)
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  if (flags[0] || flags[1]) {
+    D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
+    if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
+    return make_error(flags[0] ? "cuda: a token id outside the vocabulary reached the embedding kernel"
+                               : "cuda: an expert id outside [0, E) reached the MoE conversion kernel");
+  }
+  return Status::success();
+}
+
+std::vector<MemoryUse> CudaOps::memory_report() const {
+  const DeviceArena& arena = ctx_->arena();
+  std::vector<MemoryUse> lines;
+  lines.push_back({"weights: experts (MXFP4, as stored)", expert_weight_bytes_, "uploaded once"});
+  lines.push_back({"weights: dense (BF16 for matmuls, norms as stored)", dense_weight_bytes_, "uploaded once"});
+  for (const auto& [use, bytes] : persistent_by_use_) {
+    std::string note;
+    if (use == "moe workspace" && moe_)
+      note = "once for all layers: " + std::to_string(moe_->max_routed) + " routed experts at " +
+             std::to_string(moe_->shape.max_tokens) + " tokens, " + std::string(expert_compute_name(options_.expert_compute));
+    lines.push_back({use, bytes, note});
+  }
+  lines.push_back({"activations (step scratch, peak so far)", scratch_peak_, ""});
+  const std::size_t unused = arena.capacity_bytes() - persistent_end_ - scratch_peak_;
+  lines.push_back({"arena free (room for more KV cache)", unused,
+                   "arena " + format_bytes(arena.capacity_bytes()) + " taken at start-up, " +
+                       std::to_string(int(options_.memory_fraction * 100 + 0.5)) + "% of the GPU"});
+  return lines;
+}
+
+// ---- ops
+
+Result<Tensor> CudaOps::to_bf16(const Tensor& x, const char* what) {
+  D0_ASSIGN_OR_RETURN(Tensor t, scratch(x.shape(), DType::bf16, what));
+  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, t, ctx_->stream()));
+  return t;
+}
+
+Status CudaOps::embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  return embedding_cuda(table, ids, out, error_flag_, ctx_->stream());
+}
+
+Status CudaOps::rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) {
+  Tensor in = x;  // not written: no residual
+  return rms_norm_residual_cuda(in, Tensor(), w, eps, plus_one, out, ctx_->stream());
+}
+
+Status CudaOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) {
+  return rms_norm_residual_cuda(x, y, w, eps, plus_one, out, ctx_->stream());
+}
+
+Status CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  if (w.dtype() != DType::bf16)
+    return make_error("cuda linear: weight must be bf16 (place_weights converts), got " + std::string(dtype_name(w.dtype())));
+  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
+  return gemm_->run(xb, w, bias, out);
+}
+
+Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
+
+Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
+                     float attention_factor) {
+  return rope_cuda(x, n_heads, head_dim, positions, inv_freq, attention_factor, ctx_->stream());
+}
+
+Status CudaOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
+                          const AttentionParams& p, Tensor& out) {
+  return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream());
+}
+
+Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {
+  return router_topk_softmax_cuda(logits, k, indices, weights, ctx_->stream());
+}
+
+Status CudaOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) {
+  return swiglu_clamped_cuda(gate_up, p, out, ctx_->stream());
+}
+
+Status CudaOps::expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) {
+  if (expert < 0 || expert >= w.n_experts)
+    return make_error("cuda expert_matmul_mxfp4: expert " + std::to_string(expert) + " outside [0, " +
+                      std::to_string(w.n_experts) + ")");
+  Tensor host_id = Tensor::zeros({1}, DType::i32);
+  host_id.data<std::int32_t>()[0] = expert;
+  D0_ASSIGN_OR_RETURN(Tensor id, upload(host_id, "expert id"));
+  D0_ASSIGN_OR_RETURN(Tensor wb, scratch({1, w.out, w.in}, DType::bf16, "expert weights"));
+  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(w, id, wb, error_flag_, ctx_->stream()));
+  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "expert input"));
+  const Tensor bias = has_values(w.bias) ? w.bias.slice_rows(expert, expert + 1).view({w.out}) : Tensor();
+  return gemm_->run(xb, wb.view({w.out, w.in}), bias, out);
+}
+
+Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                            const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) {
+  if (!moe_) return make_error("cuda moe_experts: no MoE workspace (plan() was not given the model's experts)");
+  return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemm_, out, ctx_->stream());
+}
+
+Status CudaOps::add(Tensor& x, const Tensor& y) { return add_inplace_cuda(x, y, ctx_->stream()); }
+
+}  // namespace day0

@@ -1,0 +1,93 @@
+// CudaOps: the CUDA backend of the Ops interface, over the kernels in this directory. Owns the CudaContext
+// (device, stream, the one arena sized at start-up, cuBLASLt), the BF16 GEMM plans and the MoE workspace.
+//
+// Memory: one arena. Persistent tensors (uploaded weights, the MoE workspace, KV cache, tables) are carved from
+// its bottom before the first step; each step's scratch is carved above them and rewound when the step ends,
+// so no forward step calls cudaMalloc or cudaFree. A persistent allocation while scratch is live is an error.
+// Every op enqueues on the context's one stream; errors of launches surface at once, asynchronous faults and
+// device-side input errors (a token or expert id out of range) at synchronize().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ops/cuda/cuda_context.h"
+#include "ops/cuda/gemm_bf16.h"
+#include "ops/cuda/moe_cuda.h"
+#include "ops/ops.h"
+#include "ops/registry.h"
+
+namespace day0 {
+
+// Coverage of the CUDA backend, answerable without a GPU.
+OpEntry cuda_op_entry(OpKind kind);
+
+class CudaOps final : public Ops {
+ public:
+  // Fails with a clear error where there is no usable CUDA device.
+  static Result<std::unique_ptr<CudaOps>> create(const BackendOptions& options);
+  ~CudaOps() override;
+
+  std::string_view backend() const override { return "cuda"; }
+  OpEntry entry(OpKind kind) const override { return cuda_op_entry(kind); }
+
+  Device device() const override { return Device::cuda; }
+  Status plan(const OpsPlan& plan) override;
+  Result<NamedTensors> place_weights(const NamedTensors& host, const ProgressFn& progress) override;
+  Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
+  Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;
+  ScratchMark scratch_mark() const override { return {ctx_->arena().mark().offset}; }
+  Status scratch_release(ScratchMark mark) override;
+  Result<Tensor> upload(const Tensor& host, const std::string& what) override;
+  Status copy_from_host(const Tensor& host, Tensor& dst) override;
+  Result<Tensor> download(const Tensor& t) override;
+  Status copy(const Tensor& src, Tensor& dst) override;
+  Status synchronize() override;
+  std::vector<MemoryUse> memory_report() const override;
+
+  Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
+  Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
+  Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
+  Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
+              float attention_factor) override;
+  Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
+                   const AttentionParams& p, Tensor& out) override;
+  Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
+  Status expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) override;
+  Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) override;
+  Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                     const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) override;
+  Status add(Tensor& x, const Tensor& y) override;
+  Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
+  Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
+
+  CudaContext& context() { return *ctx_; }
+  const BackendOptions& options() const { return options_; }
+  // Weight upload of the last place_weights: bytes read from the checkpoint, seconds, parallel readers.
+  struct UploadStats {
+    std::uint64_t bytes_read = 0, bytes_on_device = 0;
+    double seconds = 0;
+    int readers = 0;
+  };
+  const UploadStats& upload_stats() const { return upload_stats_; }
+
+ private:
+  CudaOps() = default;
+  Result<Tensor> to_bf16(const Tensor& x, const char* what);
+
+  BackendOptions options_;
+  std::unique_ptr<CudaContext> ctx_;
+  std::unique_ptr<GemmBf16> gemm_;
+  std::optional<MoeWorkspace> moe_;
+  Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
+  std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins
+  std::size_t scratch_peak_ = 0;            // most scratch bytes live at once
+  std::map<std::string, std::uint64_t> persistent_by_use_;  // "kv cache" -> bytes (the text before ':')
+  std::uint64_t expert_weight_bytes_ = 0, dense_weight_bytes_ = 0;
+  UploadStats upload_stats_;
+};
+
+}  // namespace day0

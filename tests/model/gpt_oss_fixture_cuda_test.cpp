@@ -1,0 +1,116 @@
+// The CUDA backend end to end on the tiny gpt_oss fixture against transformers' fp32 dumps: weights uploaded,
+// bf16 matmuls with f32 accumulation, f32 activations. Every tap within 2e-2 relative (the bound for a
+// bf16 path; bf16 keeps 8 mantissa bits, 2^-9 = 2e-3 per rounding, compounded over 2 layers and a few GEMMs),
+// and the 32-token greedy continuation identical — or, where it differs, the reference's own logit gap at that
+// step is a near-tie (within the same 2e-2 of its largest logit), which bf16 may flip.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "model/load.h"
+#include "model/reference_compare.h"
+#include "ops/cuda/cuda_ops.h"
+#include "quant/mxfp4.h"
+
+namespace day0 {
+namespace {
+
+const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
+constexpr double kTolerance = 2e-2;
+
+Result<LoadedModel> load_cuda(std::int64_t max_tokens) {
+  LoadOptions o;
+  o.backend = "cuda";
+  o.max_tokens = max_tokens;
+  o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
+  return load_model(kModel, o);
+}
+
+class CudaGptOssFixture : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaGptOssFixture, every_tap_within_2e2_and_greedy_identical_or_a_near_tie) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto model = load_cuda(256);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  const std::string dump = kModel + "/reference/prompt" + std::to_string(GetParam()) + ".safetensors";
+  auto cmp = compare_with_reference(*model->executor, dump, kTolerance);
+  ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+  EXPECT_TRUE(cmp->missing.empty());
+  EXPECT_EQ(cmp->taps.size(), 1u + 2 * 5 + 2);
+  for (const auto& t : cmp->taps) {
+    if (t.integer) {
+      std::printf("  %-28s %lld mismatches\n", t.name.c_str(), static_cast<long long>(t.mismatches));
+      EXPECT_EQ(t.mismatches, 0) << t.name;
+    } else {
+      std::printf("  %-28s rel %.3e  max abs %.3e\n", t.name.c_str(), t.rel, t.max_abs);
+      EXPECT_LE(t.rel, kTolerance) << t.name;
+    }
+  }
+  std::printf("  greedy: first mismatch %d, worst step logits rel %.3e\n", cmp->greedy_first_mismatch,
+              cmp->greedy_logits_rel);
+  EXPECT_EQ(cmp->greedy_steps, 32);
+  EXPECT_LE(cmp->greedy_logits_rel, kTolerance);
+  if (cmp->greedy_first_mismatch >= 0) {
+    std::printf("  mismatch at step %d: reference gap %.3e of scale %.3f\n", cmp->greedy_first_mismatch,
+                cmp->greedy_mismatch_ref_gap, cmp->greedy_mismatch_logit_scale);
+    EXPECT_LE(cmp->greedy_mismatch_ref_gap, kTolerance * cmp->greedy_mismatch_logit_scale)
+        << "greedy differs at step " << cmp->greedy_first_mismatch << " where the reference is not a near-tie";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Prompts, CudaGptOssFixture, ::testing::Values(0, 1, 2));
+
+TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_prefill_of_the_same_tokens) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  // Sequence a: prefill 20, decode 12 one at a time. Sequence b: the same 32 tokens prefilled in chunks of 7
+  // (max_step_tokens), so the chunked prefill and the decode path both attend over the device KV cache.
+  std::vector<std::int32_t> tokens(32);
+  for (int i = 0; i < 32; ++i) tokens[i] = (i * 37 + 11) % 256;
+  auto a = load_cuda(64);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  Tensor last_a;
+  auto first = a->executor->forward(std::span(tokens).subspan(0, 20));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  for (int i = 20; i < 32; ++i) {
+    auto l = a->executor->forward(std::span(tokens).subspan(i, 1));
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    last_a = *l;
+  }
+  LoadOptions o;
+  o.backend = "cuda";
+  o.max_tokens = 64;
+  o.max_step_tokens = 7;
+  o.backend_options.memory_fraction = 0.2;
+  auto b = load_model(kModel, o);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto all = b->executor->forward(tokens, /*all_logits=*/true);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->size(0), 32);
+  const Tensor last_b = all->slice_rows(31, 32);
+  double diff = 0, ref = 0;
+  for (std::int64_t v = 0; v < last_a.numel(); ++v) {
+    const double d = double(last_a.data<float>()[v]) - last_b.data<float>()[v];
+    diff += d * d;
+    ref += double(last_b.data<float>()[v]) * last_b.data<float>()[v];
+  }
+  // Same kernels, different row batching in the GEMMs (cuBLASLt may pick other algorithms per M): ~1e-6.
+  EXPECT_LE(std::sqrt(diff / ref), 1e-3);
+}
+
+TEST(CudaGptOssFixtureDecode, an_out_of_vocabulary_token_is_an_error_and_the_sequence_is_unchanged) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto m = load_cuda(64);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const std::int32_t good[] = {1, 2, 3};
+  ASSERT_TRUE(m->executor->forward(good).ok());
+  const std::int32_t bad[] = {4, 1 << 30};
+  auto r = m->executor->forward(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("outside the vocabulary"), std::string::npos) << r.error().message;
+  EXPECT_EQ(m->executor->length(), 3);
+  EXPECT_TRUE(m->executor->forward(good).ok());
+}
+
+}  // namespace
+}  // namespace day0
