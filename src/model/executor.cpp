@@ -88,7 +88,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
 
 Status Executor::emit(const TapFn& tap, std::string_view name, const Tensor& value) {
   if (!tap) return Status::success();
-  if (ops_.device() == Device::cpu) {
+  if (value.device() == Device::cpu) {
     tap(name, value);
     return Status::success();
   }

@@ -18,7 +18,7 @@ Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
 struct BackendOptions {
   int device = 0;
-  // Share of the GPU's total memory the backend takes at start-up for everything (weights, workspaces, KV
+  // Share of the GPU's total memory this instance takes at start-up (it must be free) for everything (weights, workspaces, KV
   // cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;

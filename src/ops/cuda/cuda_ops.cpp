@@ -34,17 +34,20 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   D0_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   std::size_t free_bytes = 0, total_bytes = 0;
   D0_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-  // Leave (1 - fraction) of the total to the driver, cuBLASLt's own allocations and other processes.
-  const auto keep = static_cast<std::size_t>((1.0 - options.memory_fraction) * double(total_bytes));
-  if (free_bytes <= keep + (std::size_t(256) << 20))
-    return make_error("cuda: only " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) +
-                      " on device " + std::to_string(options.device) + "; memory fraction " +
-                      std::to_string(options.memory_fraction) + " leaves nothing for day0");
+  // This instance's budget, as vLLM's gpu_memory_utilization: a share of the total, which must be free now
+  // (with room for the CUDA context and cuBLASLt's own allocations).
+  const auto budget = static_cast<std::size_t>(options.memory_fraction * double(total_bytes));
+  constexpr std::size_t kHeadroom = std::size_t(512) << 20;
+  if (budget + kHeadroom > free_bytes)
+    return make_error("cuda: memory fraction " + std::to_string(options.memory_fraction) + " asks for " +
+                      format_bytes(budget) + " but only " + format_bytes(free_bytes) + " of " +
+                      format_bytes(total_bytes) + " is free on device " + std::to_string(options.device) +
+                      " (lower --memory-fraction)");
   std::unique_ptr<CudaOps> ops(new CudaOps());
   ops->options_ = options;
   CudaContextOptions co;
   co.device = options.device;
-  co.arena_bytes = free_bytes - keep;
+  co.arena_bytes = budget;
   D0_ASSIGN_OR_RETURN(ops->ctx_, CudaContext::create(co));
   ops->gemm_ = std::make_unique<GemmBf16>(*ops->ctx_);
   D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
