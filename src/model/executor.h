@@ -1,7 +1,12 @@
-// Executor: runs one sequence through a ModelSpec's block graph on an Ops backend — prefill (in chunks of at
-// most max_step_tokens), then token-by-token decode over a KV cache — and reports named intermediates ("taps")
-// on request. It knows blocks (GQA attention, MoE), not families, and not devices: every tensor it uses is
-// allocated by the backend, per step from scratch memory that is rewound when the step ends.
+// Executor: runs a ModelSpec's block graph on an Ops backend, one step at a time, for a batch of sequences of
+// different lengths at once (their new tokens concatenated into one [tokens, hidden] activation; no loop over
+// sequences around the model). K/V live in a paged pool the executor owns (per layer [n_slots, width]); which
+// blocks a sequence uses is the caller's bookkeeping (cache/SequenceCache), passed in as block tables.
+// It knows blocks (GQA attention, MoE), not families, and not devices: every tensor is allocated by the backend,
+// per step from scratch memory that is rewound when the step ends.
+//
+// Solo use (CLI, reference comparison, evaluation): forward() runs one sequence over the first max_tokens slots
+// of the pool with an identity block table. Do not mix solo forward() with batched step() on one executor.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +17,7 @@
 #include <vector>
 
 #include "arch/model_spec.h"
-#include "cache/contiguous_kv.h"
+#include "cache/block_pool.h"
 #include "model/weights.h"
 #include "ops/ops.h"
 
@@ -20,48 +25,73 @@ namespace day0 {
 
 // Called with each intermediate (a host tensor): "embed", "layers.{i}.attn", "layers.{i}.router_indices"
 // (i32 [S, k]), "layers.{i}.router_weights", "layers.{i}.moe", "layers.{i}.out", "final_norm", "logits".
-// A prompt longer than one step reports each step's taps in turn.
+// Rows are the step's tokens; a prompt longer than one step reports each step's taps in turn.
 using TapFn = std::function<void(std::string_view name, const Tensor& value)>;
 
 struct ExecutorOptions {
-  std::int64_t max_tokens = 0;         // prompt + generated; the KV cache is reserved for it
-  std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
+  std::int64_t max_tokens = 0;          // longest sequence (solo forward: prompt + generated)
+  std::int64_t max_step_tokens = 2048;  // tokens per step (longer solo prompts prefill in chunks)
+  std::int64_t kv_pool_tokens = 0;      // slots of the paged KV pool; 0: max_tokens (solo use)
+  std::int64_t block_size = 16;         // tokens per KV block
+};
+
+// One sequence's part of a step: its new tokens at positions [start, start + tokens.size()), attending to
+// positions [0, start + tokens.size()) through block_table (which must cover them).
+struct SequenceStep {
+  enum class Logits { none, last, all };
+  std::span<const std::int32_t> tokens;
+  std::int64_t start = 0;
+  std::span<const BlockId> block_table;
+  Logits logits = Logits::last;  // none: a prefill chunk that is not the prompt's last
 };
 
 class Executor {
  public:
-  // `weights` must already be placed by `ops` (Ops::place_weights). Reserves the KV cache and the backend's
+  // `weights` must already be placed by `ops` (Ops::place_weights). Reserves the KV pool and the backend's
   // workspaces now.
   static Result<std::unique_ptr<Executor>> create(const ModelSpec& spec, ModelWeights weights, Ops& ops,
                                                   const ExecutorOptions& options);
 
-  // Appends `tokens` at positions length()..length()+S-1 and returns host logits: [S, V] if all_logits, else
-  // [1, V] for the last token. On error the sequence is left as it was before the failing step.
+  // One forward step over a batch. Returns host logits: for each sequence in order, the rows it asked for
+  // ([0, 1 or n, V] concatenated). K/V of all the tokens are written into their slots. On error nothing the
+  // caller tracks has changed, but the slots of this step may hold partial K/V (they are rewritten on retry).
+  Result<Tensor> step(std::span<const SequenceStep> batch, const TapFn& tap = {});
+  // Applies copy-on-write block copies (SequenceCache::take_ops) in every layer, in order.
+  Status copy_blocks(std::span<const BlockCopy> copies);
+
+  // Solo: appends `tokens` at positions length()..length()+S-1 and returns host logits: [S, V] if all_logits,
+  // else [1, V] for the last token. On error the sequence is left as it was before the failing step.
   Result<Tensor> forward(std::span<const std::int32_t> tokens, bool all_logits = false, const TapFn& tap = {});
-  std::int64_t length() const { return cache_.length(); }
-  void reset() { cache_.clear(); }
+  std::int64_t length() const { return solo_length_; }
+  void reset() { solo_length_ = 0; }
+
   const ModelSpec& spec() const { return spec_; }
-  std::size_t kv_cache_bytes() const { return cache_.bytes(); }
-  std::int64_t max_tokens() const { return cache_.max_tokens(); }
+  std::int64_t max_tokens() const { return max_tokens_; }
   std::int64_t max_step_tokens() const { return max_step_tokens_; }
+  std::int64_t block_size() const { return block_size_; }
+  std::int32_t n_blocks() const { return n_blocks_; }
+  std::size_t kv_cache_bytes() const;
   Ops& ops() { return ops_; }
 
  private:
-  Executor(const ModelSpec& spec, ModelWeights weights, Ops& ops, ContiguousKvCache cache, std::vector<Tensor> inv_freq,
-           std::int64_t max_step);
-  Result<Tensor> step(std::span<const std::int32_t> tokens, bool all_logits, const TapFn& tap);
+  Executor(const ModelSpec& spec, ModelWeights weights, Ops& ops) : spec_(spec), weights_(std::move(weights)), ops_(ops) {}
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
-  Status token_mixer(int layer, const Tensor& h, const Tensor& positions, Tensor& out);
-  Status attention_block(int layer, const Tensor& h, const Tensor& positions, Tensor& out);
+  Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
+                     Tensor& out);
+  Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
+                         const PagedKv& kv, Tensor& out);
   Status channel_mixer(int layer, const Tensor& h, Tensor& out, const TapFn& tap);
   Status moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap);
 
   ModelSpec spec_;
   ModelWeights weights_;
   Ops& ops_;
-  ContiguousKvCache cache_;
-  std::int64_t max_step_tokens_ = 0;
-  std::vector<Tensor> inv_freq_;  // per layer, f32 [rotary_dim / 2] in backend memory
+  std::vector<Tensor> k_pool_, v_pool_;  // per layer [n_blocks * block_size, width]
+  std::vector<Tensor> inv_freq_;         // per layer, f32 [rotary_dim / 2] in backend memory
+  std::int64_t max_tokens_ = 0, max_step_tokens_ = 0, block_size_ = 0;
+  std::int32_t n_blocks_ = 0;
+  std::vector<BlockId> solo_table_;      // identity over the first max_tokens slots
+  std::int64_t solo_length_ = 0;
 };
 
 }  // namespace day0

@@ -22,6 +22,8 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
   eo.max_tokens = options.max_tokens > 0 ? std::min<std::int64_t>(options.max_tokens, m.spec.max_position)
                                          : m.spec.max_position;
   eo.max_step_tokens = options.max_step_tokens;
+  eo.kv_pool_tokens = options.kv_pool_tokens;
+  eo.block_size = options.block_size;
   D0_ASSIGN_OR_RETURN(m.executor,
                       Executor::create(m.spec, ModelWeights::from_tensors(std::move(placed)), *m.ops, eo));
   m.load_seconds = std::chrono::duration<double>(clock::now() - t0).count();

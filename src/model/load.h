@@ -17,6 +17,8 @@ struct LoadOptions {
   std::string backend = "cpu";
   std::int64_t max_tokens = 0;         // <= 0: the model's max_position_embeddings
   std::int64_t max_step_tokens = 2048;
+  std::int64_t kv_pool_tokens = 0;     // paged KV pool; 0: max_tokens (one sequence)
+  std::int64_t block_size = 16;
   BackendOptions backend_options;
   ProgressFn progress;                 // weight placement progress (bytes)
 };

@@ -10,6 +10,8 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::linear: return "linear";
     case OpKind::rope: return "rope";
     case OpKind::attention: return "attention";
+    case OpKind::kv_write: return "kv_write";
+    case OpKind::paged_attention: return "paged_attention";
     case OpKind::router_topk_softmax: return "router_topk_softmax";
     case OpKind::expert_matmul_mxfp4: return "expert_matmul_mxfp4";
     case OpKind::swiglu_clamped: return "swiglu_clamped";

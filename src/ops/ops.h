@@ -37,6 +37,14 @@ struct Mxfp4Experts {
   int n_experts = 0, out = 0, in = 0;
 };
 
+// Paged KV: per layer one K and one V pool [n_slots, kv_heads * head_dim]. Position t of sequence b lives in
+// slot block_tables[b, t / block_size] * block_size + t % block_size (a negative block id: no slot).
+struct PagedKv {
+  Tensor block_tables;  // i32 [B, max_blocks]
+  Tensor q_seq;         // i32 [S]: the sequence (row of block_tables) each query row belongs to
+  std::int64_t block_size = 0;
+};
+
 // What a backend reserves at start-up: the largest forward step and the largest MoE layer it will run.
 struct OpsPlan {
   std::int64_t max_step_tokens = 0;
@@ -106,6 +114,12 @@ class Ops {
   // causal, optional sliding window, optional per-head sink logits [nH]. out [S, nH*d].
   virtual Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
                            const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
+  // Rows k, v [S, w] into slots (i32 [S]) of the pools k_pool, v_pool [n_slots, w] (vLLM's reshape_and_cache).
+  virtual Status kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool) = 0;
+  // As attention, over paged keys: query s sees positions [0, q_pos[s]] (window and sinks as above) of its
+  // sequence kv.q_seq[s]; queries of many sequences of different lengths in one call.
+  virtual Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                 const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
   // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
   virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
   // out [n, E.out] = x [n, in] W_e^T + b_e for one expert e of an MXFP4 set.

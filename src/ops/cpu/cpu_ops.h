@@ -32,6 +32,9 @@ class CpuOps final : public Ops {
               float attention_factor) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                    const AttentionParams& p, Tensor& out) override;
+  Status kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool) override;
+  Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                         const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
   Status expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) override;
   Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) override;

@@ -23,4 +23,16 @@ inline constexpr int kAttentionMaxHeadDim = 256;
 Status attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                       const AttentionParams& p, Tensor& out, cudaStream_t stream);
 
+// The same over a paged pool (k_pool, v_pool f32 [n_slots, kvH*d]): query s sees positions [0, q_pos[s]] of
+// sequence kv.q_seq[s] through its row of kv.block_tables (see PagedKv). A query whose table reaches outside
+// the pool, or a negative block id among the blocks it needs, gets a NaN output row (no out-of-bounds read).
+Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                            const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out,
+                            cudaStream_t stream);
+
+// k_pool[slots[s]] = k[s] and v_pool[slots[s]] = v[s]; k, v f32 [S, w], slots i32 [S], pools f32 [n_slots, w].
+// A slot outside the pool writes nothing and sets error_flag (i32 [1]) to 1.
+Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
+                     Tensor& error_flag, cudaStream_t stream);
+
 }  // namespace day0

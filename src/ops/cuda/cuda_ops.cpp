@@ -182,7 +182,7 @@ Status CudaOps::synchronize() {
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
-    return make_error(flags[0] ? "cuda: a token id outside the vocabulary reached the embedding kernel"
+    return make_error(flags[0] ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
                                : "cuda: an expert id outside [0, E) reached the MoE conversion kernel");
   }
   return Status::success();
@@ -246,6 +246,15 @@ Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positio
 Status CudaOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                           const AttentionParams& p, Tensor& out) {
   return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream());
+}
+
+Status CudaOps::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool) {
+  return kv_write_cuda(k, v, slots, k_pool, v_pool, error_flag_, ctx_->stream());
+}
+
+Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
+  return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream());
 }
 
 Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {

@@ -1,0 +1,140 @@
+// Executor::step: one forward pass over a batch of sequences. The host builds the step's index tensors (token
+// ids, positions, owning sequence, KV slot of every token, the block tables, the rows that want logits), uploads
+// them once, and the whole batch then runs through every layer as one [tokens, hidden] activation.
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "model/executor.h"
+#include "model/executor_util.h"
+
+namespace day0 {
+namespace {
+
+struct HostBatch {
+  Tensor ids, positions, q_seq, slots, tables, logit_rows;
+  std::int64_t tokens = 0, logit_count = 0;
+  bool all_rows = false;  // logits wanted for every token in order: no gather needed
+};
+
+}  // namespace
+
+Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& tap) {
+  if (batch.empty()) return make_error("step: empty batch");
+  // Validate and size.
+  std::int64_t T = 0, max_blocks = 0, R = 0;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const SequenceStep& s = batch[b];
+    const std::int64_t n = static_cast<std::int64_t>(s.tokens.size()), end = s.start + n;
+    const std::string who = "step: sequence " + std::to_string(b) + ": ";
+    if (n == 0) return make_error(who + "no tokens");
+    if (s.start < 0 || end > max_tokens_)
+      return make_error(who + "positions [" + std::to_string(s.start) + ", " + std::to_string(end) +
+                        ") exceed the sequence limit of " + std::to_string(max_tokens_));
+    const std::int64_t blocks = (end + block_size_ - 1) / block_size_;
+    if (static_cast<std::int64_t>(s.block_table.size()) < blocks)
+      return make_error(who + "block table of " + std::to_string(s.block_table.size()) + " blocks does not cover " +
+                        std::to_string(end) + " tokens");
+    for (std::int64_t i = 0; i < blocks; ++i)
+      if (s.block_table[i] < 0 || s.block_table[i] >= n_blocks_)
+        return make_error(who + "block " + std::to_string(s.block_table[i]) + " outside the pool of " +
+                          std::to_string(n_blocks_));
+    for (std::int64_t i = 0; i < n; ++i)
+      if (s.tokens[i] < 0 || s.tokens[i] >= spec_.vocab_size)
+        return make_error(who + "token id " + std::to_string(s.tokens[i]) + " at position " +
+                          std::to_string(s.start + i) + " is outside the vocabulary [0, " +
+                          std::to_string(spec_.vocab_size) + ")");
+    T += n;
+    max_blocks = std::max(max_blocks, blocks);
+    R += s.logits == SequenceStep::Logits::all ? n : s.logits == SequenceStep::Logits::last ? 1 : 0;
+  }
+  if (T > max_step_tokens_)
+    return make_error("step: " + std::to_string(T) + " tokens exceed the step limit of " +
+                      std::to_string(max_step_tokens_));
+
+  HostBatch hb;
+  hb.tokens = T;
+  hb.logit_count = R;
+  hb.ids = Tensor::zeros({T}, DType::i32);
+  hb.positions = Tensor::zeros({T}, DType::i32);
+  hb.q_seq = Tensor::zeros({T}, DType::i32);
+  hb.slots = Tensor::zeros({T}, DType::i32);
+  hb.tables = Tensor::zeros({static_cast<std::int64_t>(batch.size()), max_blocks}, DType::i32);
+  hb.logit_rows = Tensor::zeros({R}, DType::i32);
+  std::int64_t t = 0, r = 0;
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const SequenceStep& s = batch[b];
+    std::int32_t* table = hb.tables.data<std::int32_t>() + b * max_blocks;
+    for (std::int64_t i = 0; i < max_blocks; ++i)
+      table[i] = i < static_cast<std::int64_t>(s.block_table.size()) ? s.block_table[i] : -1;
+    for (size_t i = 0; i < s.tokens.size(); ++i, ++t) {
+      const std::int64_t pos = s.start + static_cast<std::int64_t>(i);
+      hb.ids.data<std::int32_t>()[t] = s.tokens[i];
+      hb.positions.data<std::int32_t>()[t] = static_cast<std::int32_t>(pos);
+      hb.q_seq.data<std::int32_t>()[t] = static_cast<std::int32_t>(b);
+      hb.slots.data<std::int32_t>()[t] = static_cast<std::int32_t>(s.block_table[pos / block_size_] * block_size_ + pos % block_size_);
+      const bool last = i + 1 == s.tokens.size();
+      if (s.logits == SequenceStep::Logits::all || (s.logits == SequenceStep::Logits::last && last))
+        hb.logit_rows.data<std::int32_t>()[r++] = static_cast<std::int32_t>(t);
+    }
+  }
+  hb.all_rows = R == T;  // rows are then 0..T-1 in order
+
+  const std::int64_t H = spec_.hidden_size;
+  ScratchScope scope(ops_);
+  D0_ASSIGN_OR_RETURN(Tensor ids, ops_.upload(hb.ids, "token ids"));
+  D0_ASSIGN_OR_RETURN(Tensor positions, ops_.upload(hb.positions, "positions"));
+  D0_ASSIGN_OR_RETURN(Tensor slots, ops_.upload(hb.slots, "kv slots"));
+  PagedKv kv;
+  D0_ASSIGN_OR_RETURN(kv.q_seq, ops_.upload(hb.q_seq, "query sequences"));
+  D0_ASSIGN_OR_RETURN(kv.block_tables, ops_.upload(hb.tables, "block tables"));
+  kv.block_size = block_size_;
+  D0_ASSIGN_OR_RETURN(Tensor x, ops_.scratch({T, H}, DType::f32, "residual stream"));
+  D0_ASSIGN_OR_RETURN(Tensor h, ops_.scratch({T, H}, DType::f32, "normed"));
+  D0_ASSIGN_OR_RETURN(Tensor y, ops_.scratch({T, H}, DType::f32, "block out"));
+  D0_RETURN_IF_ERROR(ops_.embedding(weights_.get(spec_.embedding), ids, x));
+  D0_RETURN_IF_ERROR(emit(tap, "embed", x));
+
+  auto norm_args = [&](const NormSpec& n) {
+    return std::tuple<const Tensor&, float, bool>(weights_.get(n.weight), n.eps, n.kind == NormKind::rms_plus_one);
+  };
+  const int n_layers = static_cast<int>(spec_.layers.size());
+  {
+    auto [w, eps, plus_one] = norm_args(n_layers > 0 ? spec_.layers[0].mixer_norm : spec_.final_norm);
+    D0_RETURN_IF_ERROR(ops_.rms_norm(x, w, eps, plus_one, h));
+  }
+  for (int i = 0; i < n_layers; ++i) {
+    const LayerSpec& L = spec_.layers[i];
+    D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
+    D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
+    {
+      auto [w, eps, plus_one] = norm_args(L.channel_norm);
+      D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
+    }
+    D0_RETURN_IF_ERROR(channel_mixer(i, h, y, tap));
+    D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
+    // The residual add fused with the next norm: the next layer's, or the final one.
+    auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
+    D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
+    D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "out"), x));
+  }
+  D0_RETURN_IF_ERROR(emit(tap, "final_norm", h));
+  if (R == 0) {
+    D0_RETURN_IF_ERROR(ops_.synchronize());
+    return Tensor::zeros({0, spec_.vocab_size}, DType::f32);
+  }
+  Tensor head_in = h;
+  if (!hb.all_rows) {  // only the rows that want logits go through the (vocabulary-sized) head
+    D0_ASSIGN_OR_RETURN(Tensor rows, ops_.upload(hb.logit_rows, "logit rows"));
+    D0_ASSIGN_OR_RETURN(head_in, ops_.scratch({R, H}, DType::f32, "head input"));
+    D0_RETURN_IF_ERROR(ops_.embedding(h, rows, head_in));  // a row gather
+  }
+  D0_ASSIGN_OR_RETURN(Tensor logits, ops_.scratch({R, spec_.vocab_size}, DType::f32, "logits"));
+  D0_RETURN_IF_ERROR(ops_.lm_head(head_in, weights_.get(spec_.lm_head), logits));
+  D0_ASSIGN_OR_RETURN(Tensor host_logits, ops_.download(logits));
+  D0_RETURN_IF_ERROR(ops_.synchronize());
+  D0_RETURN_IF_ERROR(emit(tap, "logits", host_logits));
+  return host_logits;
+}
+
+}  // namespace day0

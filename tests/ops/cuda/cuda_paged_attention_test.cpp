@@ -1,0 +1,98 @@
+// CUDA paged attention and KV slot writes against the CPU reference on fresh random scenarios: batches of
+// sequences of different lengths (decode rows, prefill chunks at an offset, whole prompts), shuffled block
+// tables with padding, block sizes 1/16/7, GQA 64/8 at d=64 (gpt-oss) and small odd shapes, windows, sinks.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda_test_util.h"
+#include "ops/cuda/attention_cuda.h"
+#include "ops/op_test_util.h"
+#include "ops/paged_kv_scenario.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::count_nan;
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::relative_norm_error;
+using cudatest::upload;
+
+// f32 throughout, only the order of the softmax sums differs from the CPU (online vs two-pass): ~1e-7.
+constexpr double kTolerance = 1e-5;
+
+TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes_windows_and_sinks) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(21);
+  struct Case {
+    AttentionParams p;
+    std::int64_t block_size;
+    std::vector<std::int64_t> lengths, queries;
+  };
+  const std::vector<Case> cases = {
+      {{4, 2, 16, 0, 0.25f}, 1, {5, 3, 9}, {1, 3, 2}},
+      {{64, 8, 64, 0, 0.125f}, 16, {300, 17, 1, 64}, {1, 17, 1, 40}},
+      {{64, 8, 64, 128, 0.125f}, 16, {400, 129, 33}, {1, 70, 33}},
+      {{6, 3, 24, 5, 0.2f}, 7, {50, 8, 14}, {3, 8, 1}},
+  };
+  for (const Case& c : cases)
+    for (bool sinks : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " d " << c.p.head_dim << " block "
+                                        << c.block_size << " window " << c.p.sliding_window << " sinks " << sinks);
+      auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
+      Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+      PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
+      D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
+                                        out, ctx->stream()));
+      const Tensor got = download(*ctx, out);
+      EXPECT_EQ(count_nan(got), 0);
+      EXPECT_LE(relative_norm_error(got, sc.want), kTolerance);
+    }
+}
+
+TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_queries) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(22);
+  const AttentionParams p{2, 1, 8, 0, 0.3f};
+  auto sc = optest::make_paged_scenario(rng, p, 4, {6, 5}, {1, 1}, false);
+  sc.tables.data<std::int32_t>()[0] = 1 << 20;  // sequence 0's first block is far outside the pool
+  Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+  PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 4};
+  D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                    upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream()));
+  const Tensor got = download(*ctx, out);
+  const std::int64_t w = p.n_heads * p.head_dim;
+  for (std::int64_t i = 0; i < w; ++i) EXPECT_TRUE(std::isnan(got.data<float>()[i]));
+  for (std::int64_t i = w; i < 2 * w; ++i) EXPECT_EQ(got.data<float>()[i], got.data<float>()[i]);  // not NaN
+}
+
+TEST(CudaKvWrite, rows_land_in_their_slots_and_a_bad_slot_raises_the_flag_without_writing) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(23);
+  const Tensor k = optest::random_f32({3, 5}, rng), v = optest::random_f32({3, 5}, rng);
+  Tensor kp = cudatest::zeroed(*ctx, {8, 5}, DType::f32), vp = cudatest::zeroed(*ctx, {8, 5}, DType::f32);
+  Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(kv_write_cuda(upload(*ctx, k), upload(*ctx, v), upload(*ctx, optest::i32_tensor({5, 0, 7})), kp, vp,
+                             flag, ctx->stream()));
+  const Tensor hk = download(*ctx, kp), hv = download(*ctx, vp);
+  for (int c = 0; c < 5; ++c) {
+    EXPECT_EQ(hk.data<float>()[5 * 5 + c], k.data<float>()[c]);
+    EXPECT_EQ(hv.data<float>()[7 * 5 + c], v.data<float>()[2 * 5 + c]);
+  }
+  EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+  D0_ASSERT_OK(kv_write_cuda(upload(*ctx, k), upload(*ctx, v), upload(*ctx, optest::i32_tensor({1, 9, 2})), kp, vp,
+                             flag, ctx->stream()));
+  EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+}
+
+}  // namespace
+}  // namespace day0
