@@ -1,0 +1,40 @@
+// The logit adjustments that depend on what a sequence has seen: logit_bias, the repetition penalty
+// (prompt and output tokens, once each), frequency and presence penalties (output tokens), in vLLM's order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/sampling_params.h"
+
+namespace day0 {
+
+// The token history the penalties read: the prompt's distinct ids (kept only when a repetition penalty
+// needs them) and how often each id was output.
+class TokenHistory {
+ public:
+  TokenHistory(std::span<const std::int32_t> prompt_tokens, bool keep_prompt);
+  void add_output(std::int32_t token);
+
+  const std::vector<std::int32_t>& prompt_unique() const { return prompt_unique_; }  // sorted
+  const std::unordered_map<std::int32_t, std::int32_t>& output_counts() const { return output_counts_; }
+  bool in_prompt(std::int32_t token) const;
+  bool empty() const { return prompt_unique_.empty() && output_counts_.empty(); }
+
+ private:
+  std::vector<std::int32_t> prompt_unique_;
+  std::unordered_map<std::int32_t, std::int32_t> output_counts_;
+};
+
+// True when apply_penalties would change something (so the caller can skip copying the logits).
+bool penalties_apply(const SamplingParams& params, const TokenHistory& history);
+
+// In place, touching only the ids in the history and in logit_bias. Repetition: a positive logit is
+// divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus
+// penalty once. An id outside `logits` is an error naming it.
+Status apply_penalties(std::span<float> logits, const SamplingParams& params, const TokenHistory& history);
+
+}  // namespace day0

@@ -1,0 +1,60 @@
+// Sampler: one sequence's logits -> token step, in vLLM's order: logit_bias, repetition penalty (prompt
+// and output), frequency and presence penalties (output), temperature, top-k, top-p, min-p, draw.
+// Reported logprobs come from the raw model distribution. The draw for output position i is
+// philox(seed, i), so a seeded request gives the same tokens whatever else is in the batch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/logprobs.h"
+#include "engine/penalties.h"
+#include "engine/sampling_params.h"
+#include "engine/token_filter.h"
+
+namespace day0 {
+
+struct SampleResult {
+  std::int32_t token = -1;
+  std::optional<float> logprob;            // raw logprob of `token`, when params.logprobs
+  std::vector<TokenLogprob> top_logprobs;  // params.top_logprobs entries, most likely first
+};
+
+// Working memory of one sampling step (a copy of the logits, the candidate array): one per scheduler
+// thread, reused across sequences so that a step allocates nothing once warm.
+struct SamplerScratch {
+  std::vector<float> logits;
+  std::vector<Candidate> candidates;
+};
+
+// A seed for a request that did not set one: drawn once, from std::random_device.
+std::uint64_t draw_request_seed();
+
+class Sampler {
+ public:
+  // `params` must have passed validate_sampling_params; `prompt_tokens` feeds the repetition penalty;
+  // `request_seed` is used when params.seed is unset.
+  Sampler(SamplingParams params, std::span<const std::int32_t> prompt_tokens, std::uint64_t request_seed);
+
+  // Picks the next token and records it as output (for penalties and the next position's draw).
+  // Errors (the request fails, nothing else): empty logits, a NaN or +inf logit, every logit -inf,
+  // or logits that do not cover a penalised or biased token id.
+  Result<SampleResult> sample(std::span<const float> logits, SamplerScratch& scratch);
+  Result<SampleResult> sample(std::span<const float> logits) { return sample(logits, own_scratch_); }
+
+  const SamplingParams& params() const { return params_; }
+  std::uint64_t seed() const { return seed_; }
+  const std::vector<std::int32_t>& output_tokens() const { return output_; }
+
+ private:
+  SamplingParams params_;
+  std::uint64_t seed_;
+  TokenHistory history_;
+  std::vector<std::int32_t> output_;
+  SamplerScratch own_scratch_;
+};
+
+}  // namespace day0

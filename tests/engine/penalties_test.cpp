@@ -1,0 +1,97 @@
+// Penalties, numerically: repetition divides positive and multiplies negative logits once per distinct
+// token of prompt and output; frequency counts output occurrences; presence is subtracted once.
+#include "engine/penalties.h"
+
+#include <gtest/gtest.h>
+
+namespace day0 {
+namespace {
+
+TEST(Penalties, repetition_divides_positive_and_multiplies_negative_logits_of_prompt_and_output_tokens) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0;
+  TokenHistory h(std::vector<std::int32_t>{0, 1, 1, 1}, true);
+  h.add_output(2);
+  h.add_output(1);  // in both: penalised once
+  std::vector<float> logits = {4.f, -3.f, 1.f, 5.f};
+  ASSERT_TRUE(penalties_apply(p, h));
+  ASSERT_TRUE(apply_penalties(logits, p, h).ok());
+  EXPECT_EQ(logits, (std::vector<float>{2.f, -6.f, 0.5f, 5.f}));
+}
+
+TEST(Penalties, frequency_scales_with_output_count_and_presence_counts_once_and_the_prompt_is_exempt) {
+  SamplingParams p;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = 0.25;
+  TokenHistory h(std::vector<std::int32_t>{3, 3}, false);
+  for (const std::int32_t t : {0, 0, 0, 1}) h.add_output(t);
+  std::vector<float> logits = {1.f, 1.f, 1.f, 1.f};
+  ASSERT_TRUE(apply_penalties(logits, p, h).ok());
+  EXPECT_FLOAT_EQ(logits[0], 1.f - 3 * 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(logits[1], 1.f - 0.5f - 0.25f);
+  EXPECT_EQ(logits[2], 1.f);
+  EXPECT_EQ(logits[3], 1.f);
+}
+
+TEST(Penalties, negative_frequency_and_presence_penalties_encourage_repeats) {
+  SamplingParams p;
+  p.frequency_penalty = -1.0;
+  p.presence_penalty = -0.5;
+  TokenHistory h({}, false);
+  h.add_output(1);
+  h.add_output(1);
+  std::vector<float> logits = {0.f, 0.f};
+  ASSERT_TRUE(apply_penalties(logits, p, h).ok());
+  EXPECT_FLOAT_EQ(logits[1], 2.5f);
+}
+
+TEST(Penalties, logit_bias_is_added_before_the_repetition_penalty) {
+  SamplingParams p;
+  p.logit_bias = {{0, 3.0}, {1, -100.0}};
+  p.repetition_penalty = 2.0;
+  TokenHistory h(std::vector<std::int32_t>{0}, true);
+  std::vector<float> logits = {-1.f, 0.f};
+  ASSERT_TRUE(apply_penalties(logits, p, h).ok());
+  EXPECT_FLOAT_EQ(logits[0], 1.f);  // (-1 + 3) / 2
+  EXPECT_FLOAT_EQ(logits[1], -100.f);
+}
+
+TEST(Penalties, order_is_repetition_then_frequency_and_presence) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0;
+  p.frequency_penalty = 1.0;
+  TokenHistory h({}, true);
+  h.add_output(0);
+  std::vector<float> logits = {4.f};
+  ASSERT_TRUE(apply_penalties(logits, p, h).ok());
+  EXPECT_FLOAT_EQ(logits[0], 1.f);  // 4 / 2 - 1, not (4 - 1) / 2
+}
+
+TEST(Penalties, neutral_settings_or_an_empty_history_change_nothing) {
+  SamplingParams p;
+  TokenHistory h(std::vector<std::int32_t>{1, 2}, false);
+  h.add_output(1);
+  EXPECT_FALSE(penalties_apply(p, h));
+  p.presence_penalty = 1.0;
+  EXPECT_FALSE(penalties_apply(p, TokenHistory({}, false)));
+  p.presence_penalty = 0.0;
+  p.repetition_penalty = 1.5;
+  EXPECT_FALSE(penalties_apply(p, TokenHistory({}, true)));
+  EXPECT_TRUE(penalties_apply(p, TokenHistory(std::vector<std::int32_t>{0}, true)));
+}
+
+TEST(Penalties, a_token_id_outside_the_logits_is_an_error_naming_it) {
+  SamplingParams p;
+  p.repetition_penalty = 1.5;
+  TokenHistory h(std::vector<std::int32_t>{7}, true);
+  std::vector<float> logits = {0.f, 0.f};
+  const Status s = apply_penalties(logits, p, h);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("token id 7"), std::string::npos) << s.error().message;
+  SamplingParams b;
+  b.logit_bias = {{2, 1.0}};
+  EXPECT_FALSE(apply_penalties(logits, b, TokenHistory({}, false)).ok());
+}
+
+}  // namespace
+}  // namespace day0
