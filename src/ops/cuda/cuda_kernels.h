@@ -63,4 +63,8 @@ Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, 
 // does not take this dtype pair.
 Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 
+// y[m, n] = y[m, n] * sx[m] * sw[n] (+ bias[n]), all f32 but bias (f32/bf16); y [M, N], sx [M], sw [N]. GemmFp8's
+// epilogue when cuBLASLt applies no per-row / per-column scales itself.
+Status fp8_gemm_epilogue_cuda(Tensor& y, const Tensor& sx, const Tensor& sw, const Tensor& bias, cudaStream_t stream);
+
 }  // namespace day0
