@@ -10,7 +10,7 @@
 //      version reads them on the host (when they live on the device it copies them back, which synchronises
 //      the stream once per call). A device-side grouping kernel can replace this later without changing the API.
 //   2. converts ONLY the routed experts' MXFP4 gate_up and down matrices into the workspace (one launch each
-//      of mxfp4_experts_to_bf16_cuda), in ascending expert id order;
+//      of mxfp4_experts_to_bf16_cuda or mxfp4_experts_to_fp8_cuda), in ascending expert id order;
 //   3. per routed expert, in ascending id order (as CpuOps::moe_experts, so accumulation order is
 //      deterministic and the same as the CPU's), in chunks of at most max_tokens assignments:
 //      bf16: gather its tokens (x f32 -> bf16), GemmBf16 gate_up (+bias, f32 out), clamped SwiGLU (f32),
