@@ -37,6 +37,12 @@ struct Mxfp4Experts {
   int n_experts = 0, out = 0, in = 0;
 };
 
+// How a GPU backend computes routed MXFP4 experts (converted online into one reused workspace). bf16: weights decoded exactly to bf16, x and the SwiGLU output rounded to
+// bf16. fp8: weights converted to E4M3 with a power-of-two scale per output row (exact unless a row's block
+// exponents span more than 14 binades, counted in MoeWorkspace::fp8_inexact), x and the SwiGLU output
+// quantised to E4M3 per token (relative rounding up to 2^-4 per element).
+enum class ExpertCompute { bf16, fp8 };
+
 // Paged KV: per layer one K and one V pool [n_slots, kv_heads * head_dim]. Position t of sequence b lives in
 // slot block_tables[b, t / block_size] * block_size + t % block_size (a negative block id: no slot).
 struct PagedKv {

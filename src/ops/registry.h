@@ -10,9 +10,6 @@
 
 namespace day0 {
 
-// How MoE expert matmuls run on a GPU backend: routed experts converted online from MXFP4 into a workspace of
-// this dtype, then tensor-core matmuls on it.
-enum class ExpertCompute { bf16, fp8 };
 std::string_view expert_compute_name(ExpertCompute c);
 Result<ExpertCompute> parse_expert_compute(std::string_view name);
 

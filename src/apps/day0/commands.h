@@ -20,6 +20,7 @@ struct BackendCliOptions {
 struct InspectOptions {
   std::string dir;
   std::string backend = "cpu";
+  std::string expert_compute = "bf16";  // cuda plan: the workspace's dtype
   PromptOptions prompt;  // optional: show how a prompt tokenizes
 };
 int inspect(const InspectOptions& o);

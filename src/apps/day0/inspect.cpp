@@ -115,7 +115,7 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
 
 // What the CUDA backend reserves for this model besides the KV cache, computed without a GPU: weights as
 // placed (MXFP4 experts as stored, dense matrices bf16), the one MoE workspace, and KV bytes per token.
-bool print_cuda_plan(const ModelSpec& spec) {
+bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
   double experts = 0, dense = 0;
   for (const auto& w : spec.weights) {
     double n = 1;
@@ -127,16 +127,17 @@ bool print_cuda_plan(const ModelSpec& spec) {
   std::printf("cuda plan     weights on device %s (experts as stored %s, dense as bf16 %s)\n",
               gigabytes(experts + dense).c_str(), gigabytes(experts).c_str(), gigabytes(dense).c_str());
   if (plan.n_experts > 0) {
-    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, max_step};
+    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, max_step, compute};
     auto bytes = moe_workspace_bytes(shape);
     if (!bytes.ok()) {
       fail(bytes.error().message);
       return false;
     }
     const std::int64_t routed = std::min<std::int64_t>(plan.n_experts, max_step * plan.top_k);
-    std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (bf16) at %lld tokens "
+    std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (%s) at %lld tokens "
                 "per step\n",
-                format_bytes(*bytes).c_str(), static_cast<long long>(routed), static_cast<long long>(max_step));
+                format_bytes(*bytes).c_str(), static_cast<long long>(routed),
+                std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
   }
   double kv = 0;
   for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;
@@ -177,6 +178,8 @@ bool print_tokenizer(const InspectOptions& o) {
 }  // namespace
 
 int inspect(const InspectOptions& o) {
+  auto compute = parse_expert_compute(o.expert_compute);
+  if (!compute.ok()) return fail(compute.error().message);
   auto spec = model_spec_from_dir(o.dir);
   if (!spec.ok()) return fail(spec.error().message);
   std::printf("model         %s\n", o.dir.c_str());
@@ -185,7 +188,7 @@ int inspect(const InspectOptions& o) {
   if (!Checkpoint::has_weights(o.dir)) {
     print_sizes(*spec, nullptr);
     if (!print_coverage(*spec, o.backend)) return 1;
-    if (o.backend == "cuda" && !print_cuda_plan(*spec)) return 1;
+    if (o.backend == "cuda" && !print_cuda_plan(*spec, *compute)) return 1;
     std::printf("weights       none in %s (config-only inspection)\n", o.dir.c_str());
     return 0;
   }
@@ -193,7 +196,7 @@ int inspect(const InspectOptions& o) {
   if (!checkpoint.ok()) return fail(checkpoint.error().message);
   print_sizes(*spec, &*checkpoint);
   if (!print_coverage(*spec, o.backend)) return 1;
-  if (o.backend == "cuda" && !print_cuda_plan(*spec)) return 1;
+  if (o.backend == "cuda" && !print_cuda_plan(*spec, *compute)) return 1;
   const WeightCheck check = check_weights(*spec, *checkpoint);
   std::printf("weights       %zu files, %zu tensors expected, %zu problems, %zu unexpected\n",
               checkpoint->files().size(), spec->weights.size(), check.problems.size(), check.unexpected.size());

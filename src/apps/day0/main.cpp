@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   auto* i = app.add_subcommand("inspect", "Architecture summary, parameters, bytes, op coverage, weight check");
   i->add_option("dir", inspect.dir, "Model directory (config.json, optional safetensors)")->required();
   i->add_option("--backend", inspect.backend, "Backend whose op coverage to show (cpu, cuda)");
+  i->add_option("--expert-compute", inspect.expert_compute, "cuda plan: workspace of bf16 or fp8 experts")
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   i->add_option("--prompt-ids", inspect.prompt.ids, "Show this prompt (token ids)");
   i->add_option("--prompt", inspect.prompt.text, "Show how this text tokenizes");
   i->add_option("--chat", inspect.prompt.chat, "Show how this chat request (JSON or @FILE) renders and tokenizes");

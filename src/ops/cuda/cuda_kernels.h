@@ -45,11 +45,29 @@ Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Te
 Status mxfp4_experts_to_bf16_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& workspace,
                                   Tensor& error_flag, cudaStream_t stream);
 
+// Online MXFP4 -> FP8 E4M3 of the selected experts, with one power-of-two f32 scale per output row (the rule and
+// its exactness are in quant/fp8_experts.h): weights_fp8 f8_e4m3 [n, out, in], row_scales f32 [n, out].
+// Bit-exact with mxfp4_row_to_fp8. Bad ids are clamped and flagged as in mxfp4_experts_to_bf16_cuda. When
+// inexact_count (u64 [1] on the device) is given, the values that did not convert exactly are added to it.
+Status mxfp4_experts_to_fp8_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& weights_fp8,
+                                 Tensor& row_scales, Tensor& error_flag, cudaStream_t stream,
+                                 Tensor* inexact_count = nullptr);
+
+// q[r] = e4m3 codes of x[rows[r]] / scales[r] with scales[r] = amax(|x[rows[r]]|) / 448 (fp8_quantize_row,
+// bit-exact). x f32 [S, H]; rows i32 [n] on the device, or undefined for rows 0..S-1; q f8_e4m3 [n, H];
+// scales f32 [n]. A row id outside [0, S) is clamped and sets error_flag (i32 [1]) to 1.
+Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
+                                cudaStream_t stream);
+
 // y[m, n] += bias[n]; y f32/bf16 [M, N], bias f32/bf16 [N]. The GEMM's fallback when cuBLASLt's bias epilogue
 // does not take this dtype pair.
 Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 
 // x += y element-wise; x, y f32 of one shape.
 Status add_inplace_cuda(Tensor& x, const Tensor& y, cudaStream_t stream);
+
+// y[m, n] = y[m, n] * sx[m] * sw[n] (+ bias[n]), all f32 but bias (f32/bf16); y [M, N], sx [M], sw [N]. GemmFp8's
+// epilogue when cuBLASLt applies no per-row / per-column scales itself.
+Status fp8_gemm_epilogue_cuda(Tensor& y, const Tensor& sx, const Tensor& sw, const Tensor& bias, cudaStream_t stream);
 
 }  // namespace day0

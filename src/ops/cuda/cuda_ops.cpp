@@ -49,7 +49,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   co.device = options.device;
   co.arena_bytes = budget;
   D0_ASSIGN_OR_RETURN(ops->ctx_, CudaContext::create(co));
-  ops->gemm_ = std::make_unique<GemmBf16>(*ops->ctx_);
+  ops->gemms_ = std::make_unique<MoeGemms>(*ops->ctx_);
   D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->error_flag_.raw(), 0, sizeof(std::int32_t), ops->ctx_->stream()));
   ops->persistent_end_ = ops->ctx_->arena().used_bytes();
@@ -60,17 +60,15 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
 CudaOps::~CudaOps() {
   // Plans and the workspace borrow the context: release them first.
   moe_.reset();
-  gemm_.reset();
+  gemms_.reset();
 }
 
 // ---- memory
 
 Status CudaOps::plan(const OpsPlan& plan) {
   if (plan.n_experts == 0) return Status::success();
-  if (options_.expert_compute != ExpertCompute::bf16)
-    return make_error("cuda: expert compute " + std::string(expert_compute_name(options_.expert_compute)) +
-                      " is not available in this build (bf16 is)");
-  MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, plan.max_step_tokens};
+  MoeWorkspaceShape shape{plan.n_experts, plan.top_k,           plan.hidden, plan.intermediate,
+                          plan.max_step_tokens, options_.expert_compute};
   if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
   D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
   persistent_by_use_["moe workspace"] += ws.device_bytes;
@@ -233,7 +231,7 @@ Status CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Ten
   if (w.dtype() != DType::bf16)
     return make_error("cuda linear: weight must be bf16 (place_weights converts), got " + std::string(dtype_name(w.dtype())));
   D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
-  return gemm_->run(xb, w, bias, out);
+  return gemms_->bf16.run(xb, w, bias, out);
 }
 
 Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
@@ -276,13 +274,13 @@ Status CudaOps::expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int 
   D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(w, id, wb, error_flag_, ctx_->stream()));
   D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "expert input"));
   const Tensor bias = has_values(w.bias) ? w.bias.slice_rows(expert, expert + 1).view({w.out}) : Tensor();
-  return gemm_->run(xb, wb.view({w.out, w.in}), bias, out);
+  return gemms_->bf16.run(xb, wb.view({w.out, w.in}), bias, out);
 }
 
 Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
                             const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) {
   if (!moe_) return make_error("cuda moe_experts: no MoE workspace (plan() was not given the model's experts)");
-  return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemm_, out, ctx_->stream());
+  return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemms_, out, ctx_->stream());
 }
 
 Status CudaOps::add(Tensor& x, const Tensor& y) { return add_inplace_cuda(x, y, ctx_->stream()); }

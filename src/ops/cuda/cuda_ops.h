@@ -1,5 +1,5 @@
 // CudaOps: the CUDA backend of the Ops interface, over the kernels in this directory. Owns the CudaContext
-// (device, stream, the one arena sized at start-up, cuBLASLt), the BF16 GEMM plans and the MoE workspace.
+// (device, stream, the one arena sized at start-up, cuBLASLt), the GEMM plans and the MoE workspace.
 //
 // Memory: one arena. Persistent tensors (uploaded weights, the MoE workspace, KV cache, tables) are carved from
 // its bottom before the first step; each step's scratch is carved above them and rewound when the step ends,
@@ -83,7 +83,7 @@ class CudaOps final : public Ops {
 
   BackendOptions options_;
   std::unique_ptr<CudaContext> ctx_;
-  std::unique_ptr<GemmBf16> gemm_;
+  std::unique_ptr<MoeGemms> gemms_;  // bf16 for every dense matmul, bf16 or fp8 for the experts
   std::optional<MoeWorkspace> moe_;
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins

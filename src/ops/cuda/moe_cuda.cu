@@ -1,5 +1,5 @@
-// Routed-expert MoE on the GPU (see moe_cuda.h): host-side grouping, online MXFP4 -> BF16 conversion of the
-// routed experts only into the planned workspace, per-expert gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
+// Routed-expert MoE on the GPU (see moe_cuda.h): host-side grouping, online MXFP4 -> BF16 or FP8 conversion of
+// the routed experts only into the planned workspace, per-expert gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -74,17 +74,30 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   const std::int64_t H = s.hidden, I = s.intermediate, T = s.max_tokens, A = s.max_tokens * s.k;
   ws.max_routed = std::min<std::int64_t>(s.n_experts, A);
   const std::size_t before = arena.used_bytes();
-  D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({ws.max_routed, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
-  D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({ws.max_routed, H, I}, DType::bf16, "moe workspace down experts"));
   D0_ASSIGN_OR_RETURN(ws.expert_ids, arena.allocate({ws.max_routed}, DType::i32, "moe workspace expert ids"));
   D0_ASSIGN_OR_RETURN(ws.rows, arena.allocate({A}, DType::i32, "moe workspace rows"));
   D0_ASSIGN_OR_RETURN(ws.route, arena.allocate({A}, DType::f32, "moe workspace route"));
   D0_ASSIGN_OR_RETURN(ws.error_flag, arena.allocate({1}, DType::i32, "moe workspace error flag"));
-  D0_ASSIGN_OR_RETURN(ws.xs, arena.allocate({T, H}, DType::bf16, "moe workspace gathered tokens"));
   D0_ASSIGN_OR_RETURN(ws.gu, arena.allocate({T, 2 * I}, DType::f32, "moe workspace gate_up output"));
   D0_ASSIGN_OR_RETURN(ws.h, arena.allocate({T, I}, DType::f32, "moe workspace swiglu output"));
-  D0_ASSIGN_OR_RETURN(ws.h_bf16, arena.allocate({T, I}, DType::bf16, "moe workspace swiglu bf16"));
   D0_ASSIGN_OR_RETURN(ws.y, arena.allocate({T, H}, DType::f32, "moe workspace down output"));
+  const std::int64_t R = ws.max_routed;
+  if (s.compute == ExpertCompute::bf16) {
+    D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({R, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
+    D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({R, H, I}, DType::bf16, "moe workspace down experts"));
+    D0_ASSIGN_OR_RETURN(ws.xs, arena.allocate({T, H}, DType::bf16, "moe workspace gathered tokens"));
+    D0_ASSIGN_OR_RETURN(ws.h_bf16, arena.allocate({T, I}, DType::bf16, "moe workspace swiglu bf16"));
+  } else {
+    D0_ASSIGN_OR_RETURN(ws.gate_up_w8, arena.allocate({R, 2 * I, H}, DType::f8_e4m3, "moe workspace gate_up fp8 experts"));
+    D0_ASSIGN_OR_RETURN(ws.gate_up_scales, arena.allocate({R, 2 * I}, DType::f32, "moe workspace gate_up row scales"));
+    D0_ASSIGN_OR_RETURN(ws.down_w8, arena.allocate({R, H, I}, DType::f8_e4m3, "moe workspace down fp8 experts"));
+    D0_ASSIGN_OR_RETURN(ws.down_scales, arena.allocate({R, H}, DType::f32, "moe workspace down row scales"));
+    D0_ASSIGN_OR_RETURN(ws.xs8, arena.allocate({T, H}, DType::f8_e4m3, "moe workspace gathered fp8 tokens"));
+    D0_ASSIGN_OR_RETURN(ws.xs_scales, arena.allocate({T}, DType::f32, "moe workspace token scales"));
+    D0_ASSIGN_OR_RETURN(ws.h8, arena.allocate({T, I}, DType::f8_e4m3, "moe workspace swiglu fp8"));
+    D0_ASSIGN_OR_RETURN(ws.h_scales, arena.allocate({T}, DType::f32, "moe workspace swiglu scales"));
+    D0_ASSIGN_OR_RETURN(ws.fp8_inexact, arena.allocate({1}, DType::u64, "moe workspace fp8 inexact count"));
+  }
   ws.device_bytes = arena.used_bytes() - before;
   ws.host_indices.resize(A);
   ws.host_weights.resize(A);
@@ -102,11 +115,52 @@ Result<std::size_t> moe_workspace_bytes(const MoeWorkspaceShape& shape) {
   return arena->used_bytes();
 }
 
-Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
-                        cudaStream_t stream) {
+namespace {
+
+// One chunk of n assignments of expert slot j (expert e): gather -> GEMM -> SwiGLU -> GEMM; y [n, H] f32 out.
+Status expert_chunk_bf16(const Tensor& x, const Tensor& rows, std::int64_t j, const Tensor& b_gu, const Tensor& b_down,
+                         const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& y, cudaStream_t stream) {
+  const std::int64_t n = rows.size(0), H = ws.shape.hidden, I = ws.shape.intermediate;
+  const Tensor w_gu = ws.gate_up_w.slice_rows(j, j + 1).view({2 * I, H});
+  const Tensor w_down = ws.down_w.slice_rows(j, j + 1).view({H, I});
+  Tensor xs = ws.xs.slice_rows(0, n), gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
+  Tensor hb = ws.h_bf16.slice_rows(0, n);
+  moe_gather_bf16_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(x.data<float>(), rows.data<std::int32_t>(), n, H,
+                                                                  static_cast<__nv_bfloat16*>(xs.raw()));
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_gather_bf16_kernel");
+  D0_RETURN_IF_ERROR(gemm.run(xs, w_gu, b_gu, gu));
+  D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
+  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(h, hb, stream));
+  return gemm.run(hb, w_down, b_down, y);
+}
+
+Status expert_chunk_fp8(const Tensor& x, const Tensor& rows, std::int64_t j, const Tensor& b_gu, const Tensor& b_down,
+                        const SwigluParams& p, MoeWorkspace& ws, GemmFp8& gemm, Tensor& y, cudaStream_t stream) {
+  const std::int64_t n = rows.size(0), H = ws.shape.hidden, I = ws.shape.intermediate;
+  const Tensor w_gu = ws.gate_up_w8.slice_rows(j, j + 1).view({2 * I, H});
+  const Tensor s_gu = ws.gate_up_scales.slice_rows(j, j + 1).view({2 * I});
+  const Tensor w_down = ws.down_w8.slice_rows(j, j + 1).view({H, I});
+  const Tensor s_down = ws.down_scales.slice_rows(j, j + 1).view({H});
+  Tensor xs = ws.xs8.slice_rows(0, n), sx = ws.xs_scales.slice_rows(0, n);
+  Tensor gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
+  Tensor h8 = ws.h8.slice_rows(0, n), sh = ws.h_scales.slice_rows(0, n);
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, xs, sx, ws.error_flag, stream));
+  D0_RETURN_IF_ERROR(gemm.run(xs, sx, w_gu, s_gu, b_gu, gu));
+  D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(h, Tensor(), h8, sh, ws.error_flag, stream));
+  return gemm.run(h8, sh, w_down, s_down, b_down, y);
+}
+
+// The body of both entry points: exactly one of bf16 / fp8 is given, matching ws.shape.compute.
+Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                       const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
+                       GemmFp8* fp8, Tensor& out, cudaStream_t stream) {
   const char* op = "moe_experts_cuda";
   const MoeWorkspaceShape& s = ws.shape;
+  const bool use_fp8 = s.compute == ExpertCompute::fp8;
+  if (use_fp8 ? fp8 == nullptr : bf16 == nullptr)
+    return make_error(std::string(op) + ": the workspace was planned for " + (use_fp8 ? "fp8" : "bf16") +
+                      " experts but no Gemm" + (use_fp8 ? "Fp8" : "Bf16") + " was given (pass MoeGemms)");
   if (x.dim() != 2 || indices.dim() != 2)
     return make_error(std::string(op) + ": x and indices must be 2-D");
   const std::int64_t S = x.size(0), H = s.hidden, I = s.intermediate, k = indices.size(1);
@@ -176,35 +230,48 @@ Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& we
 
   // 2. Online conversion of the routed experts only.
   const Tensor ids = ws.expert_ids.slice_rows(0, n_routed);
-  Tensor gu_ws = ws.gate_up_w.slice_rows(0, n_routed), down_ws = ws.down_w.slice_rows(0, n_routed);
-  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(gate_up, ids, gu_ws, ws.error_flag, stream));
-  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(down, ids, down_ws, ws.error_flag, stream));
+  if (use_fp8) {
+    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
+    Tensor gu_w = ws.gate_up_w8.slice_rows(0, n_routed), gu_s = ws.gate_up_scales.slice_rows(0, n_routed);
+    Tensor down_w = ws.down_w8.slice_rows(0, n_routed), down_s = ws.down_scales.slice_rows(0, n_routed);
+    D0_RETURN_IF_ERROR(mxfp4_experts_to_fp8_cuda(gate_up, ids, gu_w, gu_s, ws.error_flag, stream, &ws.fp8_inexact));
+    D0_RETURN_IF_ERROR(mxfp4_experts_to_fp8_cuda(down, ids, down_w, down_s, ws.error_flag, stream, &ws.fp8_inexact));
+  } else {
+    Tensor gu_ws = ws.gate_up_w.slice_rows(0, n_routed), down_ws = ws.down_w.slice_rows(0, n_routed);
+    D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(gate_up, ids, gu_ws, ws.error_flag, stream));
+    D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(down, ids, down_ws, ws.error_flag, stream));
+  }
 
   // 3. Per routed expert, ascending id, in chunks of at most max_tokens assignments.
   for (std::int64_t j = 0; j < n_routed; ++j) {
     const int e = ws.host_expert_ids[j];
-    const Tensor w_gu = ws.gate_up_w.slice_rows(j, j + 1).view({2 * I, H});
-    const Tensor w_down = ws.down_w.slice_rows(j, j + 1).view({H, I});
     const Tensor b_gu = bias_row(gate_up, e), b_down = bias_row(down, e);
     for (std::int64_t c0 = ws.host_begin[e]; c0 < ws.host_begin[e + 1]; c0 += s.max_tokens) {
       const std::int64_t n = std::min<std::int64_t>(s.max_tokens, ws.host_begin[e + 1] - c0);
-      const std::int32_t* rows = ws.rows.data<std::int32_t>() + c0;
-      const float* route = ws.route.data<float>() + c0;
-      Tensor xs = ws.xs.slice_rows(0, n), gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
-      Tensor hb = ws.h_bf16.slice_rows(0, n), y = ws.y.slice_rows(0, n);
-      moe_gather_bf16_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(
-          x.data<float>(), rows, n, H, static_cast<__nv_bfloat16*>(xs.raw()));
-      D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_gather_bf16_kernel");
-      D0_RETURN_IF_ERROR(gemm.run(xs, w_gu, b_gu, gu));
-      D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
-      D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(h, hb, stream));
-      D0_RETURN_IF_ERROR(gemm.run(hb, w_down, b_down, y));
-      moe_scatter_add_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(y.data<float>(), rows, route, n, H,
-                                                                      out.data<float>());
+      const Tensor rows = ws.rows.slice_rows(c0, c0 + n);
+      Tensor y = ws.y.slice_rows(0, n);
+      D0_RETURN_IF_ERROR(use_fp8 ? expert_chunk_fp8(x, rows, j, b_gu, b_down, p, ws, *fp8, y, stream)
+                                 : expert_chunk_bf16(x, rows, j, b_gu, b_down, p, ws, *bf16, y, stream));
+      moe_scatter_add_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(
+          y.data<float>(), rows.data<std::int32_t>(), ws.route.data<float>() + c0, n, H, out.data<float>());
       D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_scatter_add_kernel");
     }
   }
   return Status::success();
+}
+
+}  // namespace
+
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
+                        Tensor& out, cudaStream_t stream) {
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, stream);
+}
+
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
+                        cudaStream_t stream) {
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, stream);
 }
 
 }  // namespace day0

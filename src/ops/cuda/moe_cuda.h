@@ -1,19 +1,23 @@
-// Routed-expert MoE on the GPU with online MXFP4 -> BF16 conversion (issue 3, item 2), first simple version.
+// Routed-expert MoE on the GPU with online MXFP4 -> BF16 or FP8 conversion of the routed experts.
 //
 // MoeWorkspace is planned ONCE (at start-up) from the DeviceArena, sized for one layer's routed experts at the
-// largest batch: min(E, max_tokens * k) converted experts x (gate_up [2I, H] + down [H, I]) bf16, plus the
-// per-expert token buffers. Every layer reuses it; moe_experts_cuda never allocates (arena or host heap).
+// largest batch: min(E, max_tokens * k) converted experts x (gate_up [2I, H] + down [H, I]) in bf16, or in E4M3
+// with one f32 scale per output row (ExpertCompute::fp8, half the bytes), plus the per-expert token buffers.
+// Every layer reuses it; moe_experts_cuda never allocates (arena or host heap).
 //
 // moe_experts_cuda, per call:
 //   1. groups the (token, slot) assignments by expert ON THE HOST: indices and weights are small, so this
 //      version reads them on the host (when they live on the device it copies them back, which synchronises
 //      the stream once per call). A device-side grouping kernel can replace this later without changing the API.
 //   2. converts ONLY the routed experts' MXFP4 gate_up and down matrices into the workspace (one launch each
-//      of mxfp4_experts_to_bf16_cuda), in ascending expert id order;
+//      of mxfp4_experts_to_bf16_cuda or mxfp4_experts_to_fp8_cuda), in ascending expert id order;
 //   3. per routed expert, in ascending id order (as CpuOps::moe_experts, so accumulation order is
 //      deterministic and the same as the CPU's), in chunks of at most max_tokens assignments:
-//      gather its tokens (x f32 -> bf16), GEMM gate_up (+bias, f32 out), clamped SwiGLU (f32), convert to bf16,
-//      GEMM down (+bias, f32 out), out[token] += weight * y (a kernel; no atomics).
+//      bf16: gather its tokens (x f32 -> bf16), GemmBf16 gate_up (+bias, f32 out), clamped SwiGLU (f32),
+//            convert to bf16, GemmBf16 down (+bias, f32 out), out[token] += weight * y (a kernel; no atomics);
+//      fp8:  gather + quantise its tokens (E4M3, one amax/448 scale per token), GemmFp8 gate_up (+bias),
+//            SwiGLU, quantise per token, GemmFp8 down (+bias), the same scatter-add.
+//   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +29,7 @@
 #include "core/tensor.h"
 #include "ops/cuda/device_arena.h"
 #include "ops/cuda/gemm_bf16.h"
+#include "ops/cuda/gemm_fp8.h"
 #include "ops/ops.h"
 
 namespace day0 {
@@ -35,24 +40,36 @@ struct MoeWorkspaceShape {
   std::int64_t hidden = 0;     // H (gate_up.in == down.out)
   std::int64_t intermediate = 0;  // I (gate_up.out == 2I, down.in == I)
   std::int64_t max_tokens = 0;    // the largest S a call may pass
+  ExpertCompute compute = ExpertCompute::bf16;
 };
 
 struct MoeWorkspace {
   MoeWorkspaceShape shape;
   std::int64_t max_routed = 0;  // min(E, max_tokens * k)
 
-  // Device, carved from the arena by plan().
-  Tensor gate_up_w;   // bf16 [max_routed, 2I, H]   converted routed experts, slot j = j-th routed expert
-  Tensor down_w;      // bf16 [max_routed, H, I]
+  // Device, carved from the arena by plan(). Shared by both compute modes:
   Tensor expert_ids;  // i32 [max_routed]           routed expert ids, ascending
   Tensor rows;        // i32 [max_tokens * k]       token row of each assignment, grouped by expert
   Tensor route;       // f32 [max_tokens * k]       routing weight of each assignment
   Tensor error_flag;  // i32 [1]                    set by the conversion kernel on a bad id (never, ids are checked)
-  Tensor xs;          // bf16 [max_tokens, H]       gathered tokens of one expert chunk
   Tensor gu;          // f32 [max_tokens, 2I]
   Tensor h;           // f32 [max_tokens, I]
-  Tensor h_bf16;      // bf16 [max_tokens, I]
   Tensor y;           // f32 [max_tokens, H]
+  // ExpertCompute::bf16 only (undefined for fp8):
+  Tensor gate_up_w;   // bf16 [max_routed, 2I, H]   converted routed experts, slot j = j-th routed expert
+  Tensor down_w;      // bf16 [max_routed, H, I]
+  Tensor xs;          // bf16 [max_tokens, H]       gathered tokens of one expert chunk
+  Tensor h_bf16;      // bf16 [max_tokens, I]
+  // ExpertCompute::fp8 only (undefined for bf16):
+  Tensor gate_up_w8;      // f8_e4m3 [max_routed, 2I, H]  converted routed experts
+  Tensor gate_up_scales;  // f32 [max_routed, 2I]         their power-of-two row scales
+  Tensor down_w8;         // f8_e4m3 [max_routed, H, I]
+  Tensor down_scales;     // f32 [max_routed, H]
+  Tensor xs8;             // f8_e4m3 [max_tokens, H]      gathered, quantised tokens of one expert chunk
+  Tensor xs_scales;       // f32 [max_tokens]             their per-token scales
+  Tensor h8;              // f8_e4m3 [max_tokens, I]      quantised SwiGLU output
+  Tensor h_scales;        // f32 [max_tokens]
+  Tensor fp8_inexact;     // u64 [1]  weight values of the last call's converted experts that were not exact
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;
@@ -70,12 +87,27 @@ struct MoeWorkspace {
 // a GPU (day0 inspect --backend cuda).
 Result<std::size_t> moe_workspace_bytes(const MoeWorkspaceShape& shape);
 
-// out f32 [S, H] = sum_j weights[s, j] * down_e(swiglu(gate_up_e(bf16(x[s])))), e = indices[s, j].
+// The GEMMs of the expert path, made on one context: `bf16` serves ExpertCompute::bf16 workspaces, `fp8` fp8 ones.
+// Plans are cached per shape, so one MoeGemms serves every layer.
+struct MoeGemms {
+  explicit MoeGemms(CudaContext& ctx, Fp8Scaling fp8_scaling = Fp8Scaling::automatic)
+      : bf16(ctx), fp8(ctx, fp8_scaling) {}
+  GemmBf16 bf16;
+  GemmFp8 fp8;
+};
+
+// out f32 [S, H] = sum_j weights[s, j] * down_e(swiglu(gate_up_e(x[s]))), e = indices[s, j].
 // x f32 [S, H] on the device; indices i32 [S, k] and weights f32 [S, k] on the host or the device (see above);
 // gate_up / down: MXFP4 experts on the device (bias [E, out] f32 or bf16, optional); out f32 [S, H] on the
-// device (overwritten). S <= ws.shape.max_tokens and the expert shapes must match the plan.
-// `stream` must be the stream of the context `gemm` was made with (GemmBf16 launches on its context's stream).
-// Precision: x and the SwiGLU output are rounded to bf16 before their GEMMs (fp32 accumulation, f32 outputs).
+// device (overwritten). S <= ws.shape.max_tokens and the expert shapes must match the plan; the workspace's
+// compute mode picks the path. `stream` must be the stream of the context the GEMMs were made with.
+// Precision (fp32 accumulation and f32 outputs in both): bf16 rounds x and the SwiGLU output to bf16 before
+// their GEMMs; fp8 quantises them to E4M3 per token (ExpertCompute above).
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
+                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
+                        Tensor& out, cudaStream_t stream);
+
+// The same for a bf16 workspace only, with a lone GemmBf16 (an fp8 workspace is an error: pass MoeGemms).
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
                         const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream);

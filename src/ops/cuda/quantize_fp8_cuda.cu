@@ -1,0 +1,68 @@
+// Gather + per-row FP8 quantisation of f32 activations (the FP8 analogue of the MoE's gather + bf16 cast): one
+// block per output row; a block max of |x|, then q = e4m3_rne(x / scale) with the rounding of quant/e4m3_rne.h,
+// so codes and scales equal fp8_quantize_row's bit for bit (max is order-free; the divisions are IEEE).
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "quant/e4m3_rne.h"
+#include "quant/fp8_experts.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
+                                           std::int64_t n_src, std::int64_t H, std::uint8_t* __restrict__ q,
+                                           float* __restrict__ scales, std::int32_t* error_flag) {
+  __shared__ float warp_max[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  std::int64_t src = rows ? rows[r] : r;
+  if (src < 0 || src >= n_src) {
+    if (threadIdx.x == 0) *error_flag = 1;
+    src = src < 0 ? 0 : n_src - 1;
+  }
+  const float* xr = x + src * H;
+  float amax = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < H; c += kThreads) amax = fmaxf(amax, fabsf(xr[c]));
+  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = warp_max[0];
+  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  // The rule of fp8_experts.h: amax / 448 when that is a normal f32, else 1.
+  const float scale = amax >= kE4m3Max * 0x1p-126f ? __fdiv_rn(amax, kE4m3Max) : 1.0f;
+  if (threadIdx.x == 0) scales[r] = scale;
+  std::uint8_t* qr = q + r * H;
+  for (std::int64_t c = threadIdx.x; c < H; c += kThreads) {
+    const float v = __fdiv_rn(xr[c], scale);
+    qr[c] = isnan(v) ? kE4m3PositiveNaN : e4m3_rne(v);
+  }
+}
+
+}  // namespace
+
+Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
+                                cudaStream_t stream) {
+  const char* op = "gather_quantize_fp8_cuda";
+  if (x.dim() != 2) return make_error(std::string(op) + ": x must be 2-D [S, H], got " + shape_to_string(x.shape()));
+  const std::int64_t S = x.size(0), H = x.size(1);
+  const bool gather = rows.defined() && rows.dim() > 0;
+  if (gather && rows.dim() != 1) return make_error(std::string(op) + ": rows must be 1-D");
+  const std::int64_t n = gather ? rows.size(0) : S;
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {S, H}));
+  if (gather) D0_RETURN_IF_ERROR(check_cuda_tensor(rows, op, "rows", {DType::i32}, {n}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f8_e4m3}, {n, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(scales, op, "scales", {DType::f32}, {n}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  if (n == 0 || H == 0) return Status::success();
+  if (S == 0) return make_error(std::string(op) + ": rows to gather from an empty x");
+  if (n > 2147483647) return make_error(std::string(op) + ": more than 2^31 rows in one launch");
+  gather_quantize_fp8_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      x.data<float>(), gather ? rows.data<std::int32_t>() : nullptr, S, H, static_cast<std::uint8_t*>(q.raw()),
+      scales.data<float>(), error_flag.data<std::int32_t>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("gather_quantize_fp8_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

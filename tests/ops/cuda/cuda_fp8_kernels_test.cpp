@@ -1,0 +1,184 @@
+// CUDA FP8 kernels against the CPU reference of quant/fp8_experts.h, bit for bit: the MXFP4 -> E4M3 conversion of
+// selected experts (row scales, rows whose block exponents span more than 14 binades, the inexact count) and the
+// gather + per-token quantisation of activations. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/op_test_util.h"
+#include "quant/fp8_experts.h"
+#include "quant/mxfp4.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::download;
+using cudatest::download_flag;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::upload;
+using cudatest::zeroed;
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// Random MXFP4 experts whose rows stress the conversion: mostly scales near 2^0, one group in 16 anywhere in
+// [0, 254] (so most 90-group rows span far more than 14 binades), some all-zero groups (their scales must not
+// count), and every 7th row all zero.
+Mxfp4Experts stress_experts(int E, int out, int in, std::mt19937& rng) {
+  Mxfp4Experts w;
+  w.n_experts = E, w.out = out, w.in = in;
+  const std::int64_t groups = in / kMxfp4GroupSize;
+  w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
+  w.scales = Tensor::zeros({E, out, groups}, DType::u8);
+  std::uint8_t* blocks = w.blocks.data<std::uint8_t>();
+  std::uint8_t* scales = w.scales.data<std::uint8_t>();
+  for (std::int64_t row = 0; row < std::int64_t(E) * out; ++row)
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t i = row * groups + g;
+      scales[i] = static_cast<std::uint8_t>(rng() % 16 == 0 ? rng() % 255 : 117 + rng() % 20);
+      const bool zero = row % 7 == 3 || rng() % 10 == 0;
+      for (int b = 0; b < kMxfp4GroupBytes; ++b)
+        blocks[i * kMxfp4GroupBytes + b] = zero ? static_cast<std::uint8_t>(rng() % 2 ? 0x88 : 0) : rng();
+    }
+  return w;
+}
+
+TEST(CudaFp8Experts, converts_the_selected_experts_bit_exactly_with_power_of_two_row_scales) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4001);
+  struct Case { int E, out, in; std::vector<std::int32_t> ids; };
+  // Odd row counts (partial 8-row blocks), one group per row, and a 2880 x 2880 slice of gpt-oss's experts;
+  // ids repeat and come out of order: the workspace follows the list.
+  for (const Case& c : {Case{4, 1, 32, {2}}, Case{8, 33, 96, {7, 0, 3}}, Case{3, 13, 1056, {1, 1}},
+                        Case{4, 2880, 2880, {3, 0, 3, 1}}}) {
+    SCOPED_TRACE("out " + std::to_string(c.out) + " in " + std::to_string(c.in));
+    const Mxfp4Experts host = stress_experts(c.E, c.out, c.in, rng);
+    Mxfp4Experts dev = host;
+    dev.blocks = upload(*ctx, host.blocks);
+    dev.scales = upload(*ctx, host.scales);
+    const std::int64_t n = static_cast<std::int64_t>(c.ids.size()), groups = c.in / kMxfp4GroupSize;
+    Tensor d_w = poisoned(*ctx, {n, c.out, c.in}, DType::f8_e4m3), d_s = poisoned(*ctx, {n, c.out}, DType::f32);
+    Tensor flag = zeroed(*ctx, {1}, DType::i32), inexact = zeroed(*ctx, {1}, DType::u64);
+    D0_ASSERT_OK(mxfp4_experts_to_fp8_cuda(dev, upload(*ctx, optest::i32_tensor(c.ids)), d_w, d_s, flag, ctx->stream(),
+                                           &inexact));
+    const Tensor got_w = download(*ctx, d_w), got_s = download(*ctx, d_s);
+    EXPECT_EQ(download_flag(*ctx, flag), 0);
+    std::vector<std::uint8_t> want(c.in);
+    std::int64_t want_inexact = 0, wide_rows = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t r = 0; r < c.out; ++r) {
+        const std::int64_t row = std::int64_t(c.ids[j]) * c.out + r;
+        const std::uint8_t* b = host.blocks.data<std::uint8_t>() + row * groups * kMxfp4GroupBytes;
+        const std::uint8_t* s = host.scales.data<std::uint8_t>() + row * groups;
+        const Fp8Row info = mxfp4_row_to_fp8(b, s, c.in, want.data());
+        want_inexact += info.inexact;
+        wide_rows += info.inexact > 0;
+        ASSERT_EQ(bits_of(got_s.data<float>()[j * c.out + r]), bits_of(info.scale)) << "slot " << j << " row " << r;
+        const std::uint8_t* g = got_w.data<std::uint8_t>() + (j * c.out + r) * c.in;
+        for (int i = 0; i < c.in; ++i)
+          ASSERT_EQ(g[i], want[i]) << "slot " << j << " expert " << c.ids[j] << " row " << r << " col " << i;
+      }
+    EXPECT_EQ(download(*ctx, inexact).data<std::uint64_t>()[0], static_cast<std::uint64_t>(want_inexact));
+    if (c.in >= 1056) {
+      EXPECT_GT(wide_rows, 0) << "the case must include rows that do not convert exactly";
+    }
+    std::printf("[ fp8 conv ] out %d in %d: %lld of %lld values inexact (rows spanning > 14 binades: %lld)\n", c.out,
+                c.in, static_cast<long long>(want_inexact), static_cast<long long>(n * c.out * c.in),
+                static_cast<long long>(wide_rows));
+  }
+}
+
+TEST(CudaFp8Experts, an_out_of_range_expert_id_is_clamped_and_raises_the_error_flag) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4002);
+  const Mxfp4Experts host = stress_experts(4, 8, 64, rng);
+  Mxfp4Experts dev = host;
+  dev.blocks = upload(*ctx, host.blocks);
+  dev.scales = upload(*ctx, host.scales);
+  Tensor d_w = poisoned(*ctx, {2, 8, 64}, DType::f8_e4m3), d_s = poisoned(*ctx, {2, 8}, DType::f32);
+  Tensor flag = zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(
+      mxfp4_experts_to_fp8_cuda(dev, upload(*ctx, optest::i32_tensor({-1, 9})), d_w, d_s, flag, ctx->stream()));
+  EXPECT_EQ(download_flag(*ctx, flag), 1);
+  EXPECT_EQ(cudatest::count_nan(download(*ctx, d_s)), 0);  // still written (experts 0 and 3)
+}
+
+// Rows of very different magnitudes (2^-40 .. 2^40), a zero row, a vanishing row (scale 1), a row holding NaNs
+// of both signs and a row holding an infinity (scale inf, inf / inf = NaN).
+Tensor activation_rows(std::int64_t S, std::int64_t H, std::mt19937& rng) {
+  Tensor x = optest::random_f32({S, H}, rng);
+  float* v = x.data<float>();
+  for (std::int64_t s = 0; s < S; ++s) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 81) - 40);
+    for (std::int64_t c = 0; c < H; ++c) v[s * H + c] *= scale;
+  }
+  if (S > 4) {
+    for (std::int64_t c = 0; c < H; ++c) v[1 * H + c] = 0.0f, v[2 * H + c] = static_cast<float>(c % 3) * 1e-38f;
+    v[3 * H + H / 2] = NAN;
+    v[3 * H] = -NAN;
+    v[4 * H + 1] = -INFINITY;
+  }
+  return x;
+}
+
+TEST(CudaFp8Quantize, gather_and_quantise_matches_fp8_quantize_row_bit_for_bit) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4003);
+  for (std::int64_t H : {32, 100, 2880})
+    for (std::int64_t S : {1, 9, 130}) {
+      SCOPED_TRACE("H " + std::to_string(H) + " S " + std::to_string(S));
+      const Tensor x = activation_rows(S, H, rng);
+      // Repeated and unordered rows, as an expert's token list after grouping; and the plain (identity) form.
+      std::vector<std::int32_t> rows;
+      for (std::int64_t r = 0; r < S + 3; ++r) rows.push_back(static_cast<std::int32_t>((r * 7 + 3) % S));
+      const Tensor d_x = upload(*ctx, x);
+      for (bool gather : {true, false}) {
+        const std::int64_t n = gather ? std::int64_t(rows.size()) : S;
+        Tensor d_q = poisoned(*ctx, {n, H}, DType::f8_e4m3), d_s = poisoned(*ctx, {n}, DType::f32);
+        Tensor flag = zeroed(*ctx, {1}, DType::i32);
+        D0_ASSERT_OK(gather_quantize_fp8_cuda(d_x, gather ? upload(*ctx, optest::i32_tensor(rows)) : Tensor(), d_q,
+                                              d_s, flag, ctx->stream()));
+        const Tensor got_q = download(*ctx, d_q), got_s = download(*ctx, d_s);
+        EXPECT_EQ(download_flag(*ctx, flag), 0);
+        std::vector<std::uint8_t> want(H);
+        for (std::int64_t r = 0; r < n; ++r) {
+          const std::int64_t src = gather ? rows[r] : r;
+          const Fp8Row info = fp8_quantize_row(x.data<float>() + src * H, H, want.data());
+          ASSERT_EQ(bits_of(got_s.data<float>()[r]), bits_of(info.scale)) << "gather " << gather << " row " << r;
+          for (std::int64_t c = 0; c < H; ++c)
+            ASSERT_EQ(got_q.data<std::uint8_t>()[r * H + c], want[c]) << "gather " << gather << " row " << r << " col " << c;
+        }
+      }
+    }
+}
+
+TEST(CudaFp8Quantize, an_out_of_range_row_is_clamped_and_raises_the_error_flag) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4004);
+  Tensor d_q = poisoned(*ctx, {2, 64}, DType::f8_e4m3), d_s = poisoned(*ctx, {2}, DType::f32);
+  Tensor flag = zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(gather_quantize_fp8_cuda(upload(*ctx, optest::random_f32({3, 64}, rng)),
+                                        upload(*ctx, optest::i32_tensor({5, -2})), d_q, d_s, flag, ctx->stream()));
+  EXPECT_EQ(download_flag(*ctx, flag), 1);
+  EXPECT_EQ(cudatest::count_nan(download(*ctx, d_s)), 0);
+}
+
+}  // namespace
+}  // namespace day0

@@ -1,0 +1,69 @@
+// Helpers shared by the CUDA MoE tests: MXFP4 experts encoded from random weights, their device copies, and
+// random routing (k distinct experts per token, weights summing to 1).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/op_test_util.h"
+#include "ops/ops.h"
+#include "quant/mxfp4.h"
+
+namespace day0::moetest {
+
+// Experts encoded with mxfp4_encode_row from uniform weights in +-sqrt(3/in) (unit-variance outputs for unit
+// inputs, so SwiGLU's clamp is reached only sometimes); bias [E, out] in `bias_dtype` (f32 or bf16).
+// A cheap LCG instead of mt19937: the gpt-oss-20b shape encodes 800 M values.
+inline Mxfp4Experts encoded_experts(int E, int out, int in, DType bias_dtype, std::mt19937& rng) {
+  Mxfp4Experts w;
+  w.n_experts = E, w.out = out, w.in = in;
+  const std::int64_t groups = in / kMxfp4GroupSize;
+  w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
+  w.scales = Tensor::zeros({E, out, groups}, DType::u8);
+  std::uint64_t state = rng() | (std::uint64_t(rng()) << 32) | 1;
+  const float a = std::sqrt(3.0f / in);
+  std::vector<float> row(in);
+  for (std::int64_t r = 0; r < std::int64_t(E) * out; ++r) {
+    for (int i = 0; i < in; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      row[i] = a * (static_cast<float>(state >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
+    mxfp4_encode_row(row.data(), in, w.blocks.data<std::uint8_t>() + r * groups * kMxfp4GroupBytes,
+                     w.scales.data<std::uint8_t>() + r * groups);
+  }
+  Tensor bias = optest::random_f32({E, out}, rng, -0.1f, 0.1f);
+  w.bias = bias_dtype == DType::bf16 ? optest::to_bf16(bias) : bias;
+  return w;
+}
+
+inline Mxfp4Experts upload_experts(CudaContext& ctx, const Mxfp4Experts& host) {
+  Mxfp4Experts d = host;
+  d.blocks = cudatest::upload(ctx, host.blocks);
+  d.scales = cudatest::upload(ctx, host.scales);
+  d.bias = cudatest::upload(ctx, host.bias);
+  return d;
+}
+
+// k distinct experts per token (as the router picks them), weights positive and summing to 1.
+inline void random_routing(std::int64_t S, int E, int k, std::mt19937& rng, Tensor& indices, Tensor& weights) {
+  indices = Tensor::zeros({S, k}, DType::i32);
+  weights = Tensor::zeros({S, k}, DType::f32);
+  std::vector<int> order(E);
+  std::uniform_real_distribution<float> dist(0.05f, 1.f);
+  for (std::int64_t s = 0; s < S; ++s) {
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    float sum = 0;
+    for (int j = 0; j < k; ++j) sum += (weights.data<float>()[s * k + j] = dist(rng));
+    for (int j = 0; j < k; ++j) {
+      indices.data<std::int32_t>()[s * k + j] = order[j];
+      weights.data<float>()[s * k + j] /= sum;
+    }
+  }
+}
+
+}  // namespace day0::moetest
