@@ -133,12 +133,13 @@ Errors run_fp8_case(CudaContext& ctx, MoeGemms& gemms, MoeWorkspace& ws, const M
 }
 
 // Tolerances, relative to the output norm:
-// - vs the emulation, 2e-3: same quantised operands; only fp32 accumulation order and Hopper's FP8 MMA
-//   accumulation (~1e-4) differ, plus a rare SwiGLU output that lands within that of an E4M3 rounding edge and
-//   rounds one ulp (6%) apart, which moves its token's output by ~1e-3 at most.
+// - vs the emulation, 2e-2: same quantised operands; only fp32 accumulation order and Hopper's FP8 MMA
+//   accumulation (~1e-4) differ, but a SwiGLU output (or x) that lands within that of an E4M3 rounding edge
+//   rounds one step (2^-3 relative) apart. Measured on the H200: 7e-5 to 2.7e-3 typically, 1.3e-2 for one token
+//   of E5/H96/I160 where a few elements carry the norm. A wrong scale or a wrong expert is off by ~1.
 // - vs f32, 6e-2: E4M3 keeps 3 fraction bits, so rounding x and the SwiGLU output costs up to 2^-4 relative per
 //   element, about 2.4% rms each; the CPU emulation measured 3.7-3.8% against f32 at these shapes.
-constexpr double kTolVsEmulation = 2e-3, kTolVsF32 = 6e-2;
+constexpr double kTolVsEmulation = 2e-2, kTolVsF32 = 6e-2;
 
 void run_shapes(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, const std::vector<std::int64_t>& batches,
                 DType bias_dtype, bool interleaved, std::mt19937& rng) {

@@ -1,0 +1,331 @@
+// Engine: the continuous-batching scheduler (see engine.h for the policy).
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "cache/sequence_cache.h"
+#include "engine/sampler.h"
+#include "model/executor.h"
+
+namespace day0 {
+
+namespace {
+
+struct Sequence {
+  RequestId id = 0;
+  GenerateRequest request;
+  UpdateFn on_update;
+  Sampler sampler;
+  std::vector<std::int32_t> tokens;  // prompt + generated: what the KV must hold before the next sample
+  std::int64_t computed = 0;         // tokens whose K/V are written
+  std::int64_t generated = 0;        // output tokens sampled (stop tokens included)
+  std::int64_t cached_prompt = 0;
+  std::uint64_t admitted_at = 0;     // admission order: the most recent is preempted first
+  bool admitted = false;
+  RequestUpdate pending;             // tokens sampled since the last report
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  Executor& executor;
+  EngineConfig config;
+  SequenceCache cache;
+  SamplerScratch scratch;
+
+  std::mutex mu;  // guards the inbox, the aborts, draining/stopping and stats
+  std::condition_variable wake, idle;
+  std::deque<std::unique_ptr<Sequence>> inbox;
+  std::unordered_set<RequestId> aborts;
+  bool draining = false, stopping = false;
+  RequestId next_id = 1;
+  std::int64_t queued = 0;  // inbox + waiting, for submit()'s limit
+  EngineStats stats;
+  std::thread worker;
+
+  // Scheduler thread only.
+  std::deque<std::unique_ptr<Sequence>> waiting;
+  std::list<std::unique_ptr<Sequence>> running;
+  std::uint64_t admissions = 0;
+
+  Impl(Executor& ex, const EngineConfig& cfg, SequenceCacheConfig cc) : executor(ex), config(cfg), cache(cc) {}
+
+  void loop();
+  bool take_inbox();
+  void finish(Sequence& s, FinishReason reason, std::string error);
+  void release(Sequence& s);
+  void preempt_youngest();
+  bool schedule_and_run();
+  void publish_stats(std::int64_t step_sequences, std::int64_t step_tokens);
+};
+
+Result<std::unique_ptr<Engine>> Engine::create(Executor& executor, const EngineConfig& config) {
+  if (config.max_batch_tokens <= 0 || config.max_batch_tokens > executor.max_step_tokens())
+    return make_error("engine: max batch tokens " + std::to_string(config.max_batch_tokens) + " must be in [1, " +
+                      std::to_string(executor.max_step_tokens()) + "] (the executor's step limit)");
+  if (config.max_running <= 0 || config.max_waiting < 0)
+    return make_error("engine: max running must be positive and max waiting non-negative");
+  SequenceCacheConfig cc;
+  cc.n_blocks = executor.n_blocks();
+  cc.block_size = executor.block_size();
+  cc.prefix_caching = config.prefix_caching;
+  auto impl = std::make_unique<Impl>(executor, config, cc);
+  impl->stats.kv_blocks_total = executor.n_blocks();
+  impl->stats.kv_blocks_free = executor.n_blocks();
+  Impl* raw = impl.get();
+  impl->worker = std::thread([raw] { raw->loop(); });
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+Result<RequestId> Engine::submit(GenerateRequest request, UpdateFn on_update) {
+  const Executor& ex = impl_->executor;
+  const std::int64_t n = static_cast<std::int64_t>(request.prompt.size());
+  if (n == 0) return make_error("the prompt has no tokens");
+  for (std::int32_t t : request.prompt)
+    if (t < 0 || t >= ex.spec().vocab_size)
+      return make_error("prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
+                        std::to_string(ex.spec().vocab_size));
+  if (request.sampling.max_tokens < 1) return make_error("max_tokens must be at least 1");
+  const std::int64_t need = n + request.sampling.max_tokens;
+  const std::int64_t pool = std::int64_t(ex.n_blocks()) * ex.block_size();
+  if (need > ex.max_tokens() || need > pool)
+    return make_error("prompt (" + std::to_string(n) + " tokens) + max_tokens (" +
+                      std::to_string(request.sampling.max_tokens) + ") exceeds the " +
+                      (need > ex.max_tokens() ? "context of " + std::to_string(ex.max_tokens())
+                                              : "KV cache of " + std::to_string(pool)) +
+                      " tokens");
+  auto seq = std::make_unique<Sequence>(Sequence{
+      0, std::move(request), std::move(on_update), Sampler(SamplingParams{}, {}, 0), {}, 0, 0, 0, 0, false, {}});
+  seq->sampler = Sampler(seq->request.sampling, seq->request.prompt, seq->request.seed);
+  seq->tokens = seq->request.prompt;
+  seq->pending.prompt_tokens = n;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->draining || impl_->stopping) return make_error("the server is shutting down");
+  if (impl_->queued >= impl_->config.max_waiting)
+    return make_error("the queue is full (" + std::to_string(impl_->queued) + " requests waiting)");
+  seq->id = impl_->next_id++;
+  const RequestId id = seq->id;
+  impl_->inbox.push_back(std::move(seq));
+  ++impl_->queued;
+  impl_->wake.notify_all();
+  return id;
+}
+
+void Engine::abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->aborts.insert(id);
+  }
+  impl_->wake.notify_all();
+}
+
+void Engine::drain() {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  impl_->draining = true;
+  impl_->wake.notify_all();
+  impl_->idle.wait(lock, [&] { return impl_->stats.waiting + impl_->stats.running == 0 && impl_->inbox.empty(); });
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+// ---- scheduler thread
+
+void Engine::Impl::release(Sequence& s) {
+  if (s.admitted) (void)cache.free(static_cast<SeqId>(s.id));
+  s.admitted = false;
+  s.computed = 0;
+}
+
+void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
+  release(s);
+  s.pending.finished = true;
+  s.pending.reason = reason;
+  s.pending.error = std::move(error);
+  s.pending.completion_tokens = s.generated;
+  s.pending.cached_prompt_tokens = s.cached_prompt;
+  s.on_update(s.pending);
+  s.pending.tokens.clear();
+}
+
+// Moves new requests in and applies aborts. Returns false when the engine is stopping.
+bool Engine::Impl::take_inbox() {
+  std::unordered_set<RequestId> to_abort;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    wake.wait(lock, [&] { return stopping || !inbox.empty() || !aborts.empty() || !running.empty() || !waiting.empty(); });
+    if (stopping) return false;
+    while (!inbox.empty()) {
+      waiting.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+    }
+    to_abort.swap(aborts);
+  }
+  if (to_abort.empty()) return true;
+  auto aborted = [&](const std::unique_ptr<Sequence>& s) {
+    if (!to_abort.count(s->id)) return false;
+    finish(*s, FinishReason::none, "");
+    return true;
+  };
+  std::erase_if(waiting, aborted);
+  running.remove_if(aborted);
+  return true;
+}
+
+void Engine::Impl::preempt_youngest() {
+  auto youngest = std::max_element(running.begin(), running.end(), [](const auto& a, const auto& b) {
+    return a->admitted_at < b->admitted_at;
+  });
+  Sequence& s = **youngest;
+  release(s);  // its full computed blocks stay in the prefix cache; readmission recomputes the rest
+  waiting.push_front(std::move(*youngest));
+  running.erase(youngest);
+  std::lock_guard<std::mutex> lock(mu);
+  ++stats.preemptions;
+}
+
+// One step: decode rows and prefill chunks of the running sequences, then admissions, under the token budget.
+bool Engine::Impl::schedule_and_run() {
+  std::int64_t budget = config.max_batch_tokens;
+  std::vector<Sequence*> members;
+  // Admit from the front of the queue while a slot, the budget and the blocks allow.
+  while (!waiting.empty() && static_cast<int>(running.size()) < config.max_running) {
+    Sequence& s = *waiting.front();
+    if (cache.blocks_needed_to_allocate(s.tokens) > cache.n_available_blocks()) break;
+    auto hit = cache.allocate(static_cast<SeqId>(s.id), s.tokens);
+    if (!hit.ok()) break;
+    s.admitted = true;
+    s.computed = *hit;
+    if (s.generated == 0) s.cached_prompt = *hit;
+    s.admitted_at = ++admissions;
+    running.push_back(std::move(waiting.front()));
+    waiting.pop_front();
+  }
+  std::vector<SequenceStep> batch;
+  for (auto& sp : running) {
+    if (budget == 0) break;
+    Sequence& s = *sp;
+    const std::int64_t left = static_cast<std::int64_t>(s.tokens.size()) - s.computed;
+    const std::int64_t n = std::min(left, budget);
+    budget -= n;
+    const bool last = n == left;
+    batch.push_back({std::span(s.tokens).subspan(s.computed, n), s.computed, cache.block_table(SeqId(s.id)),
+                     last ? SequenceStep::Logits::last : SequenceStep::Logits::none});
+    members.push_back(&s);
+  }
+  if (batch.empty()) return false;
+
+  Status st = executor.copy_blocks(cache.take_ops().block_copies);
+  Result<Tensor> logits = st.ok() ? executor.step(batch) : Result<Tensor>(st.error());
+  if (!logits.ok()) {
+    // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
+    for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + logits.error().message);
+    running.remove_if([](const auto& s) { return s->pending.finished; });
+    publish_stats(static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
+    return true;
+  }
+  // 1. K/V written; sample where the step produced logits; finish what is done.
+  std::int64_t row = 0;
+  const std::int64_t V = logits->size(1);
+  std::vector<Sequence*> grew;
+  for (size_t i = 0; i < members.size(); ++i) {
+    Sequence& s = *members[i];
+    s.computed += static_cast<std::int64_t>(batch[i].tokens.size());
+    (void)cache.mark_computed(SeqId(s.id), s.computed);
+    if (batch[i].logits == SequenceStep::Logits::none) continue;
+    const float* rowp = logits->data<float>() + row++ * V;
+    auto sample = s.sampler.sample(std::span<const float>(rowp, static_cast<size_t>(V)), scratch);
+    if (!sample.ok()) {
+      finish(s, FinishReason::none, sample.error().message);
+      continue;
+    }
+    ++s.generated;
+    const FinishReason verdict = finish_after_token(sample->token, s.generated, s.request.sampling, config.eos_token_ids);
+    if (!is_stop_token(sample->token, s.request.sampling, config.eos_token_ids))
+      s.pending.tokens.push_back({sample->token, sample->logprob, std::move(sample->top_logprobs)});
+    if (verdict != FinishReason::none) {
+      finish(s, verdict, "");
+      continue;
+    }
+    s.tokens.push_back(sample->token);
+    grew.push_back(&s);
+  }
+  running.remove_if([](const auto& s) { return s->pending.finished; });
+  // 2. Each new token's K/V is written next step, so it needs a slot now. Out of blocks: preempt the youngest
+  // (possibly the sequence itself, which then waits with its token in its list and is recomputed).
+  for (Sequence* s : grew)
+    while (s->admitted && !cache.append(SeqId(s->id), std::span(&s->tokens.back(), 1)).ok()) preempt_youngest();
+  // 3. Report (preempted sequences too: their tokens are final).
+  for (Sequence* s : grew)
+    if (!s->pending.tokens.empty()) {
+      s->pending.completion_tokens = s->generated;
+      s->pending.cached_prompt_tokens = s->cached_prompt;
+      s->on_update(s->pending);
+      s->pending.tokens.clear();
+    }
+  publish_stats(static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
+  return true;
+}
+
+void Engine::Impl::publish_stats(std::int64_t step_sequences, std::int64_t step_tokens) {
+  std::lock_guard<std::mutex> lock(mu);
+  stats.waiting = static_cast<std::int64_t>(waiting.size() + inbox.size());
+  stats.running = static_cast<std::int64_t>(running.size());
+  queued = stats.waiting;
+  stats.kv_blocks_used = cache.n_used_blocks();
+  stats.kv_blocks_free = cache.n_available_blocks();
+  stats.prefix_prompt_tokens = cache.stats().prompt_tokens;
+  stats.prefix_hit_tokens = cache.stats().hit_tokens;
+  if (step_sequences > 0) {
+    ++stats.steps;
+    stats.step_tokens += step_tokens;
+    stats.last_step_sequences = step_sequences;
+    stats.max_step_sequences = std::max(stats.max_step_sequences, step_sequences);
+  }
+  if (stats.waiting + stats.running == 0) idle.notify_all();
+}
+
+void Engine::Impl::loop() {
+  while (take_inbox()) {
+    if (schedule_and_run()) continue;
+    // Nothing could run: with nothing running, the head of the queue can never be admitted (submit() keeps
+    // requests within the pool, so this is a safety net against a livelock, not a policy).
+    if (running.empty() && !waiting.empty()) {
+      finish(*waiting.front(), FinishReason::none, "the request does not fit the KV cache");
+      waiting.pop_front();
+    }
+    publish_stats(0, 0);
+  }
+  // Stopping: whatever is left fails with a clear message.
+  for (auto& s : running) finish(*s, FinishReason::none, "the engine stopped");
+  for (auto& s : waiting) finish(*s, FinishReason::none, "the engine stopped");
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& s : inbox) {
+    s->pending.finished = true;
+    s->pending.error = "the engine stopped";
+    s->on_update(s->pending);
+  }
+  inbox.clear();
+}
+
+}  // namespace day0
