@@ -63,6 +63,18 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pycoder_fp8", converttest::kPycoder, ExpertCompute::fp8}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
+TEST(CudaConvertInexact, fp8_experts_with_inexact_values_stay_bit_identical_to_online_conversion) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  TempDir tmp;
+  converttest::write_fixture_with_far_apart_block_exponents(tmp.file("src"));
+  const ConvertResult r = converttest::convert_into(tmp.file("src"), tmp, "fp8", ExpertFormat::fp8_rowwise_fused);
+  EXPECT_GT(r.fp8_inexact, 0u);  // the kernel rounds them as the CPU codec did
+  const auto online = converttest::run_prompts(tmp.file("src"), cuda_options(ExpertCompute::fp8));
+  const auto offline = converttest::run_prompts(tmp.file("fp8"), cuda_options(ExpertCompute::fp8));
+  EXPECT_EQ(converttest::differing_bits(offline, online), 0);
+  EXPECT_EQ(offline.greedy, online.greedy);
+}
+
 TEST(CudaConvertMismatch, a_converted_checkpoint_run_with_the_other_expert_compute_is_a_clear_error) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   TempDir tmp;

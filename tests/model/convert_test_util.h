@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "model/convert.h"
 #include "model/greedy.h"
 #include "model/load.h"
@@ -88,6 +92,36 @@ inline double relative_error(const RunOutput& a, const RunOutput& b) {
       den += y * y;
     }
   return den > 0 ? std::sqrt(num / den) : 0;
+}
+
+// A copy of the tiny fixture where, in every row of layer 0's down experts, group 1's scale sits 20 binades below
+// the row's largest: those values fall under E4M3's subnormals relative to the row scale and convert inexactly.
+inline void write_fixture_with_far_apart_block_exponents(const std::string& dst) {
+  std::filesystem::create_directories(dst);
+  for (const auto& e : std::filesystem::directory_iterator(kTiny))
+    if (e.is_regular_file()) std::filesystem::copy_file(e.path(), std::filesystem::path(dst) / e.path().filename());
+  auto ck = Checkpoint::open_dir(kTiny);
+  ASSERT_TRUE(ck.ok());
+  const std::string name = "model.layers.0.mlp.experts.down_proj_scales";
+  for (const auto& file : ck->files()) {
+    if (!file->find(name)) continue;
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& info : file->tensors()) {
+      Tensor t = file->tensor(info).clone();
+      if (info.name == name) {
+        const std::int64_t groups = t.size(2);  // [E, out, in/32]
+        std::uint8_t* sc = t.data<std::uint8_t>();
+        for (std::int64_t r = 0; r < t.size(0) * t.size(1); ++r) {
+          const std::uint8_t top = *std::max_element(sc + r * groups, sc + (r + 1) * groups);
+          sc[r * groups + 1] = static_cast<std::uint8_t>(top - 20);
+        }
+      }
+      tensors.emplace_back(info.name, std::move(t));
+    }
+    const std::string out = (std::filesystem::path(dst) / std::filesystem::path(file->path()).filename()).string();
+    std::filesystem::remove(out);
+    ASSERT_TRUE(write_safetensors(out, tensors, file->metadata()).ok());
+  }
 }
 
 }  // namespace day0::converttest
