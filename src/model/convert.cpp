@@ -67,7 +67,8 @@ Result<std::string> read_text(const fs::path& path) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);
   if (ec) return make_error(path.string() + ": cannot read: " + ec.message());
-  if (size > kMaxConfigBytes) return make_error(path.string() + ": " + std::to_string(size) + " bytes, larger than a config");
+  if (size > kMaxConfigBytes)
+    return make_error(path.string() + ": " + std::to_string(size) + " bytes, larger than a config");
   std::ifstream in(path, std::ios::binary);
   std::string text(static_cast<std::size_t>(size), '\0');
   in.read(text.data(), static_cast<std::streamsize>(size));

@@ -136,8 +136,9 @@ class Ops {
   // h [n, I] from gate_up [n, 2I]: (up + 1) * g * sigmoid(alpha g), g = min(gate, limit), up clamped.
   virtual Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) = 0;
   // Routed experts: out[s] = sum_j weights[s,j] * down_e(swiglu(gate_up_e(x[s]))), e = indices[s,j].
-  virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
-                             const ExpertWeights& down, const SwigluParams& p, Tensor& out) = 0;
+  virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights,
+                             const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                             Tensor& out) = 0;
   // x += y
   virtual Status add(Tensor& x, const Tensor& y) = 0;
   // x += y, then out = rms_norm(x): the residual stream update fused with the next block's norm.

@@ -129,7 +129,8 @@ TEST(Convert, fp8_experts_are_the_row_conversion_with_its_power_of_two_scales) {
 
 TEST(Convert, output_is_byte_identical_whatever_the_thread_count_and_chunk_size) {
   TempDir tmp;
-  for (auto [name, threads, chunk] : {std::tuple{"a", 1, std::size_t(1) << 20}, std::tuple{"b", 3, std::size_t(4096)}}) {
+  for (auto [name, threads, chunk] :
+       {std::tuple{"a", 1, std::size_t(1) << 20}, std::tuple{"b", 3, std::size_t(4096)}}) {
     ConvertOptions o;
     o.experts = ExpertFormat::fp8_rowwise_fused;
     o.shard_bytes = 100'000;
@@ -140,7 +141,8 @@ TEST(Convert, output_is_byte_identical_whatever_the_thread_count_and_chunk_size)
   }
   ASSERT_EQ(sorted_names(tmp.file("a")), sorted_names(tmp.file("b")));
   for (const std::string& f : sorted_names(tmp.file("a")))
-    EXPECT_EQ(testing_util::slurp_file(tmp.file("a") + "/" + f), testing_util::slurp_file(tmp.file("b") + "/" + f)) << f;
+    EXPECT_EQ(testing_util::slurp_file(tmp.file("a") + "/" + f), testing_util::slurp_file(tmp.file("b") + "/" + f))
+        << f;
 }
 
 TEST(Convert, bf16_checkpoint_gives_bit_identical_cpu_logits_and_greedy_tokens) {

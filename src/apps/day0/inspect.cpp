@@ -71,7 +71,8 @@ void print_summary(const ModelSpec& spec) {
 // Parameters and bytes; dtypes come from the checkpoint when present, else the first accepted dtype.
 void print_sizes(const ModelSpec& spec, const Checkpoint* checkpoint) {
   const std::set<std::string> expert_storage = expert_tensor_names(spec);
-  const std::string format = spec.layers.empty() ? "" : std::string(expert_format_name(spec.layers[0].channel.moe.gate_up.format));
+  const std::string format =
+      spec.layers.empty() ? "" : std::string(expert_format_name(spec.layers[0].channel.moe.gate_up.format));
   double total = 0, active = 0;
   std::map<std::string, double> by_group;
   std::map<std::string, double> bytes_by_dtype;
@@ -91,7 +92,9 @@ void print_sizes(const ModelSpec& spec, const Checkpoint* checkpoint) {
     for (auto d : w.shape) numel *= double(d);
     std::string key(dtype_name(dt));
     if (expert_storage.count(w.name))
-      key += dt == DType::u8 ? " (mxfp4 blocks+scales)" : dt == DType::f32 ? " (" + format + " row scales)" : " (" + format + " experts)";
+      key += dt == DType::u8    ? " (mxfp4 blocks+scales)"
+             : dt == DType::f32 ? " (" + format + " row scales)"
+                                : " (" + format + " experts)";
     bytes_by_dtype[key] += numel * dtype_bits(dt) / 8;
   }
   std::printf("parameters    %s total, %s active per token\n", billions(total).c_str(), billions(active).c_str());

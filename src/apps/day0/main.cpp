@@ -1,5 +1,5 @@
-// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize, synth,
-// convert.
+// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare,
+// tokenize, synth, convert.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
   s->add_flag("--force", synth.force, "Allow a non-empty OUTDIR: replace its checkpoint files and config.json");
 
   day0::app::ConvertCommandOptions convert;
-  auto* v = app.add_subcommand("convert", "Rewrite an MXFP4 checkpoint with its routed experts as bf16 or fp8 (offline)");
+  auto* v =
+      app.add_subcommand("convert", "Rewrite an MXFP4 checkpoint with its routed experts as bf16 or fp8 (offline)");
   v->add_option("src", convert.src, "MXFP4 checkpoint directory")->required();
   v->add_option("outdir", convert.outdir, "Output directory (created; must be empty unless --force)")->required();
   v->add_option("--experts", convert.experts, "Expert format to write: bf16 (exact) or fp8 (E4M3, row scales)")

@@ -69,8 +69,8 @@ Status check_expert_compute(ExpertStorage storage, ExpertCompute compute) {
   const ExpertCompute stored = storage == ExpertStorage::bf16 ? ExpertCompute::bf16 : ExpertCompute::fp8;
   if (stored == compute) return Status::success();
   return make_error("experts stored as " + std::string(expert_storage_name(storage)) +
-                    " (a day0 convert checkpoint) run with --expert-compute " + std::string(expert_compute_name(stored)) +
-                    ", not " + std::string(expert_compute_name(compute)));
+                    " (a day0 convert checkpoint) run with --expert-compute " +
+                    std::string(expert_compute_name(stored)) + ", not " + std::string(expert_compute_name(compute)));
 }
 
 Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceShape& s) {
@@ -104,8 +104,10 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.h_bf16, arena.allocate({T, I}, DType::bf16, "moe workspace swiglu bf16"));
   } else {
     if (convert) {
-      D0_ASSIGN_OR_RETURN(ws.gate_up_w8, arena.allocate({R, 2 * I, H}, DType::f8_e4m3, "moe workspace gate_up fp8 experts"));
-      D0_ASSIGN_OR_RETURN(ws.gate_up_scales, arena.allocate({R, 2 * I}, DType::f32, "moe workspace gate_up row scales"));
+      D0_ASSIGN_OR_RETURN(ws.gate_up_w8,
+                          arena.allocate({R, 2 * I, H}, DType::f8_e4m3, "moe workspace gate_up fp8 experts"));
+      D0_ASSIGN_OR_RETURN(ws.gate_up_scales,
+                          arena.allocate({R, 2 * I}, DType::f32, "moe workspace gate_up row scales"));
       D0_ASSIGN_OR_RETURN(ws.down_w8, arena.allocate({R, H, I}, DType::f8_e4m3, "moe workspace down fp8 experts"));
       D0_ASSIGN_OR_RETURN(ws.down_scales, arena.allocate({R, H}, DType::f32, "moe workspace down row scales"));
     }
