@@ -1,4 +1,5 @@
-// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize, synth.
+// day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare,
+// tokenize, synth, convert.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -89,6 +90,20 @@ int main(int argc, char** argv) {
   b->add_option("--decode-steps", bench.decode_steps, "Timed decode steps per point")->check(CLI::Range(1, 10000));
   b->add_option("--json", bench.json, "Also write the figures to this JSON file");
 
+  day0::app::ConvertCommandOptions convert;
+  auto* v =
+      app.add_subcommand("convert", "Rewrite an MXFP4 checkpoint with its routed experts as bf16 or fp8 (offline)");
+  v->add_option("src", convert.src, "MXFP4 checkpoint directory")->required();
+  v->add_option("outdir", convert.outdir, "Output directory (created; must be empty unless --force)")->required();
+  v->add_option("--experts", convert.experts, "Expert format to write: bf16 (exact) or fp8 (E4M3, row scales)")
+      ->required()
+      ->check(CLI::IsMember({"bf16", "fp8"}));
+  v->add_option("--shard-bytes", convert.shard_bytes, "Tensor bytes per shard, e.g. 5000000000, 500MB, 2GiB")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true))
+      ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
+  v->add_option("--threads", convert.threads, "Converter threads (default: all cores)")->check(CLI::Range(1, 1024));
+  v->add_flag("--force", convert.force, "Allow a non-empty OUTDIR: replace its checkpoint files and config.json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -104,6 +119,7 @@ int main(int argc, char** argv) {
     if (*c) return day0::app::compare(compare);
     if (*t) return day0::app::tokenize(tokenize);
     if (*s) return day0::app::synth(synth);
+    if (*v) return day0::app::convert(convert);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still one line, not an abort
     return day0::app::fail(e.what());
   }
