@@ -156,8 +156,8 @@ int bench(const BenchOptions& o) {
       }
       const double per_step = total / kSteps;
       const double bytes = step_weight_bytes(spec, B) + double(B) * double(C) * kv_bytes_per_token(spec);
-      // The copy rate counts read + write; a decode step only reads its bytes once.
-      const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / (ceil.copy_bytes_per_s / 2) : 0;
+      // The copy rate counts every byte moved (read + write): the HBM's rate for any mix, reads alone included.
+      const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / ceil.copy_bytes_per_s : 0;
       std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),
                   static_cast<long long>(B), per_step * 1e3, B / per_step, 100 * frac);
       report["decode"].push_back({{"context", C}, {"batch", B}, {"seconds_per_step", per_step},
