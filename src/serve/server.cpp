@@ -6,6 +6,10 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <memory>
+#include <thread>
+
+#include <sys/socket.h>
 
 #include "engine/sampler.h"
 #include "serve/api_key.h"
@@ -174,8 +178,17 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   if (core->port < 0)
     return make_error("serve: cannot listen on " + options.host + ":" + std::to_string(options.port) + " (" +
                       std::strerror(errno) + ")");
+  if (::listen(core->http.listening_socket(), options.limits.listen_backlog) != 0)
+    return make_error(std::string("serve: cannot set the listen backlog (") + std::strerror(errno) + ")");
   Core* c = core.get();
-  core->listener = std::thread([c] { c->http.listen_after_bind(); });
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  core->listener = std::thread([c, returned] {
+    c->http.listen_after_bind();
+    *returned = true;
+  });
+  // httplib's stop() does nothing until the listening loop runs: wait for it, so that a stop() right after
+  // start() (a failed model load) cannot be lost and leave the loop running for ever.
+  while (!core->http.is_running() && !*returned) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return std::unique_ptr<Server>(new Server(std::move(core)));
 }
 

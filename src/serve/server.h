@@ -33,6 +33,7 @@ struct ServerLimits {
   int write_timeout_s = 10;               // a client that stops reading its response is dropped (and aborted)
   int keep_alive_timeout_s = 5;
   int retry_after_s = 1;                  // Retry-After of 429 and 503 answers
+  int listen_backlog = 1024;              // connections the kernel holds before accept()
 };
 
 struct ServerOptions {

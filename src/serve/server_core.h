@@ -20,10 +20,17 @@
 
 namespace day0 {
 
+// httplib::Server with access to its listening socket: the library listens with a compiled-in backlog of 5,
+// which a burst of clients overflows (their connects then stall on SYN retries); we raise it after binding.
+class HttpServer : public httplib::Server {
+ public:
+  int listening_socket() const { return svr_sock_; }
+};
+
 struct Server::Core {
   ServerOptions options;
   ServerMetrics metrics;
-  httplib::Server http;
+  HttpServer http;
   std::thread listener;
   int port = -1;
 

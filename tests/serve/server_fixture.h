@@ -3,9 +3,14 @@
 // after the first one), /metrics samples, and the idle invariants (nothing running or queued, no KV block held).
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -121,12 +126,13 @@ struct Streamed {
   int status = 0;
   std::string body;
   bool completed = false;  // the whole response arrived
+  std::string error;       // why not
 };
 
-// POSTs `body` and reads the response as it streams. With `cancel_after_bytes` > 0 the client drops the
-// connection once that many bytes arrived (a client that goes away mid-stream).
+// POSTs `body` and reads the response as it streams. The client drops the connection (goes away mid-stream)
+// once `cancel_after_bytes` (> 0) arrived, or at the first data after `*cancel` turned true.
 inline Streamed post_streaming(int port, const std::string& path, const std::string& body,
-                               std::size_t cancel_after_bytes = 0) {
+                               std::size_t cancel_after_bytes = 0, const std::atomic<bool>* cancel = nullptr) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(120, 0);
   httplib::Request req;
@@ -137,6 +143,7 @@ inline Streamed post_streaming(int port, const std::string& path, const std::str
   Streamed s;
   req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
     s.body.append(data, n);
+    if (cancel != nullptr && *cancel) return false;
     return cancel_after_bytes == 0 || s.body.size() < cancel_after_bytes;
   };
   httplib::Result r = c.send(req);
@@ -144,6 +151,8 @@ inline Streamed post_streaming(int port, const std::string& path, const std::str
     s.status = r->status;
     s.completed = true;
     if (s.body.empty()) s.body = r->body;
+  } else {
+    s.error = httplib::to_string(r.error());
   }
   return s;
 }
@@ -171,6 +180,44 @@ inline bool wait_idle(int port, std::chrono::milliseconds timeout = std::chrono:
   }
   return false;
 }
+
+// Polls /metrics until `sample` equals `value`, or times out.
+inline bool wait_metric(int port, const std::string& sample, double value,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (metric(port, sample) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// A client that sends one raw request and can vanish at any moment (no HTTP library in between).
+class RawClient {
+ public:
+  RawClient(int port, const std::string& path, const std::string& json_body) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ADD_FAILURE() << "connect to port " << port << " failed";
+      return;
+    }
+    const std::string request = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                                "Content-Length: " + std::to_string(json_body.size()) + "\r\n\r\n" + json_body;
+    EXPECT_EQ(::send(fd_, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  }
+  ~RawClient() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 // The OpenAI error object of a response: {"error": {message, type, param, code}} and nothing else.
 inline nlohmann::json error_of(const httplib::Result& r) {
