@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -23,13 +24,20 @@ bool address_of(const sockaddr_storage& addr, socklen_t len, std::string& host, 
   return true;
 }
 
+// The port straight from the address, so that most descriptors are ruled out without formatting anything.
+int port_of(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
+  return -1;
+}
+
 bool socket_matches(int fd, const std::string& local_addr, int local_port, const std::string& remote_addr,
                     int remote_port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   std::string host;
   int port = -1;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || port_of(addr) != remote_port) return false;
   if (!address_of(addr, len, host, port) || port != remote_port || host != remote_addr) return false;
   len = sizeof addr;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return false;
