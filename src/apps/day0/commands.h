@@ -83,6 +83,17 @@ struct ServeCommandOptions {
 };
 int serve(const ServeCommandOptions& o);
 
+struct BenchOptions {
+  std::string dir;
+  BackendCliOptions engine;
+  std::vector<std::int64_t> prefill = {512, 4096, 16384};
+  std::vector<std::int64_t> batches = {1, 8, 32, 128};
+  std::vector<std::int64_t> contexts = {1024, 8192};
+  int decode_steps = 16;
+  std::string json;  // also write the figures here
+};
+int bench(const BenchOptions& o);
+
 // Prints "error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
 

@@ -1,5 +1,5 @@
 // day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare, tokenize,
-// synth, serve.
+// synth, bench, serve.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -105,6 +105,16 @@ int main(int argc, char** argv) {
   v->add_option("--drain-timeout", serve.drain_timeout_s, "Seconds running requests get to finish on SIGTERM")
       ->check(CLI::Range(0.0, 3600.0));
 
+  day0::app::BenchOptions bench;
+  auto* b = app.add_subcommand("bench", "Measure the GPU's ceilings, then prefill and decode speed against them");
+  b->add_option("dir", bench.dir, "Model directory (e.g. a day0 synth checkpoint)")->required();
+  add_backend_options(b, bench.engine);
+  b->add_option("--prefill", bench.prefill, "Prompt lengths to time")->delimiter(',')->expected(1, 16);
+  b->add_option("--batches", bench.batches, "Decode batch sizes")->delimiter(',')->expected(1, 16);
+  b->add_option("--contexts", bench.contexts, "Decode context lengths")->delimiter(',')->expected(1, 16);
+  b->add_option("--decode-steps", bench.decode_steps, "Timed decode steps per point")->check(CLI::Range(1, 10000));
+  b->add_option("--json", bench.json, "Also write the figures to this JSON file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -116,6 +126,7 @@ int main(int argc, char** argv) {
   try {
     if (*i) return day0::app::inspect(inspect);
     if (*r) return day0::app::run(run);
+    if (*b) return day0::app::bench(bench);
     if (*c) return day0::app::compare(compare);
     if (*t) return day0::app::tokenize(tokenize);
     if (*s) return day0::app::synth(synth);

@@ -1,0 +1,179 @@
+// day0 bench: the measured ceilings of the GPU, then prefill and decode speed of a model on it, each figure
+// also as a fraction of its ceiling (bytes a step must move over the copy bandwidth; matmul FLOPs over the BF16
+// matmul rate). Decode at batch B and context C: B sequences whose first C positions share one prefilled set of
+// KV blocks (the attention reads are the same as B separate contexts; only the cache footprint is shared), each
+// with private blocks for the tokens it decodes. Prints a table and, with --json, writes the figures.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/day0/commands.h"
+#include "apps/day0/model_loading.h"
+#include "ops/cuda/ceilings.h"
+#include "ops/cuda/cuda_ops.h"
+
+namespace day0::app {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+// Bytes of weights one decode step reads at batch B: every dense tensor as placed (bf16 matrices), except the
+// embedding table (B rows only), plus the routed experts expected to be touched: E (1 - (1 - k/E)^B) of E.
+double step_weight_bytes(const ModelSpec& spec, std::int64_t batch) {
+  double dense = 0, experts = 0;
+  int E = 0, k = 0;
+  for (const auto& L : spec.layers) E = L.channel.moe.n_experts, k = L.channel.moe.top_k;
+  for (const auto& w : spec.weights) {
+    double n = 1;
+    for (auto d : w.shape) n *= double(d);
+    if (w.expert) experts += w.dtypes.front() == DType::u8 ? n : 2 * n;
+    else if (w.name != spec.embedding || spec.tie_embeddings) dense += 2 * n;
+  }
+  const double touched = E > 0 ? 1.0 - std::pow(1.0 - double(k) / E, double(batch)) : 0.0;
+  return dense + experts * touched;
+}
+
+// 2 x parameters used per token (active share of experts) x tokens: the matmul FLOPs of a prefill.
+double prefill_flops(const ModelSpec& spec, std::int64_t tokens) {
+  double active = 0;
+  for (const auto& w : spec.weights) {
+    if (w.name == spec.embedding && !spec.tie_embeddings) continue;
+    double share = 1;
+    if (w.expert)
+      for (const auto& L : spec.layers) share = double(L.channel.moe.top_k) / L.channel.moe.n_experts;
+    active += double(w.logical_params) * share;
+  }
+  return 2.0 * active * double(tokens);
+}
+
+double kv_bytes_per_token(const ModelSpec& spec) {
+  double b = 0;
+  for (const auto& L : spec.layers) b += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;
+  return b;
+}
+
+std::vector<std::int32_t> random_tokens(std::mt19937& rng, std::int64_t n, int vocab) {
+  std::vector<std::int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<std::int32_t>(rng() % static_cast<unsigned>(vocab));
+  return t;
+}
+
+}  // namespace
+
+int bench(const BenchOptions& o) {
+  nlohmann::ordered_json report;
+  DeviceCeilings ceil;
+  const std::int64_t max_context = std::max(*std::max_element(o.prefill.begin(), o.prefill.end()),
+                                            *std::max_element(o.contexts.begin(), o.contexts.end()));
+  const std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int kWarmup = 2, kSteps = o.decode_steps;
+  // The solo region holds the longest prefill; the private decode blocks of every batch row follow it.
+  BackendCliOptions engine = o.engine;
+  const std::int64_t block = 16;
+  const std::int64_t private_tokens = (kWarmup + kSteps + block) / block * block;
+  auto model = [&]() {
+    LoadOptions lo;
+    lo.backend = engine.backend;
+    lo.max_tokens = max_context + private_tokens;
+    lo.kv_pool_tokens = lo.max_tokens + max_batch * private_tokens;
+    lo.block_size = block;
+    lo.max_step_tokens = std::max<std::int64_t>(engine.max_step_tokens, max_batch);
+    lo.backend_options.memory_fraction = engine.memory_fraction;
+    auto ec = parse_expert_compute(engine.expert_compute);
+    if (!ec.ok()) return Result<LoadedModel>(ec.error());
+    lo.backend_options.expert_compute = *ec;
+    const auto t0 = clock::now();
+    auto m = load_model(o.dir, lo);
+    if (m.ok())
+      std::printf("load        %.2f GB in %.2f s (%.2f GB/s)\n", m->weight_bytes / 1e9, seconds_since(t0),
+                  m->weight_bytes / 1e9 / m->place_seconds);
+    return m;
+  }();
+  if (!model.ok()) return fail(model.error().message);
+  const ModelSpec& spec = model->spec;
+  Executor& ex = *model->executor;
+  report["model"] = o.dir;
+  report["backend"] = engine.backend;
+  report["expert_compute"] = engine.expert_compute;
+  report["load"] = {{"bytes", model->weight_bytes}, {"seconds", model->place_seconds}};
+  if (auto* cuda = dynamic_cast<CudaOps*>(model->ops.get())) {
+    auto c = measure_ceilings(cuda->context());
+    if (!c.ok()) return fail(c.error().message);
+    ceil = *c;
+    std::printf("device      %s\n", ceil.device.c_str());
+    std::printf("ceilings    copy %.2f TB/s (read + write), bf16 matmul %.0f TFLOP/s, fp8 matmul %.0f TFLOP/s "
+                "(%lld^3, cuBLASLt as the model uses it)\n",
+                ceil.copy_bytes_per_s / 1e12, ceil.bf16_flops / 1e12, ceil.fp8_flops / 1e12,
+                static_cast<long long>(ceil.gemm_size));
+    report["ceilings"] = {{"device", ceil.device}, {"copy_bytes_per_s", ceil.copy_bytes_per_s},
+                          {"bf16_flops", ceil.bf16_flops}, {"fp8_flops", ceil.fp8_flops}};
+  } else {
+    std::printf("ceilings    not measured on the %s backend\n", engine.backend.c_str());
+  }
+  std::mt19937 rng(1234);
+
+  // A prefill's time is also the time to first token of that prompt (its last row's logits give the token).
+  std::printf("\n%-8s %10s %12s %14s %12s\n", "prefill", "tokens", "TTFT s", "tok/s", "of bf16 rate");
+  for (std::int64_t n : o.prefill) {
+    ex.reset();
+    const auto prompt = random_tokens(rng, n, spec.vocab_size);
+    const auto t0 = clock::now();
+    auto r = ex.forward(prompt);
+    if (!r.ok()) return fail(r.error().message);
+    const double s = seconds_since(t0);
+    const double frac = ceil.bf16_flops > 0 ? prefill_flops(spec, n) / s / ceil.bf16_flops : 0;
+    std::printf("%-8s %10lld %12.4f %14.1f %11.1f%%\n", "", static_cast<long long>(n), s, n / s, 100 * frac);
+    report["prefill"].push_back({{"tokens", n}, {"seconds", s}, {"tokens_per_s", n / s}, {"of_bf16_rate", frac}});
+  }
+  std::printf("\n%-8s %8s %8s %12s %14s %16s\n", "decode", "context", "batch", "ms/step", "tok/s", "of copy bw");
+  const std::int64_t solo_blocks = (max_context + private_tokens) / block;
+  for (std::int64_t C : o.contexts) {
+    ex.reset();
+    if (auto r = ex.forward(random_tokens(rng, C, spec.vocab_size)); !r.ok()) return fail(r.error().message);
+    for (std::int64_t B : o.batches) {
+      std::vector<std::vector<BlockId>> tables(static_cast<size_t>(B));
+      for (std::int64_t b = 0; b < B; ++b) {
+        for (std::int64_t i = 0; i < C / block; ++i) tables[b].push_back(static_cast<BlockId>(i));
+        for (std::int64_t i = 0; i < private_tokens / block; ++i)
+          tables[b].push_back(static_cast<BlockId>(solo_blocks + b * (private_tokens / block) + i));
+      }
+      std::vector<std::int32_t> tokens = random_tokens(rng, B, spec.vocab_size);
+      double total = 0;
+      for (int step = 0; step < kWarmup + kSteps; ++step) {
+        std::vector<SequenceStep> batch;
+        for (std::int64_t b = 0; b < B; ++b)
+          batch.push_back({std::span(&tokens[b], 1), C + step, tables[b], SequenceStep::Logits::last});
+        const auto t0 = clock::now();
+        auto r = ex.step(batch);
+        if (!r.ok()) return fail(r.error().message);
+        if (step >= kWarmup) total += seconds_since(t0);
+      }
+      const double per_step = total / kSteps;
+      const double bytes = step_weight_bytes(spec, B) + double(B) * double(C) * kv_bytes_per_token(spec);
+      // The copy rate counts read + write; a decode step only reads its bytes once.
+      const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / (ceil.copy_bytes_per_s / 2) : 0;
+      std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),
+                  static_cast<long long>(B), per_step * 1e3, B / per_step, 100 * frac);
+      report["decode"].push_back({{"context", C}, {"batch", B}, {"seconds_per_step", per_step},
+                                  {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
+                                  {"of_copy_bandwidth", frac}});
+    }
+  }
+  std::printf("\n");
+  print_memory_report(*model->ops);
+  for (const MemoryUse& u : model->ops->memory_report()) report["memory"][u.what] = u.bytes;
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << report.dump(2) << "\n";
+    if (!f) return fail("cannot write " + o.json);
+  }
+  return 0;
+}
+
+}  // namespace day0::app

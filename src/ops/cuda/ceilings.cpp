@@ -1,0 +1,91 @@
+// measure_ceilings: median of timed repetitions after a warm-up, CUDA events on the context's stream.
+#include "ops/cuda/ceilings.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/gemm_bf16.h"
+#include "ops/cuda/gemm_fp8.h"
+
+namespace day0 {
+namespace {
+
+// Median seconds of `reps` runs of fn (after one warm-up).
+template <class Fn>
+Result<double> time_median(CudaContext& ctx, int reps, Fn fn) {
+  cudaEvent_t a, b;
+  D0_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  D0_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  std::vector<float> ms;
+  Status st = fn();
+  for (int i = 0; st.ok() && i < reps; ++i) {
+    cudaEventRecord(a, ctx.stream());
+    st = fn();
+    cudaEventRecord(b, ctx.stream());
+    if (cudaEventSynchronize(b) != cudaSuccess) st = make_error("ceilings: a timed run failed on the device");
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (!st.ok()) return st.error();
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e-3;
+}
+
+}  // namespace
+
+Result<DeviceCeilings> measure_ceilings(CudaContext& ctx) {
+  DeviceCeilings c;
+  c.device = ctx.device_summary();
+  DeviceArena& arena = ctx.arena();
+  const DeviceArena::Mark mark = arena.mark();
+  Status st = [&]() -> Status {
+    const std::size_t copy_bytes = std::size_t(1) << 30;
+    D0_ASSIGN_OR_RETURN(void* src, arena.allocate_bytes(copy_bytes, "ceiling copy source"));
+    D0_ASSIGN_OR_RETURN(void* dst, arena.allocate_bytes(copy_bytes, "ceiling copy destination"));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(src, 1, copy_bytes, ctx.stream()));
+    D0_ASSIGN_OR_RETURN(double copy_s, time_median(ctx, 10, [&]() -> Status {
+      D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, ctx.stream()));
+      return Status::success();
+    }));
+    c.copy_bytes_per_s = 2.0 * double(copy_bytes) / copy_s;
+
+    const std::int64_t n = 8192;
+    c.gemm_size = n;
+    const double flops = 2.0 * double(n) * n * n;
+    {
+      D0_ASSIGN_OR_RETURN(Tensor x, arena.allocate({n, n}, DType::bf16, "ceiling x"));
+      D0_ASSIGN_OR_RETURN(Tensor w, arena.allocate({n, n}, DType::bf16, "ceiling w"));
+      D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({n, n}, DType::bf16, "ceiling y"));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x.raw(), 0x3c, x.nbytes(), ctx.stream()));  // ~1.0-ish bf16 pairs
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(w.raw(), 0x3c, w.nbytes(), ctx.stream()));
+      GemmBf16 gemm(ctx);
+      D0_ASSIGN_OR_RETURN(double s, time_median(ctx, 10, [&] { return gemm.run(x, w, Tensor(), y); }));
+      c.bf16_flops = flops / s;
+    }
+    {
+      D0_ASSIGN_OR_RETURN(Tensor x, arena.allocate({n, n}, DType::f8_e4m3, "ceiling x8"));
+      D0_ASSIGN_OR_RETURN(Tensor w, arena.allocate({n, n}, DType::f8_e4m3, "ceiling w8"));
+      D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({n}, DType::f32, "ceiling sx"));
+      D0_ASSIGN_OR_RETURN(Tensor sw, arena.allocate({n}, DType::f32, "ceiling sw"));
+      D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({n, n}, DType::f32, "ceiling y32"));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x.raw(), 0x38, x.nbytes(), ctx.stream()));  // e4m3 1.0
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(w.raw(), 0x38, w.nbytes(), ctx.stream()));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sw.raw(), 0, sw.nbytes(), ctx.stream()));
+      GemmFp8 gemm(ctx);
+      D0_ASSIGN_OR_RETURN(double s, time_median(ctx, 10, [&] { return gemm.run(x, sx, w, sw, Tensor(), y); }));
+      c.fp8_flops = flops / s;
+    }
+    return Status::success();
+  }();
+  Status released = arena.release(mark);
+  if (!st.ok()) return st.error();
+  if (!released.ok()) return released.error();
+  return c;
+}
+
+}  // namespace day0
