@@ -1,8 +1,8 @@
 // Who gets in and who gets out (RELIABILITY.md A1, A2, B1, E3, C1, C2, S1): the API key on every non-public
 // route; a full queue answered 429 with Retry-After (also for streams: a status, not an in-band error); a client
 // that disconnects mid-stream, while its non-streamed request runs, or while queued is aborted and its KV blocks
-// return to the pool without disturbing the others; drain lets running requests finish, aborts them at its
-// deadline, and refuses new ones.
+// return to the pool without disturbing the others, as bad requests do not; drain lets running requests finish,
+// aborts them at its deadline, and refuses new ones.
 #include <gtest/gtest.h>
 
 #include "serve/server_fixture.h"
@@ -161,6 +161,28 @@ TEST(ServerDisconnect, client_gone_while_queued_leaves_the_queue_and_the_running
   EXPECT_TRUE(wait_metric(port, "day0_requests_waiting", 0, std::chrono::seconds(2)));
   running.join();
   EXPECT_EQ(running_text, nlohmann::json::parse(solo->body)["choices"][0]["text"].get<std::string>());
+  EXPECT_TRUE(wait_idle(port));
+}
+
+// Anti-pattern 1: a bad request is refused alone; a stream running meanwhile gives exactly its solo output.
+TEST(ServerIsolation, bad_requests_alongside_a_running_stream_leave_it_unchanged) {
+  auto server = TestServer::start();
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  const Streamed solo = post_streaming(port, "/v1/completions", long_stream(40));
+  Streamed during;
+  std::thread client([&] { during = post_streaming(port, "/v1/completions", long_stream(40)); });
+  ASSERT_TRUE(wait_metric(port, "day0_requests_running", 1));
+  httplib::Client c = server->client();
+  for (const std::string bad : {R"({"prompt": )", R"({"prompt": "x", "temperature": -3})", R"({"prompt": [99999999]})",
+                                R"({"prompt": "x", "max_tokens": 100000})", R"({"model": "nope", "prompt": "x"})"}) {
+    const auto r = post_json(c, "/v1/completions", bad);
+    ASSERT_TRUE(r);
+    EXPECT_GE(r->status, 400) << bad;
+  }
+  client.join();
+  EXPECT_EQ(during.status, 200);
+  EXPECT_EQ(stream_text(during.body), stream_text(solo.body));
   EXPECT_TRUE(wait_idle(port));
 }
 
