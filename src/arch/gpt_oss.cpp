@@ -1,5 +1,6 @@
 // gpt_oss (gpt-oss-20b / -120b): config.json -> ModelSpec. REFERENCE.md §4.
-// GQA with per-head sinks, sliding/full layer alternation, YaRN, MXFP4 MoE with clamped SwiGLU.
+// GQA with per-head sinks, sliding/full layer alternation, YaRN, MoE with clamped SwiGLU over MXFP4 experts
+// (or experts `day0 convert` wrote as bf16 / fp8, arch/expert_format.h).
 #include <cmath>
 #include <string>
 
@@ -64,13 +65,40 @@ WeightDecl dense(std::string name, Shape shape, std::string group) {
   return WeightDecl{std::move(name), std::move(shape), kFloatDtypes, n, false, std::move(group)};
 }
 
-// MXFP4 expert matrix [E, out, in]: blocks (two values a byte) + one E8M0 scale per 32 inputs.
-void add_mxfp4_matrix(std::vector<WeightDecl>& w, const ExpertMatrix& m, int n_experts) {
-  const std::int64_t groups = m.in / kMxfp4Group;
+// Expert matrix [E, out, in] in its storage format (arch/expert_format.h); the first tensor stands for the
+// parameters, the scales count none. Then the bias.
+void add_expert_matrix(std::vector<WeightDecl>& w, const ExpertMatrix& m, int n_experts) {
   const std::int64_t params = std::int64_t(n_experts) * m.out * m.in;
-  w.push_back({m.name + "_blocks", {n_experts, m.out, groups, 16}, {DType::u8}, params, true, "experts"});
-  w.push_back({m.name + "_scales", {n_experts, m.out, groups}, {DType::u8}, 0, true, "experts"});
+  bool first = true;
+  for (ExpertTensor& t : expert_tensors(m, n_experts)) {
+    w.push_back({std::move(t.name), std::move(t.shape), {t.dtype}, first ? params : 0, true, "experts"});
+    first = false;
+  }
   w.push_back({m.bias, {n_experts, m.out}, kFloatDtypes, std::int64_t(n_experts) * m.out, true, "experts"});
+}
+
+// quantization_config: the published MXFP4 ("quant_method": "mxfp4"), or what `day0 convert` wrote
+// ("quant_method": "day0_experts", "experts": "bf16" | "fp8_e4m3_rowwise").
+ExpertFormat read_expert_format(ConfigReader& c, std::string& quant) {
+  const nlohmann::json* q = c.object("quantization_config");
+  auto string_at = [&](const char* key) -> std::string {
+    if (!q) return "";
+    auto it = q->find(key);
+    return (it != q->end() && it->is_string()) ? it->get<std::string>() : "";
+  };
+  quant = string_at("quant_method");
+  if (quant == "mxfp4") return ExpertFormat::mxfp4_fused;
+  if (quant == kConvertedQuantMethod) {
+    const std::string experts = string_at("experts");
+    const auto format = expert_format_from_name(experts);
+    c.require(format && *format != ExpertFormat::mxfp4_fused,
+              "quantization_config.experts \"" + experts + "\" (day0_experts checkpoints hold \"bf16\" or "
+              "\"fp8_e4m3_rowwise\" experts)");
+    return format ? *format : ExpertFormat::mxfp4_fused;
+  }
+  c.require(false, "quantization_config.quant_method must be \"mxfp4\" (the published layout) or \"" +
+                       std::string(kConvertedQuantMethod) + "\" (written by day0 convert), got \"" + quant + "\"");
+  return ExpertFormat::mxfp4_fused;
 }
 
 }  // namespace
@@ -112,12 +140,7 @@ Result<ModelSpec> parse_gpt_oss(const nlohmann::json& config) {
               "layer type \"" + t + "\" (gpt_oss has sliding_attention and full_attention)");
 
   std::string quant;
-  if (const auto* q = c.object("quantization_config")) {
-    auto it = q->find("quant_method");
-    quant = (it != q->end() && it->is_string()) ? it->get<std::string>() : "";
-  }
-  c.require(quant == "mxfp4", "quantization_config.quant_method must be \"mxfp4\": experts are read in the "
-                              "published MXFP4 layout (got \"" + quant + "\")");
+  const ExpertFormat expert_format = read_expert_format(c, quant);
   spec.quantization = quant;
   if (config.contains("swiglu_limit") && config["swiglu_limit"].is_number() &&
       config["swiglu_limit"].get<double>() != kSwigluLimit)
@@ -192,15 +215,15 @@ Result<ModelSpec> parse_gpt_oss(const nlohmann::json& config) {
     m.swiglu_alpha = kSwigluAlpha;
     m.swiglu_limit = kSwigluLimit;
     m.gate_up_interleaved = true;
-    m.gate_up = {ExpertFormat::mxfp4_fused, p + "mlp.experts.gate_up_proj", p + "mlp.experts.gate_up_proj_bias",
+    m.gate_up = {expert_format, p + "mlp.experts.gate_up_proj", p + "mlp.experts.gate_up_proj_bias",
                  2 * intermediate, H};
-    m.down = {ExpertFormat::mxfp4_fused, p + "mlp.experts.down_proj", p + "mlp.experts.down_proj_bias", H,
+    m.down = {expert_format, p + "mlp.experts.down_proj", p + "mlp.experts.down_proj_bias", H,
               intermediate};
     w.push_back(dense(L.channel_norm.weight, {H}, "norm"));
     w.push_back(dense(m.router_weight, {n_experts, H}, "router"));
     w.push_back(dense(m.router_bias, {n_experts}, "router"));
-    add_mxfp4_matrix(w, m.gate_up, n_experts);
-    add_mxfp4_matrix(w, m.down, n_experts);
+    add_expert_matrix(w, m.gate_up, n_experts);
+    add_expert_matrix(w, m.down, n_experts);
     spec.layers.push_back(std::move(L));
   }
   spec.final_norm = {NormKind::rms, eps, "model.norm.weight"};

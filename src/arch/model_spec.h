@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "arch/expert_format.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "ops/rope.h"
@@ -49,18 +50,6 @@ enum class RouterKind {
 
 enum class ExpertActivation {
   swiglu_clamped,  // gate = min(gate, limit); up = clamp(up, -limit, limit); (up + 1) * gate * sigmoid(alpha * gate)
-};
-
-// Where an expert matrix lives in the checkpoint and in which format.
-enum class ExpertFormat {
-  mxfp4_fused,  // {name}_blocks [E, out, in/32, 16] u8 + {name}_scales [E, out, in/32] u8 (E8M0)
-};
-
-struct ExpertMatrix {
-  ExpertFormat format = ExpertFormat::mxfp4_fused;
-  std::string name;  // prefix, e.g. "model.layers.3.mlp.experts.gate_up_proj"
-  std::string bias;  // [E, out]; empty if none
-  int out = 0, in = 0;
 };
 
 struct MoESpec {
@@ -117,7 +106,7 @@ struct ModelSpec {
   NormSpec final_norm;
   std::string lm_head;     // equals `embedding` when tied
   std::vector<WeightDecl> weights;
-  std::string quantization;  // "mxfp4" or "" (informational)
+  std::string quantization;  // config quant_method: "mxfp4", "day0_experts" (converted) or "" (informational)
 };
 
 }  // namespace day0

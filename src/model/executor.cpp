@@ -24,9 +24,25 @@ const Tensor& optional_weight(const ModelWeights& w, const std::string& name) {
   return name.empty() ? kNone : w.get(name);
 }
 
-Mxfp4Experts mxfp4_experts(const ModelWeights& w, const ExpertMatrix& m, int n_experts) {
-  return Mxfp4Experts{w.get(m.name + "_blocks"), w.get(m.name + "_scales"), optional_weight(w, m.bias), n_experts,
-                      m.out, m.in};
+// The ops' view of an expert matrix: its storage tensors by the format's names (arch/expert_format.h).
+ExpertWeights expert_weights(const ModelWeights& w, const ExpertMatrix& m, int n_experts) {
+  ExpertWeights e;
+  e.storage = expert_storage_of(m.format);
+  const std::vector<ExpertTensor> tensors = expert_tensors(m, n_experts);
+  const Tensor first = w.get(tensors[0].name);
+  const Tensor second = tensors.size() > 1 ? w.get(tensors[1].name) : Tensor();
+  if (e.storage == ExpertStorage::mxfp4) {
+    e.blocks = first;
+    e.scales = second;
+  } else {
+    e.values = first;
+    e.row_scales = second;
+  }
+  e.bias = optional_weight(w, m.bias);
+  e.n_experts = n_experts;
+  e.out = m.out;
+  e.in = m.in;
+  return e;
 }
 
 }  // namespace
@@ -155,8 +171,8 @@ Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn&
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));
   const SwigluParams swiglu{m.swiglu_alpha, m.swiglu_limit, m.gate_up_interleaved};
-  return ops_.moe_experts(h, indices, route, mxfp4_experts(weights_, m.gate_up, m.n_experts),
-                          mxfp4_experts(weights_, m.down, m.n_experts), swiglu, out);
+  return ops_.moe_experts(h, indices, route, expert_weights(weights_, m.gate_up, m.n_experts),
+                          expert_weights(weights_, m.down, m.n_experts), swiglu, out);
 }
 
 Result<Tensor> Executor::forward(std::span<const std::int32_t> tokens, bool all_logits, const TapFn& tap) {

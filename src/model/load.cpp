@@ -16,7 +16,8 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
   m.weight_bytes = checkpoint.total_bytes();
   D0_ASSIGN_OR_RETURN(ModelWeights bound, ModelWeights::bind(m.spec, checkpoint));
   const auto t_place = clock::now();
-  D0_ASSIGN_OR_RETURN(NamedTensors placed, m.ops->place_weights(bound.tensors(), options.progress));
+  D0_ASSIGN_OR_RETURN(NamedTensors placed,
+                      m.ops->place_weights(bound.tensors(), expert_tensor_names(m.spec), options.progress));
   m.place_seconds = std::chrono::duration<double>(clock::now() - t_place).count();
   ExecutorOptions eo;
   eo.max_tokens = options.max_tokens > 0 ? std::min<std::int64_t>(options.max_tokens, m.spec.max_position)

@@ -32,7 +32,7 @@ std::vector<OpUse> ops_used(const ModelSpec& spec) {
     add(OpKind::attention, at.str());
     const MoESpec& m = L.channel.moe;
     add(OpKind::router_topk_softmax, "top-" + std::to_string(m.top_k) + " of " + std::to_string(m.n_experts));
-    add(OpKind::expert_matmul_mxfp4, std::to_string(m.gate_up.out) + "x" + std::to_string(m.gate_up.in) + ", " +
+    add(OpKind::expert_matmul, std::to_string(m.gate_up.out) + "x" + std::to_string(m.gate_up.in) + ", " +
                                          std::to_string(m.down.out) + "x" + std::to_string(m.down.in));
     std::ostringstream sw;
     sw << "alpha " << m.swiglu_alpha << ", limit " << m.swiglu_limit << (m.gate_up_interleaved ? ", interleaved" : "");
@@ -59,6 +59,7 @@ OpsPlan ops_plan(const ModelSpec& spec, std::int64_t max_step_tokens) {
     plan.top_k = std::max(plan.top_k, m.top_k);
     plan.hidden = std::max<std::int64_t>(plan.hidden, m.down.out);
     plan.intermediate = std::max<std::int64_t>(plan.intermediate, m.intermediate);
+    plan.expert_storage = expert_storage_of(m.gate_up.format);
   }
   return plan;
 }

@@ -1,9 +1,6 @@
 // synth_checkpoint: random weights in the published layout, streamed shard by shard.
 #include "model/synth.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +16,8 @@
 
 #include "arch/registry.h"
 #include "core/dtype.h"
+#include "core/parallel_for.h"
+#include "io/checkpoint_output.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "quant/mxfp4.h"
@@ -162,26 +161,7 @@ int assign_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
   return items.empty() ? 0 : shard + 1;
 }
 
-std::string shard_name(int k, int n) {
-  if (n == 1) return "model.safetensors";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", k + 1, n);
-  return buf;
-}
-
 // ------------------------------------------------------------------------------------------- generation
-
-// Runs fn(begin, end) over [0, n) split into `threads` contiguous parts; the caller runs part 0. Below
-// `serial_below` items it is not worth a thread.
-template <class Fn>
-void parallel_for(int threads, std::int64_t n, std::int64_t serial_below, const Fn& fn) {
-  const int t = n < serial_below ? 1 : static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n)));
-  std::vector<std::thread> pool;
-  pool.reserve(t - 1);
-  for (int p = 1; p < t; ++p) pool.emplace_back([&, p] { fn(n * p / t, n * (p + 1) / t); });
-  fn(0, n / t);
-  for (auto& th : pool) th.join();
-}
 
 void fill_dense(const Item& it, std::uint64_t key, std::uint64_t offset, std::span<std::byte> chunk, int threads) {
   const std::size_t esize = static_cast<std::size_t>(dtype_bits(it.dtype) / 8);
@@ -231,58 +211,6 @@ Result<std::string> read_config(const std::string& config_path, std::string& sho
   return text;
 }
 
-// Writes `text` to `path` through a temporary file and a rename.
-Status write_small_file(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return make_error(path.string() + ": cannot create " + tmp.string() + ": " + std::strerror(errno));
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return make_error(path.string() + ": cannot write " + tmp.string());
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return make_error(path.string() + ": cannot rename " + tmp.string() + " to it: " + ec.message());
-  }
-  return Status::success();
-}
-
-// OUTDIR: created if absent; if it holds anything, refused unless `force`, which removes only what a
-// synth writes (model*.safetensors*, the index, config.json).
-Status prepare_outdir(const fs::path& dir, bool force) {
-  std::error_code ec;
-  if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) return make_error(dir.string() + ": exists and is not a directory");
-    std::vector<fs::path> entries;
-    for (fs::directory_iterator i(dir, ec); !ec && i != fs::directory_iterator(); i.increment(ec))
-      entries.push_back(i->path());
-    if (ec) return make_error(dir.string() + ": cannot list: " + ec.message());
-    if (!entries.empty() && !force)
-      return make_error(dir.string() + ": not empty (" + std::to_string(entries.size()) +
-                        " entries); choose an empty or new directory, or pass --force to replace its checkpoint files");
-    for (const fs::path& p : entries) {
-      const std::string name = p.filename().string();
-      const bool ours = (name.rfind("model", 0) == 0 && name.find(".safetensors") != std::string::npos) ||
-                        name == "config.json";
-      if (ours && !fs::is_directory(p, ec)) {
-        fs::remove(p, ec);
-        if (ec) return make_error(p.string() + ": cannot remove: " + ec.message());
-      }
-    }
-    return Status::success();
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return make_error(dir.string() + ": cannot create directory: " + ec.message());
-  return Status::success();
-}
-
 }  // namespace
 
 Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::string& outdir,
@@ -307,7 +235,7 @@ Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::
   const std::size_t chunk_bytes = std::max<std::size_t>(options.chunk_bytes, 1u << 12);
 
   const fs::path dir = outdir;
-  D0_RETURN_IF_ERROR(prepare_outdir(dir, options.force));
+  D0_RETURN_IF_ERROR(prepare_checkpoint_outdir(dir.string(), options.force));
 
   SynthResult result;
   result.shards = n_shards;
@@ -323,7 +251,7 @@ Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::
   nlohmann::json weight_map = nlohmann::json::object();
   std::size_t next = 0;
   for (int k = 0; k < n_shards; ++k) {
-    const std::string name = shard_name(k, n_shards);
+    const std::string name = shard_file_name(k, n_shards);
     const std::string path = (dir / name).string();
     std::vector<TensorDecl> decls;
     const std::size_t first = next;
@@ -389,11 +317,11 @@ Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::
     index["metadata"] = {{"total_size", result.tensor_bytes}};
     index["weight_map"] = std::move(weight_map);
     const fs::path path = dir / "model.safetensors.index.json";
-    D0_RETURN_IF_ERROR(write_small_file(path, index.dump(2) + "\n"));
+    D0_RETURN_IF_ERROR(write_file_atomically(path.string(), index.dump(2) + "\n"));
     result.files.push_back(path.string());
   }
   const fs::path config_out = dir / "config.json";
-  D0_RETURN_IF_ERROR(write_small_file(config_out, text));
+  D0_RETURN_IF_ERROR(write_file_atomically(config_out.string(), text));
   result.files.push_back(config_out.string());
   result.seconds = elapsed();
   return result;

@@ -37,6 +37,16 @@ WeightCheck check_weights(const ModelSpec& spec, const Checkpoint& checkpoint) {
   return check;
 }
 
+std::set<std::string> expert_tensor_names(const ModelSpec& spec) {
+  std::set<std::string> names;
+  for (const LayerSpec& L : spec.layers) {
+    if (L.channel.kind != ChannelMixerKind::moe) continue;
+    for (const ExpertMatrix* m : {&L.channel.moe.gate_up, &L.channel.moe.down})
+      for (const ExpertTensor& t : expert_tensors(*m, L.channel.moe.n_experts)) names.insert(t.name);
+  }
+  return names;
+}
+
 Result<ModelWeights> ModelWeights::bind(const ModelSpec& spec, const Checkpoint& checkpoint) {
   const WeightCheck check = check_weights(spec, checkpoint);
   if (!check.ok()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct WeightCheck {
 };
 
 WeightCheck check_weights(const ModelSpec& spec, const Checkpoint& checkpoint);
+
+// Names of the routed experts' storage tensors (biases apart): what Ops::place_weights keeps as stored.
+std::set<std::string> expert_tensor_names(const ModelSpec& spec);
 
 class ModelWeights {
  public:

@@ -13,7 +13,7 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::kv_write: return "kv_write";
     case OpKind::paged_attention: return "paged_attention";
     case OpKind::router_topk_softmax: return "router_topk_softmax";
-    case OpKind::expert_matmul_mxfp4: return "expert_matmul_mxfp4";
+    case OpKind::expert_matmul: return "expert_matmul";
     case OpKind::swiglu_clamped: return "swiglu_clamped";
     case OpKind::moe_experts: return "moe_experts";
     case OpKind::add: return "add";

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/expert_weights.h"
 #include "ops/op_kind.h"
 #include "ops/rope.h"
 
@@ -31,16 +33,13 @@ struct SwigluParams {
   bool interleaved = true;  // gate_up column 2j gate_j, 2j+1 up_j; else [gate | up]
 };
 
-// One MXFP4 expert matrix set [E, out, in] as stored: blocks [E, out, in/32, 16], scales [E, out, in/32].
-struct Mxfp4Experts {
-  Tensor blocks, scales, bias;  // bias [E, out] may be undefined
-  int n_experts = 0, out = 0, in = 0;
-};
-
-// How a GPU backend computes routed MXFP4 experts (converted online into one reused workspace). bf16: weights decoded exactly to bf16, x and the SwiGLU output rounded to
-// bf16. fp8: weights converted to E4M3 with a power-of-two scale per output row (exact unless a row's block
-// exponents span more than 14 binades, counted in MoeWorkspace::fp8_inexact), x and the SwiGLU output
-// quantised to E4M3 per token (relative rounding up to 2^-4 per element).
+// How a GPU backend computes routed experts. MXFP4 experts are converted online (only the routed ones of the
+// current layer, into one reused workspace); experts stored as bf16 / fp8 by `day0 convert` are used in place and
+// must match (bf16 storage with bf16 compute, fp8_rowwise with fp8; a mismatch is an error at plan()).
+// bf16: weights decoded exactly to bf16, x and the SwiGLU output rounded to bf16. fp8: weights converted to E4M3
+// with a power-of-two scale per output row (exact unless a row's block exponents span more than 14 binades,
+// counted in MoeWorkspace::fp8_inexact), x and the SwiGLU output quantised to E4M3 per token (relative rounding
+// up to 2^-4 per element).
 enum class ExpertCompute { bf16, fp8 };
 
 // Paged KV: per layer one K and one V pool [n_slots, kv_heads * head_dim]. Position t of sequence b lives in
@@ -56,6 +55,7 @@ struct OpsPlan {
   std::int64_t max_step_tokens = 0;
   int n_experts = 0, top_k = 0;
   std::int64_t hidden = 0, intermediate = 0;  // 0 experts: no MoE layer
+  ExpertStorage expert_storage = ExpertStorage::mxfp4;  // as the checkpoint holds them (every layer alike)
 };
 
 // One line of the memory report: "weights", "moe workspace", "kv cache", "activations (peak)", ...
@@ -85,8 +85,11 @@ class Ops {
   // Reserves what `plan` needs (workspaces) once; call before the first op.
   virtual Status plan(const OpsPlan& plan) = 0;
   // The checkpoint's tensors (host, usually mmap views) made usable by this backend's ops: the CPU uses them
-  // in place; CUDA uploads them, converting dense matrices to the dtype its matmuls take.
-  virtual Result<NamedTensors> place_weights(const NamedTensors& host, const ProgressFn& progress) = 0;
+  // in place; CUDA uploads them, converting dense matrices to the dtype its matmuls take. The tensors named in
+  // `expert_tensors` (routed experts' storage: MXFP4 blocks and scales, bf16 / fp8 values and row scales) keep
+  // their stored dtype everywhere and are reported as experts.
+  virtual Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+                                             const ProgressFn& progress) = 0;
   // Backend memory that lives until the Ops does (caches, tables). Contents undefined.
   virtual Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) = 0;
   // Per-step memory, valid until scratch_release of an earlier mark. Contents undefined.
@@ -128,13 +131,14 @@ class Ops {
                                  const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
   // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
   virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
-  // out [n, E.out] = x [n, in] W_e^T + b_e for one expert e of an MXFP4 set.
-  virtual Status expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) = 0;
+  // out [n, E.out] = x [n, in] W_e^T + b_e for one expert e, in the precision its storage gives the backend.
+  virtual Status expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) = 0;
   // h [n, I] from gate_up [n, 2I]: (up + 1) * g * sigmoid(alpha g), g = min(gate, limit), up clamped.
   virtual Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) = 0;
   // Routed experts: out[s] = sum_j weights[s,j] * down_e(swiglu(gate_up_e(x[s]))), e = indices[s,j].
-  virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                             const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) = 0;
+  virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights,
+                             const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                             Tensor& out) = 0;
   // x += y
   virtual Status add(Tensor& x, const Tensor& y) = 0;
   // x += y, then out = rms_norm(x): the residual stream update fused with the next block's norm.

@@ -151,5 +151,55 @@ TEST(GptOssConfig, manifest_declares_mxfp4_experts_in_the_published_layout) {
   EXPECT_TRUE(blocks && scales);
 }
 
+const WeightDecl* find_weight(const ModelSpec& spec, const std::string& name) {
+  for (const auto& w : spec.weights)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+TEST(GptOssConfig, day0_experts_configs_declare_the_converted_expert_tensors_and_keep_the_parameter_count) {
+  const nlohmann::json published = read_config("gpt-oss-20b");
+  const auto mxfp4 = model_spec_from_config(published);
+  ASSERT_TRUE(mxfp4.ok());
+  nlohmann::json c = published;
+  c["quantization_config"] = {{"quant_method", "day0_experts"}, {"experts", "bf16"}, {"converted_from", "mxfp4"}};
+  auto bf16 = model_spec_from_config(c);
+  ASSERT_TRUE(bf16.ok()) << bf16.error().message;
+  EXPECT_EQ(bf16->layers[5].channel.moe.gate_up.format, ExpertFormat::bf16_fused);
+  EXPECT_EQ(bf16->quantization, "day0_experts");
+  const WeightDecl* v = find_weight(*bf16, "model.layers.0.mlp.experts.gate_up_proj_bf16");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->shape, (Shape{32, 5760, 2880}));
+  EXPECT_EQ(v->dtypes, std::vector<DType>{DType::bf16});
+  EXPECT_EQ(find_weight(*bf16, "model.layers.0.mlp.experts.gate_up_proj_blocks"), nullptr);
+  EXPECT_EQ(total_params(*bf16), total_params(*mxfp4));
+
+  c["quantization_config"]["experts"] = "fp8_e4m3_rowwise";
+  auto fp8 = model_spec_from_config(c);
+  ASSERT_TRUE(fp8.ok()) << fp8.error().message;
+  EXPECT_EQ(fp8->layers[0].channel.moe.down.format, ExpertFormat::fp8_rowwise_fused);
+  v = find_weight(*fp8, "model.layers.0.mlp.experts.down_proj_fp8");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->shape, (Shape{32, 2880, 2880}));
+  EXPECT_EQ(v->dtypes, std::vector<DType>{DType::f8_e4m3});
+  v = find_weight(*fp8, "model.layers.0.mlp.experts.down_proj_fp8_scales");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->shape, (Shape{32, 2880}));
+  EXPECT_EQ(v->dtypes, std::vector<DType>{DType::f32});
+  EXPECT_EQ(total_params(*fp8), total_params(*mxfp4));
+
+  for (const char* bad : {"mxfp4", "int4", ""}) {
+    c["quantization_config"]["experts"] = bad;
+    auto r = model_spec_from_config(c);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("quantization_config.experts"), std::string::npos) << r.error().message;
+  }
+  c["quantization_config"] = {{"quant_method", "fp8"}};
+  auto other = model_spec_from_config(c);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("\"mxfp4\" (the published layout) or \"day0_experts\""), std::string::npos)
+      << other.error().message;
+}
+
 }  // namespace
 }  // namespace day0

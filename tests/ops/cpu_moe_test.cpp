@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "op_test_util.h"
 #include "ops/cpu/cpu_ops.h"
+#include "quant/fp8_experts.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -132,7 +134,7 @@ TEST(CpuOpsMoe, swiglu_clamps_gate_from_above_only_and_up_on_both_sides) {
 // --- MXFP4 experts ---
 
 struct Experts {
-  Mxfp4Experts w;
+  ExpertWeights w;
   std::vector<double> dense;  // [E, out, in], decoded
 };
 
@@ -140,12 +142,11 @@ struct Experts {
 Experts make_experts(std::mt19937& rng, int E, int out, int in, float scale) {
   Experts ex;
   const std::int64_t groups = in / kMxfp4GroupSize;
-  ex.w = {Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8),
-          Tensor::zeros({E, out, groups}, DType::u8),
-          random_f32({E, out}, rng, -0.5f, 0.5f),
-          E,
-          out,
-          in};
+  ex.w.storage = ExpertStorage::mxfp4;
+  ex.w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
+  ex.w.scales = Tensor::zeros({E, out, groups}, DType::u8);
+  ex.w.bias = random_f32({E, out}, rng, -0.5f, 0.5f);
+  ex.w.n_experts = E, ex.w.out = out, ex.w.in = in;
   Tensor raw = random_f32({E, out, in}, rng, -scale, scale);
   ex.dense.resize(std::size_t(E) * out * in);
   std::vector<float> row(in);
@@ -172,7 +173,7 @@ std::vector<double> ref_expert(const Experts& ex, int e, const std::vector<doubl
   return y;
 }
 
-TEST(CpuOpsMoe, expert_matmul_mxfp4_matches_the_decoded_dense_matrix_times_x_plus_bias) {
+TEST(CpuOpsMoe, expert_matmul_matches_the_decoded_dense_matrix_times_x_plus_bias) {
   std::mt19937 rng(701);
   CpuOps ops;
   for (auto [out_dim, in_dim] : {std::pair<int, int>{5, 32}, {17, 96}})
@@ -187,7 +188,7 @@ TEST(CpuOpsMoe, expert_matmul_mxfp4_matches_the_decoded_dense_matrix_times_x_plu
           want.insert(want.end(), y.begin(), y.end());
         }
         Tensor out = Tensor::zeros({n, out_dim}, DType::f32);
-        ASSERT_TRUE(ops.expert_matmul_mxfp4(x, ex.w, e, out).ok());
+        ASSERT_TRUE(ops.expert_matmul(x, ex.w, e, out).ok());
         // Decoded weights are exact; f32 dot of <= 96 terms of size <= 2: absolute error < 1e-5.
         EXPECT_TRUE(all_close(out, want, 1e-5, 1e-5))
             << "out " << out_dim << " in " << in_dim << " n " << n << " e " << e;
@@ -195,22 +196,74 @@ TEST(CpuOpsMoe, expert_matmul_mxfp4_matches_the_decoded_dense_matrix_times_x_plu
     }
 }
 
-TEST(CpuOpsMoe, expert_matmul_mxfp4_rejects_an_out_of_range_expert_and_malformed_weights) {
+TEST(CpuOpsMoe, expert_matmul_rejects_an_out_of_range_expert_and_malformed_weights) {
   std::mt19937 rng(702);
   CpuOps ops;
   Experts ex = make_experts(rng, 3, 4, 32, 1.f);
   Tensor x = random_f32({2, 32}, rng), out = Tensor::zeros({2, 4}, DType::f32);
-  EXPECT_FALSE(ops.expert_matmul_mxfp4(x, ex.w, 3, out).ok());
-  EXPECT_FALSE(ops.expert_matmul_mxfp4(x, ex.w, -1, out).ok());
-  Mxfp4Experts bad = ex.w;
+  EXPECT_FALSE(ops.expert_matmul(x, ex.w, 3, out).ok());
+  EXPECT_FALSE(ops.expert_matmul(x, ex.w, -1, out).ok());
+  ExpertWeights bad = ex.w;
   bad.in = 64;  // blocks hold 32 inputs per row
-  EXPECT_FALSE(ops.expert_matmul_mxfp4(x, bad, 0, out).ok());
-  Mxfp4Experts int_bias = ex.w;  // an i32 bias used to read as NaN
+  EXPECT_FALSE(ops.expert_matmul(x, bad, 0, out).ok());
+  ExpertWeights int_bias = ex.w;  // an i32 bias used to read as NaN
   int_bias.bias = Tensor::zeros({3, 4}, DType::i32);
-  EXPECT_FALSE(ops.expert_matmul_mxfp4(x, int_bias, 0, out).ok());
-  Mxfp4Experts device_blocks = ex.w;
+  EXPECT_FALSE(ops.expert_matmul(x, int_bias, 0, out).ok());
+  ExpertWeights device_blocks = ex.w;
   device_blocks.blocks = Tensor::borrow(ex.w.blocks.raw(), ex.w.blocks.shape(), DType::u8, nullptr, Device::cuda);
-  EXPECT_FALSE(ops.expert_matmul_mxfp4(x, device_blocks, 0, out).ok());
+  EXPECT_FALSE(ops.expert_matmul(x, device_blocks, 0, out).ok());
+}
+
+// MXFP4 experts as `day0 convert` stores them: bf16 (exact decode) or e4m3 codes with power-of-two row scales.
+ExpertWeights stored(const ExpertWeights& mx, ExpertStorage storage) {
+  ExpertWeights w = mx;
+  w.storage = storage;
+  w.blocks = w.scales = Tensor();
+  const std::int64_t rows = std::int64_t(mx.n_experts) * mx.out, groups = mx.in / kMxfp4GroupSize;
+  const bool bf16 = storage == ExpertStorage::bf16;
+  w.values = Tensor::zeros({mx.n_experts, mx.out, mx.in}, bf16 ? DType::bf16 : DType::f8_e4m3);
+  if (!bf16) w.row_scales = Tensor::zeros({mx.n_experts, mx.out}, DType::f32);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* b = mx.blocks.data<std::uint8_t>() + r * groups * kMxfp4GroupBytes;
+    const std::uint8_t* sc = mx.scales.data<std::uint8_t>() + r * groups;
+    if (bf16) {
+      mxfp4_decode_row_bf16(b, sc, mx.in, w.values.data<std::uint16_t>() + r * mx.in);
+    } else {
+      const Fp8Row row = mxfp4_row_to_fp8(b, sc, mx.in, w.values.data<std::uint8_t>() + r * mx.in);
+      EXPECT_EQ(row.inexact, 0);  // exponents of encoded random rows span far fewer than 14 binades
+      w.row_scales.data<float>()[r] = row.scale;
+    }
+  }
+  return w;
+}
+
+TEST(CpuOpsMoe, expert_matmul_over_stored_bf16_and_fp8_experts_equals_the_mxfp4_result_bit_for_bit) {
+  std::mt19937 rng(703);
+  CpuOps ops;
+  Experts ex = make_experts(rng, 3, 17, 96, 2.f);
+  const Tensor x = random_f32({4, 96}, rng);
+  for (ExpertStorage storage : {ExpertStorage::bf16, ExpertStorage::fp8_rowwise}) {
+    const ExpertWeights w = stored(ex.w, storage);
+    for (int e = 0; e < 3; ++e) {
+      Tensor want = Tensor::zeros({4, 17}, DType::f32), got = Tensor::zeros({4, 17}, DType::f32);
+      ASSERT_TRUE(ops.expert_matmul(x, ex.w, e, want).ok());
+      const Status st = ops.expert_matmul(x, w, e, got);
+      ASSERT_TRUE(st.ok()) << st.error().message;
+      // The decoded rows are equal, so are the f32 dot products in the same order.
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0)
+          << expert_storage_name(storage) << " expert " << e;
+    }
+    ExpertWeights wrong_dtype = w;  // values of the other storage's dtype
+    wrong_dtype.values = Tensor::zeros({3, 17, 96}, storage == ExpertStorage::bf16 ? DType::u8 : DType::bf16);
+    Tensor out = Tensor::zeros({4, 17}, DType::f32);
+    const Status st = ops.expert_matmul(x, wrong_dtype, 0, out);
+    ASSERT_FALSE(st.ok());
+    EXPECT_TRUE(optest::contains(st.error().message, "expert values")) << st.error().message;
+  }
+  ExpertWeights no_scales = stored(ex.w, ExpertStorage::fp8_rowwise);
+  no_scales.row_scales = Tensor();
+  Tensor out = Tensor::zeros({4, 17}, DType::f32);
+  EXPECT_FALSE(ops.expert_matmul(x, no_scales, 0, out).ok());
 }
 
 struct Moe {

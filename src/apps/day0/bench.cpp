@@ -32,7 +32,7 @@ double step_weight_bytes(const ModelSpec& spec, std::int64_t batch) {
   for (const auto& w : spec.weights) {
     double n = 1;
     for (auto d : w.shape) n *= double(d);
-    if (w.expert) experts += w.dtypes.front() == DType::u8 ? n : 2 * n;
+    if (w.expert) experts += n * dtype_bits(w.dtypes.front()) / 8;  // as stored (MXFP4 bytes, bf16, fp8)
     else if (w.name != spec.embedding || spec.tie_embeddings) dense += 2 * n;
   }
   const double touched = E > 0 ? 1.0 - std::pow(1.0 - double(k) / E, double(batch)) : 0.0;

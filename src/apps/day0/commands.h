@@ -94,6 +94,16 @@ struct BenchOptions {
 };
 int bench(const BenchOptions& o);
 
+struct ConvertCommandOptions {
+  std::string src;      // MXFP4 checkpoint directory
+  std::string outdir;
+  std::string experts;  // bf16 or fp8
+  std::uint64_t shard_bytes = 5'000'000'000;
+  int threads = 0;      // 0: all cores
+  bool force = false;   // replace the checkpoint files of a non-empty OUTDIR
+};
+int convert(const ConvertCommandOptions& o);
+
 // Prints "error: <message>" on stderr and returns 1.
 int fail(const std::string& message);
 

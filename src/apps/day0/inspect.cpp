@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 
 #include "apps/day0/commands.h"
@@ -59,14 +60,19 @@ void print_summary(const ModelSpec& spec) {
     if (a.rope.kind == RopeKind::yarn)
       std::printf(", YaRN theta %g factor %g (attention factor %.4f)", a.rope.theta, a.rope.factor,
                   a.rope.attention_factor);
-    std::printf("\nmoe           %d experts, top-%d, intermediate %d, %s experts, swiglu limit %g\n", m.n_experts,
-                m.top_k, m.intermediate, spec.quantization.empty() ? "dense" : spec.quantization.c_str(),
+    const std::string format(expert_format_name(m.gate_up.format));
+    const bool converted = spec.quantization == kConvertedQuantMethod;
+    std::printf("\nmoe           %d experts, top-%d, intermediate %d, %s experts%s, swiglu limit %g\n", m.n_experts,
+                m.top_k, m.intermediate, format.c_str(), converted ? " (converted from mxfp4 by day0 convert)" : "",
                 m.swiglu_limit);
   }
 }
 
 // Parameters and bytes; dtypes come from the checkpoint when present, else the first accepted dtype.
 void print_sizes(const ModelSpec& spec, const Checkpoint* checkpoint) {
+  const std::set<std::string> expert_storage = expert_tensor_names(spec);
+  const std::string format =
+      spec.layers.empty() ? "" : std::string(expert_format_name(spec.layers[0].channel.moe.gate_up.format));
   double total = 0, active = 0;
   std::map<std::string, double> by_group;
   std::map<std::string, double> bytes_by_dtype;
@@ -85,7 +91,10 @@ void print_sizes(const ModelSpec& spec, const Checkpoint* checkpoint) {
     double numel = 1;
     for (auto d : w.shape) numel *= double(d);
     std::string key(dtype_name(dt));
-    if (w.group == "experts" && dt == DType::u8) key = "u8 (mxfp4 blocks+scales)";
+    if (expert_storage.count(w.name))
+      key += dt == DType::u8    ? " (mxfp4 blocks+scales)"
+             : dt == DType::f32 ? " (" + format + " row scales)"
+                                : " (" + format + " experts)";
     bytes_by_dtype[key] += numel * dtype_bits(dt) / 8;
   }
   std::printf("parameters    %s total, %s active per token\n", billions(total).c_str(), billions(active).c_str());
@@ -114,30 +123,44 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
 }
 
 // What the CUDA backend reserves for this model besides the KV cache, computed without a GPU: weights as
-// placed (MXFP4 experts as stored, dense matrices bf16), the one MoE workspace, and KV bytes per token.
+// placed (experts as stored, dense matrices bf16), the one MoE workspace, and KV bytes per token.
 bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
+  const std::set<std::string> expert_storage = expert_tensor_names(spec);
   double experts = 0, dense = 0;
   for (const auto& w : spec.weights) {
     double n = 1;
     for (auto d : w.shape) n *= double(d);
-    (w.expert && w.dtypes.front() == DType::u8 ? experts : dense) += n * (w.expert && w.dtypes.front() == DType::u8 ? 1 : 2);
+    if (expert_storage.count(w.name)) experts += n * dtype_bits(w.dtypes.front()) / 8;
+    else dense += n * 2;
   }
   const std::int64_t max_step = ExecutorOptions{}.max_step_tokens;
   const OpsPlan plan = ops_plan(spec, max_step);
   std::printf("cuda plan     weights on device %s (experts as stored %s, dense as bf16 %s)\n",
               gigabytes(experts + dense).c_str(), gigabytes(experts).c_str(), gigabytes(dense).c_str());
   if (plan.n_experts > 0) {
-    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate, max_step, compute};
+    if (Status st = check_expert_compute(plan.expert_storage, compute); !st.ok()) {
+      compute = compute == ExpertCompute::bf16 ? ExpertCompute::fp8 : ExpertCompute::bf16;
+      std::printf("  note          %s; planned with %s\n", st.error().message.c_str(),
+                  std::string(expert_compute_name(compute)).c_str());
+    }
+    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate,
+                                  max_step,       compute,    plan.expert_storage};
     auto bytes = moe_workspace_bytes(shape);
     if (!bytes.ok()) {
       fail(bytes.error().message);
       return false;
     }
     const std::int64_t routed = std::min<std::int64_t>(plan.n_experts, max_step * plan.top_k);
-    std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (%s) at %lld tokens "
-                "per step\n",
-                format_bytes(*bytes).c_str(), static_cast<long long>(routed),
-                std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
+    if (plan.expert_storage == ExpertStorage::mxfp4)
+      std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (%s) at %lld tokens "
+                  "per step\n",
+                  format_bytes(*bytes).c_str(), static_cast<long long>(routed),
+                  std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
+    else
+      std::printf("  moe workspace %s once for all layers: experts stored as %s, read in place (%s GEMMs) at %lld "
+                  "tokens per step\n",
+                  format_bytes(*bytes).c_str(), std::string(expert_storage_name(plan.expert_storage)).c_str(),
+                  std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
   }
   double kv = 0;
   for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;

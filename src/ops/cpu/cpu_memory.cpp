@@ -6,7 +6,8 @@
 
 namespace day0 {
 
-Result<NamedTensors> CpuOps::place_weights(const NamedTensors& host, const ProgressFn& progress) {
+Result<NamedTensors> CpuOps::place_weights(const NamedTensors& host, const std::set<std::string>& /*expert_tensors*/,
+                                           const ProgressFn& progress) {
   std::uint64_t total = 0;
   for (const auto& [name, t] : host) {
     if (t.device() != Device::cpu) return make_error("place weights: " + name + " is not on the cpu");

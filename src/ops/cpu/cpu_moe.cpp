@@ -1,10 +1,12 @@
-// CPU reference: router top-k + softmax, MXFP4 expert matmul, clamped SwiGLU, routed-expert combination.
+// CPU reference: router top-k + softmax, expert matmul (MXFP4, or bf16 / fp8 decoded exactly), clamped SwiGLU,
+// routed-expert combination.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
 
 #include "ops/cpu/cpu_ops.h"
+#include "quant/fp8_experts.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -33,16 +35,8 @@ Status CpuOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices,
   return Status::success();
 }
 
-static Status check_experts(const Mxfp4Experts& w, const char* op) {
-  const std::int64_t groups = w.in / kMxfp4GroupSize;
-  if (w.in % kMxfp4GroupSize != 0 || w.blocks.dtype() != DType::u8 || w.scales.dtype() != DType::u8 ||
-      w.blocks.shape() != Shape{w.n_experts, w.out, groups, kMxfp4GroupBytes} ||
-      w.scales.shape() != Shape{w.n_experts, w.out, groups} || !w.blocks.is_contiguous() ||
-      !w.scales.is_contiguous() || w.blocks.device() != Device::cpu || w.scales.device() != Device::cpu)
-    return make_error(std::string(op) + ": MXFP4 experts must be blocks u8 [E, out, in/32, 16] and scales u8 "
-                      "[E, out, in/32] with E=" + std::to_string(w.n_experts) + " out=" + std::to_string(w.out) +
-                      " in=" + std::to_string(w.in) + "; got blocks " + shape_to_string(w.blocks.shape()) +
-                      " scales " + shape_to_string(w.scales.shape()));
+static Status check_experts(const ExpertWeights& w, const char* op) {
+  D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cpu));
   if (w.bias.defined() && w.bias.numel() > 0 &&
       (w.bias.shape() != Shape{w.n_experts, w.out} || !w.bias.is_contiguous() || w.bias.device() != Device::cpu ||
        !(w.bias.dtype() == DType::f32 || w.bias.dtype() == DType::bf16 || w.bias.dtype() == DType::f16)))
@@ -51,19 +45,38 @@ static Status check_experts(const Mxfp4Experts& w, const char* op) {
   return Status::success();
 }
 
-Status CpuOps::expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) {
-  D0_RETURN_IF_ERROR(check_experts(w, "expert_matmul_mxfp4"));
-  if (expert < 0 || expert >= w.n_experts) return make_error("expert_matmul_mxfp4: expert id out of range");
+// Row `row` (of E * out) of the expert matrices decoded exactly to f32, whatever the storage: MXFP4 and its
+// bf16 / fp8 conversions give the same values wherever the conversion was exact.
+static void decode_expert_row(const ExpertWeights& w, std::int64_t row, float* out) {
+  switch (w.storage) {
+    case ExpertStorage::mxfp4: {
+      const std::int64_t groups = w.in / kMxfp4GroupSize;
+      mxfp4_decode_row(w.blocks.data<std::uint8_t>() + row * groups * kMxfp4GroupBytes,
+                       w.scales.data<std::uint8_t>() + row * groups, w.in, out);
+      return;
+    }
+    case ExpertStorage::bf16: {
+      const std::uint16_t* v = w.values.data<std::uint16_t>() + row * w.in;
+      for (std::int64_t i = 0; i < w.in; ++i) out[i] = bf16_to_f32(v[i]);
+      return;
+    }
+    case ExpertStorage::fp8_rowwise:
+      fp8_decode_row(w.values.data<std::uint8_t>() + row * w.in, w.row_scales.data<float>()[row], w.in, out);
+      return;
+  }
+}
+
+Status CpuOps::expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) {
+  D0_RETURN_IF_ERROR(check_experts(w, "expert_matmul"));
+  if (expert < 0 || expert >= w.n_experts) return make_error("expert_matmul: expert id out of range");
   const std::int64_t n = x.dim() == 2 ? x.size(0) : -1;
-  D0_RETURN_IF_ERROR(check_f32_matrix(x, "expert_matmul_mxfp4", "x", n, w.in));
-  D0_RETURN_IF_ERROR(check_f32_matrix(out, "expert_matmul_mxfp4", "out", n, w.out));
+  D0_RETURN_IF_ERROR(check_f32_matrix(x, "expert_matmul", "x", n, w.in));
+  D0_RETURN_IF_ERROR(check_f32_matrix(out, "expert_matmul", "out", n, w.out));
   const bool has_bias = w.bias.defined() && w.bias.numel() > 0;
-  const std::int64_t groups = w.in / kMxfp4GroupSize;
   std::vector<float> row(w.in);
   for (std::int64_t r = 0; r < w.out; ++r) {
     const std::int64_t row_index = std::int64_t(expert) * w.out + r;
-    mxfp4_decode_row(w.blocks.data<std::uint8_t>() + row_index * groups * kMxfp4GroupBytes,
-                     w.scales.data<std::uint8_t>() + row_index * groups, w.in, row.data());
+    decode_expert_row(w, row_index, row.data());
     const float b = has_bias ? load_f32(w.bias, row_index) : 0.f;
     for (std::int64_t s = 0; s < n; ++s) {
       const float* xr = x.data<float>() + s * w.in;
@@ -96,8 +109,8 @@ Status CpuOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tens
 
 // Composed: per expert (in id order, as transformers accumulates), gather its tokens, run
 // gate_up -> swiglu -> down, scale by the routing weight and add into the output rows.
-Status CpuOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                           const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) {
+Status CpuOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                           const ExpertWeights& down, const SwigluParams& p, Tensor& out) {
   if (x.dim() != 2 || indices.dim() != 2) return make_error("moe_experts: x and indices must be 2-D");
   const std::int64_t S = x.size(0), H = x.size(1), k = indices.size(1);
   D0_RETURN_IF_ERROR(check_f32_matrix(x, "moe_experts", "x", S, H));
@@ -128,9 +141,9 @@ Status CpuOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor&
     Tensor h = Tensor::zeros({n, I}, DType::f32), y = Tensor::zeros({n, H}, DType::f32);
     for (std::int64_t r = 0; r < n; ++r)
       std::copy_n(x.data<float>() + rows[r] * H, H, xs.data<float>() + r * H);
-    D0_RETURN_IF_ERROR(expert_matmul_mxfp4(xs, gate_up, e, gu));
+    D0_RETURN_IF_ERROR(expert_matmul(xs, gate_up, e, gu));
     D0_RETURN_IF_ERROR(swiglu_clamped(gu, p, h));
-    D0_RETURN_IF_ERROR(expert_matmul_mxfp4(h, down, e, y));
+    D0_RETURN_IF_ERROR(expert_matmul(h, down, e, y));
     for (std::int64_t r = 0; r < n; ++r)
       for (std::int64_t c = 0; c < H; ++c) out.data<float>()[rows[r] * H + c] += y.data<float>()[r * H + c] * route[r];
   }

@@ -9,7 +9,7 @@ namespace day0 {
 OpEntry CpuOps::entry(OpKind kind) const {
   switch (kind) {
     case OpKind::lm_head: return OpEntry::composed;      // linear without bias
-    case OpKind::moe_experts: return OpEntry::composed;  // expert_matmul_mxfp4 + swiglu_clamped
+    case OpKind::moe_experts: return OpEntry::composed;  // expert_matmul + swiglu_clamped
     case OpKind::add_rms_norm: return OpEntry::composed;  // add + rms_norm
     default: return OpEntry::native;
   }

@@ -13,7 +13,8 @@ class CpuOps final : public Ops {
   // Memory (cpu_memory.cpp): heap tensors; weights stay where the checkpoint maps them.
   Device device() const override { return Device::cpu; }
   Status plan(const OpsPlan&) override { return Status::success(); }
-  Result<NamedTensors> place_weights(const NamedTensors& host, const ProgressFn& progress) override;
+  Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+                                     const ProgressFn& progress) override;
   Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
   Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;
   ScratchMark scratch_mark() const override { return {}; }
@@ -36,10 +37,10 @@ class CpuOps final : public Ops {
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
-  Status expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) override;
+  Status expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) override;
   Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) override;
-  Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                     const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) override;
+  Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                     const ExpertWeights& down, const SwigluParams& p, Tensor& out) override;
   Status add(Tensor& x, const Tensor& y) override;
   Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;

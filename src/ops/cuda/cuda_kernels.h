@@ -39,17 +39,17 @@ inline constexpr int kRouterMaxK = 8;
 inline constexpr int kRouterMaxExperts = 256;
 Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Tensor& weights, cudaStream_t stream);
 
-// Online MXFP4 -> BF16 of the selected experts only: workspace[j] = decode(w[expert_ids[j]]), with
-// expert_ids i32 [n] on the device and workspace bf16 [n, out, in]. Bit-exact with mxfp4_decode_row_bf16.
+// Online MXFP4 -> BF16 of the selected experts only (w stored as mxfp4): workspace[j] = decode(w[expert_ids[j]]),
+// with expert_ids i32 [n] on the device and workspace bf16 [n, out, in]. Bit-exact with mxfp4_decode_row_bf16.
 // An id outside [0, E) is clamped (no out-of-bounds read) and sets error_flag (i32 [1]) to 1, as embedding.
-Status mxfp4_experts_to_bf16_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& workspace,
+Status mxfp4_experts_to_bf16_cuda(const ExpertWeights& w, const Tensor& expert_ids, Tensor& workspace,
                                   Tensor& error_flag, cudaStream_t stream);
 
 // Online MXFP4 -> FP8 E4M3 of the selected experts, with one power-of-two f32 scale per output row (the rule and
 // its exactness are in quant/fp8_experts.h): weights_fp8 f8_e4m3 [n, out, in], row_scales f32 [n, out].
 // Bit-exact with mxfp4_row_to_fp8. Bad ids are clamped and flagged as in mxfp4_experts_to_bf16_cuda. When
 // inexact_count (u64 [1] on the device) is given, the values that did not convert exactly are added to it.
-Status mxfp4_experts_to_fp8_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& weights_fp8,
+Status mxfp4_experts_to_fp8_cuda(const ExpertWeights& w, const Tensor& expert_ids, Tensor& weights_fp8,
                                  Tensor& row_scales, Tensor& error_flag, cudaStream_t stream,
                                  Tensor* inexact_count = nullptr);
 

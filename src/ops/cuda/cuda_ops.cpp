@@ -67,8 +67,9 @@ CudaOps::~CudaOps() {
 
 Status CudaOps::plan(const OpsPlan& plan) {
   if (plan.n_experts == 0) return Status::success();
-  MoeWorkspaceShape shape{plan.n_experts, plan.top_k,           plan.hidden, plan.intermediate,
-                          plan.max_step_tokens, options_.expert_compute};
+  MoeWorkspaceShape shape{plan.n_experts,         plan.top_k,    plan.hidden,
+                          plan.intermediate,       plan.max_step_tokens, options_.expert_compute,
+                          plan.expert_storage};
   if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
   D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
   persistent_by_use_["moe workspace"] += ws.device_bytes;
@@ -77,28 +78,29 @@ Status CudaOps::plan(const OpsPlan& plan) {
   return Status::success();
 }
 
-// Dense float matrices become bf16 (what the GEMMs take); MXFP4 bytes, vectors (norms, biases, sinks) and
-// everything else keep their stored dtype.
-static DType placed_dtype(const Tensor& t) {
+// Dense float matrices become bf16 (what the GEMMs take); expert storage (MXFP4 bytes, stored bf16 / fp8 values
+// and their f32 row scales), vectors (norms, biases, sinks) and everything else keep their stored dtype.
+static DType placed_dtype(const Tensor& t, bool expert) {
   const bool float_matrix = t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 &&
                             (t.dtype() == DType::f32 || t.dtype() == DType::f16);
-  return float_matrix ? DType::bf16 : t.dtype();
+  return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
-Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const ProgressFn& progress) {
+Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+                                            const ProgressFn& progress) {
   NamedTensors placed;
   std::vector<UploadItem> items;
   std::uint64_t need = 0;
-  for (const auto& [name, t] : host) need += t.numel() * dtype_bits(placed_dtype(t)) / 8;
+  for (const auto& [name, t] : host) need += t.numel() * dtype_bits(placed_dtype(t, expert_tensors.count(name))) / 8;
   if (need > ctx_->arena().free_bytes())
     return make_error("cuda: the weights need " + format_bytes(need) + " but the arena has " +
                       format_bytes(ctx_->arena().free_bytes()) + " free (" + ctx_->device_summary() + ")");
   for (const auto& [name, t] : host) {
     if (t.device() != Device::cpu || !t.is_contiguous())
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
-    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), placed_dtype(t), "weights: " + name));
-    // Packed bytes (MXFP4 blocks and E8M0 scales) are the experts; every float tensor is dense.
-    (t.dtype() == DType::u8 ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
+    const bool expert = expert_tensors.count(name) != 0;
+    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), placed_dtype(t, expert), "weights: " + name));
+    (expert ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
     items.push_back({t, d});
     placed.emplace(name, d);
   }
@@ -189,13 +191,17 @@ Status CudaOps::synchronize() {
 std::vector<MemoryUse> CudaOps::memory_report() const {
   const DeviceArena& arena = ctx_->arena();
   std::vector<MemoryUse> lines;
-  lines.push_back({"weights: experts (MXFP4, as stored)", expert_weight_bytes_, "uploaded once"});
+  const ExpertStorage storage = moe_ ? moe_->shape.storage : ExpertStorage::mxfp4;
+  lines.push_back({"weights: experts (as stored: " + std::string(expert_storage_name(storage)) + ")",
+                   expert_weight_bytes_, "uploaded once"});
   lines.push_back({"weights: dense (BF16 for matmuls, norms as stored)", dense_weight_bytes_, "uploaded once"});
   for (const auto& [use, bytes] : persistent_by_use_) {
     std::string note;
     if (use == "moe workspace" && moe_)
       note = "once for all layers: " + std::to_string(moe_->max_routed) + " routed experts at " +
-             std::to_string(moe_->shape.max_tokens) + " tokens, " + std::string(expert_compute_name(options_.expert_compute));
+             std::to_string(moe_->shape.max_tokens) + " tokens, " +
+             std::string(expert_compute_name(options_.expert_compute)) +
+             (moe_->shape.storage == ExpertStorage::mxfp4 ? "" : " (stored experts: no conversion buffers)");
     lines.push_back({use, bytes, note});
   }
   lines.push_back({"activations (step scratch, peak so far)", scratch_peak_, ""});
@@ -263,22 +269,40 @@ Status CudaOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Ten
   return swiglu_clamped_cuda(gate_up, p, out, ctx_->stream());
 }
 
-Status CudaOps::expert_matmul_mxfp4(const Tensor& x, const Mxfp4Experts& w, int expert, Tensor& out) {
+// One expert: MXFP4 decoded to bf16 into scratch, or the stored tensor's slice; bf16 experts in a bf16 GEMM, fp8
+// ones in an fp8 GEMM with x quantised per token (as the MoE path computes them).
+Status CudaOps::expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) {
   if (expert < 0 || expert >= w.n_experts)
-    return make_error("cuda expert_matmul_mxfp4: expert " + std::to_string(expert) + " outside [0, " +
+    return make_error("cuda expert_matmul: expert " + std::to_string(expert) + " outside [0, " +
                       std::to_string(w.n_experts) + ")");
-  Tensor host_id = Tensor::zeros({1}, DType::i32);
-  host_id.data<std::int32_t>()[0] = expert;
-  D0_ASSIGN_OR_RETURN(Tensor id, upload(host_id, "expert id"));
-  D0_ASSIGN_OR_RETURN(Tensor wb, scratch({1, w.out, w.in}, DType::bf16, "expert weights"));
-  D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(w, id, wb, error_flag_, ctx_->stream()));
-  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "expert input"));
   const Tensor bias = has_values(w.bias) ? w.bias.slice_rows(expert, expert + 1).view({w.out}) : Tensor();
+  if (w.storage != ExpertStorage::mxfp4)
+    D0_RETURN_IF_ERROR(check_expert_weights(w, "cuda expert_matmul", Device::cuda));
+  if (w.storage == ExpertStorage::fp8_rowwise) {
+    if (x.dim() != 2) return make_error("cuda expert_matmul: x must be 2-D");
+    D0_ASSIGN_OR_RETURN(Tensor xq, scratch({x.size(0), w.in}, DType::f8_e4m3, "expert input fp8"));
+    D0_ASSIGN_OR_RETURN(Tensor sx, scratch({x.size(0)}, DType::f32, "expert input scales"));
+    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), xq, sx, error_flag_, ctx_->stream()));
+    const Tensor wq = w.values.slice_rows(expert, expert + 1).view({w.out, w.in});
+    const Tensor sw = w.row_scales.slice_rows(expert, expert + 1).view({w.out});
+    return gemms_->fp8.run(xq, sx, wq, sw, bias, out);
+  }
+  Tensor wb;
+  if (w.storage == ExpertStorage::bf16) {
+    wb = w.values.slice_rows(expert, expert + 1);
+  } else {
+    Tensor host_id = Tensor::zeros({1}, DType::i32);
+    host_id.data<std::int32_t>()[0] = expert;
+    D0_ASSIGN_OR_RETURN(Tensor id, upload(host_id, "expert id"));
+    D0_ASSIGN_OR_RETURN(wb, scratch({1, w.out, w.in}, DType::bf16, "expert weights"));
+    D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(w, id, wb, error_flag_, ctx_->stream()));
+  }
+  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "expert input"));
   return gemms_->bf16.run(xb, wb.view({w.out, w.in}), bias, out);
 }
 
-Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                            const Mxfp4Experts& down, const SwigluParams& p, Tensor& out) {
+Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                            const ExpertWeights& down, const SwigluParams& p, Tensor& out) {
   if (!moe_) return make_error("cuda moe_experts: no MoE workspace (plan() was not given the model's experts)");
   return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemms_, out, ctx_->stream());
 }

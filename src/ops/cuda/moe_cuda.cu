@@ -1,5 +1,6 @@
 // Routed-expert MoE on the GPU (see moe_cuda.h): host-side grouping, online MXFP4 -> BF16 or FP8 conversion of
-// the routed experts only into the planned workspace, per-expert gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
+// the routed experts only into the planned workspace (or stored bf16 / fp8 experts read in place), per-expert
+// gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/moe_cuda.h"
+#include "ops/registry.h"
 
 namespace day0 {
 namespace {
@@ -50,17 +52,26 @@ __global__ void moe_scatter_add_kernel(const float* __restrict__ y, const std::i
   }
 }
 
-Status check_bias(const Mxfp4Experts& w, const char* op, const char* what) {
+Status check_bias(const ExpertWeights& w, const char* op, const char* what) {
   if (!has_values(w.bias)) return Status::success();
   return check_cuda_tensor(w.bias, op, what, {DType::f32, DType::bf16}, {w.n_experts, w.out});
 }
 
-Tensor bias_row(const Mxfp4Experts& w, int e) {
+Tensor bias_row(const ExpertWeights& w, int e) {
   if (!has_values(w.bias)) return Tensor();
   return w.bias.slice_rows(e, e + 1).view({w.out});
 }
 
 }  // namespace
+
+Status check_expert_compute(ExpertStorage storage, ExpertCompute compute) {
+  if (storage == ExpertStorage::mxfp4) return Status::success();
+  const ExpertCompute stored = storage == ExpertStorage::bf16 ? ExpertCompute::bf16 : ExpertCompute::fp8;
+  if (stored == compute) return Status::success();
+  return make_error("experts stored as " + std::string(expert_storage_name(storage)) +
+                    " (a day0 convert checkpoint) run with --expert-compute " +
+                    std::string(expert_compute_name(stored)) + ", not " + std::string(expert_compute_name(compute)));
+}
 
 Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceShape& s) {
   if (s.n_experts <= 0 || s.k <= 0 || s.k > s.n_experts || s.hidden <= 0 || s.intermediate <= 0 || s.max_tokens <= 0 ||
@@ -69,6 +80,8 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
                       "(E=" + std::to_string(s.n_experts) + " k=" + std::to_string(s.k) + " H=" +
                       std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " max_tokens=" +
                       std::to_string(s.max_tokens) + ")");
+  D0_RETURN_IF_ERROR(check_expert_compute(s.storage, s.compute));
+  const bool convert = s.storage == ExpertStorage::mxfp4;  // else the GEMMs read the stored experts
   MoeWorkspace ws;
   ws.shape = s;
   const std::int64_t H = s.hidden, I = s.intermediate, T = s.max_tokens, A = s.max_tokens * s.k;
@@ -83,15 +96,21 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   D0_ASSIGN_OR_RETURN(ws.y, arena.allocate({T, H}, DType::f32, "moe workspace down output"));
   const std::int64_t R = ws.max_routed;
   if (s.compute == ExpertCompute::bf16) {
-    D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({R, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
-    D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({R, H, I}, DType::bf16, "moe workspace down experts"));
+    if (convert) {
+      D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({R, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
+      D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({R, H, I}, DType::bf16, "moe workspace down experts"));
+    }
     D0_ASSIGN_OR_RETURN(ws.xs, arena.allocate({T, H}, DType::bf16, "moe workspace gathered tokens"));
     D0_ASSIGN_OR_RETURN(ws.h_bf16, arena.allocate({T, I}, DType::bf16, "moe workspace swiglu bf16"));
   } else {
-    D0_ASSIGN_OR_RETURN(ws.gate_up_w8, arena.allocate({R, 2 * I, H}, DType::f8_e4m3, "moe workspace gate_up fp8 experts"));
-    D0_ASSIGN_OR_RETURN(ws.gate_up_scales, arena.allocate({R, 2 * I}, DType::f32, "moe workspace gate_up row scales"));
-    D0_ASSIGN_OR_RETURN(ws.down_w8, arena.allocate({R, H, I}, DType::f8_e4m3, "moe workspace down fp8 experts"));
-    D0_ASSIGN_OR_RETURN(ws.down_scales, arena.allocate({R, H}, DType::f32, "moe workspace down row scales"));
+    if (convert) {
+      D0_ASSIGN_OR_RETURN(ws.gate_up_w8,
+                          arena.allocate({R, 2 * I, H}, DType::f8_e4m3, "moe workspace gate_up fp8 experts"));
+      D0_ASSIGN_OR_RETURN(ws.gate_up_scales,
+                          arena.allocate({R, 2 * I}, DType::f32, "moe workspace gate_up row scales"));
+      D0_ASSIGN_OR_RETURN(ws.down_w8, arena.allocate({R, H, I}, DType::f8_e4m3, "moe workspace down fp8 experts"));
+      D0_ASSIGN_OR_RETURN(ws.down_scales, arena.allocate({R, H}, DType::f32, "moe workspace down row scales"));
+    }
     D0_ASSIGN_OR_RETURN(ws.xs8, arena.allocate({T, H}, DType::f8_e4m3, "moe workspace gathered fp8 tokens"));
     D0_ASSIGN_OR_RETURN(ws.xs_scales, arena.allocate({T}, DType::f32, "moe workspace token scales"));
     D0_ASSIGN_OR_RETURN(ws.h8, arena.allocate({T, I}, DType::f8_e4m3, "moe workspace swiglu fp8"));
@@ -117,43 +136,81 @@ Result<std::size_t> moe_workspace_bytes(const MoeWorkspaceShape& shape) {
 
 namespace {
 
-// One chunk of n assignments of expert slot j (expert e): gather -> GEMM -> SwiGLU -> GEMM; y [n, H] f32 out.
-Status expert_chunk_bf16(const Tensor& x, const Tensor& rows, std::int64_t j, const Tensor& b_gu, const Tensor& b_down,
-                         const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& y, cudaStream_t stream) {
-  const std::int64_t n = rows.size(0), H = ws.shape.hidden, I = ws.shape.intermediate;
-  const Tensor w_gu = ws.gate_up_w.slice_rows(j, j + 1).view({2 * I, H});
-  const Tensor w_down = ws.down_w.slice_rows(j, j + 1).view({H, I});
+// The GEMM operands of one routed expert (id e, workspace slot j): [out, in] weights and, for fp8, [out] row scales.
+// Converted experts sit in workspace slot j; stored ones are expert e's slice of the stored tensors (no copy).
+struct ExpertOperands {
+  Tensor gate_up, gate_up_scales, down, down_scales;
+};
+
+Tensor expert_slice(const Tensor& t, std::int64_t i, const Shape& shape) { return t.slice_rows(i, i + 1).view(shape); }
+
+ExpertOperands expert_operands(const MoeWorkspace& ws, const ExpertWeights& gate_up, const ExpertWeights& down,
+                               std::int64_t j, int e) {
+  const std::int64_t H = ws.shape.hidden, I = ws.shape.intermediate;
+  const bool fp8 = ws.shape.compute == ExpertCompute::fp8;
+  if (gate_up.storage != ExpertStorage::mxfp4)
+    return {expert_slice(gate_up.values, e, {2 * I, H}), fp8 ? expert_slice(gate_up.row_scales, e, {2 * I}) : Tensor(),
+            expert_slice(down.values, e, {H, I}), fp8 ? expert_slice(down.row_scales, e, {H}) : Tensor()};
+  if (fp8)
+    return {expert_slice(ws.gate_up_w8, j, {2 * I, H}), expert_slice(ws.gate_up_scales, j, {2 * I}),
+            expert_slice(ws.down_w8, j, {H, I}), expert_slice(ws.down_scales, j, {H})};
+  return {expert_slice(ws.gate_up_w, j, {2 * I, H}), Tensor(), expert_slice(ws.down_w, j, {H, I}), Tensor()};
+}
+
+// One chunk of n assignments of one expert: gather -> GEMM -> SwiGLU -> GEMM; y [n, H] f32 out.
+Status expert_chunk_bf16(const Tensor& x, const Tensor& rows, const ExpertOperands& w, const Tensor& b_gu,
+                         const Tensor& b_down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& y,
+                         cudaStream_t stream) {
+  const std::int64_t n = rows.size(0), H = ws.shape.hidden;
   Tensor xs = ws.xs.slice_rows(0, n), gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
   Tensor hb = ws.h_bf16.slice_rows(0, n);
   moe_gather_bf16_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(x.data<float>(), rows.data<std::int32_t>(), n, H,
                                                                   static_cast<__nv_bfloat16*>(xs.raw()));
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_gather_bf16_kernel");
-  D0_RETURN_IF_ERROR(gemm.run(xs, w_gu, b_gu, gu));
+  D0_RETURN_IF_ERROR(gemm.run(xs, w.gate_up, b_gu, gu));
   D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
   D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(h, hb, stream));
-  return gemm.run(hb, w_down, b_down, y);
+  return gemm.run(hb, w.down, b_down, y);
 }
 
-Status expert_chunk_fp8(const Tensor& x, const Tensor& rows, std::int64_t j, const Tensor& b_gu, const Tensor& b_down,
-                        const SwigluParams& p, MoeWorkspace& ws, GemmFp8& gemm, Tensor& y, cudaStream_t stream) {
-  const std::int64_t n = rows.size(0), H = ws.shape.hidden, I = ws.shape.intermediate;
-  const Tensor w_gu = ws.gate_up_w8.slice_rows(j, j + 1).view({2 * I, H});
-  const Tensor s_gu = ws.gate_up_scales.slice_rows(j, j + 1).view({2 * I});
-  const Tensor w_down = ws.down_w8.slice_rows(j, j + 1).view({H, I});
-  const Tensor s_down = ws.down_scales.slice_rows(j, j + 1).view({H});
+Status expert_chunk_fp8(const Tensor& x, const Tensor& rows, const ExpertOperands& w, const Tensor& b_gu,
+                        const Tensor& b_down, const SwigluParams& p, MoeWorkspace& ws, GemmFp8& gemm, Tensor& y,
+                        cudaStream_t stream) {
+  const std::int64_t n = rows.size(0);
   Tensor xs = ws.xs8.slice_rows(0, n), sx = ws.xs_scales.slice_rows(0, n);
   Tensor gu = ws.gu.slice_rows(0, n), h = ws.h.slice_rows(0, n);
   Tensor h8 = ws.h8.slice_rows(0, n), sh = ws.h_scales.slice_rows(0, n);
   D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, xs, sx, ws.error_flag, stream));
-  D0_RETURN_IF_ERROR(gemm.run(xs, sx, w_gu, s_gu, b_gu, gu));
+  D0_RETURN_IF_ERROR(gemm.run(xs, sx, w.gate_up, w.gate_up_scales, b_gu, gu));
   D0_RETURN_IF_ERROR(swiglu_clamped_cuda(gu, p, h, stream));
   D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(h, Tensor(), h8, sh, ws.error_flag, stream));
-  return gemm.run(h8, sh, w_down, s_down, b_down, y);
+  return gemm.run(h8, sh, w.down, w.down_scales, b_down, y);
+}
+
+// The experts' storage against the workspace: one storage for both matrices, stored ones in their own compute,
+// MXFP4 ones only with conversion buffers; stored tensors on the device, 16-byte aligned (GEMM operands).
+Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, const MoeWorkspace& ws, const char* op) {
+  if (gate_up.storage != down.storage)
+    return make_error(std::string(op) + ": gate_up experts are " + std::string(expert_storage_name(gate_up.storage)) +
+                      " but down experts are " + std::string(expert_storage_name(down.storage)));
+  if (gate_up.storage == ExpertStorage::mxfp4) {
+    if (ws.shape.storage != ExpertStorage::mxfp4)
+      return make_error(std::string(op) + ": MXFP4 experts need a workspace planned for them (this one was planned "
+                        "for stored " + std::string(expert_storage_name(ws.shape.storage)) + " experts)");
+    return Status::success();
+  }
+  D0_RETURN_IF_ERROR(check_expert_compute(gate_up.storage, ws.shape.compute));
+  for (const ExpertWeights* w : {&gate_up, &down}) {
+    D0_RETURN_IF_ERROR(check_expert_weights(*w, op, Device::cuda));
+    if (!aligned_to(w->values.raw(), 16) || (has_values(w->row_scales) && !aligned_to(w->row_scales.raw(), 16)))
+      return make_error(std::string(op) + ": stored expert values and row scales must be 16-byte aligned");
+  }
+  return Status::success();
 }
 
 // The body of both entry points: exactly one of bf16 / fp8 is given, matching ws.shape.compute.
-Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                       const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
+Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                       const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
                        GemmFp8* fp8, Tensor& out, cudaStream_t stream) {
   const char* op = "moe_experts_cuda";
   const MoeWorkspaceShape& s = ws.shape;
@@ -176,6 +233,7 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
                       ", I " + std::to_string(I) + ", E " + std::to_string(s.n_experts) + ")");
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {S, H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, H}));
+  D0_RETURN_IF_ERROR(check_storage(gate_up, down, ws, op));
   D0_RETURN_IF_ERROR(check_bias(gate_up, op, "gate_up bias"));
   D0_RETURN_IF_ERROR(check_bias(down, op, "down bias"));
   if (indices.dtype() != DType::i32 || indices.shape() != Shape{S, k} || !indices.is_contiguous())
@@ -228,15 +286,16 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
                                           cudaMemcpyHostToDevice, stream));
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.error_flag.raw(), 0, sizeof(std::int32_t), stream));
 
-  // 2. Online conversion of the routed experts only.
+  // 2. Online conversion of the routed experts only (stored experts need none; fp8_inexact then stays 0).
   const Tensor ids = ws.expert_ids.slice_rows(0, n_routed);
-  if (use_fp8) {
-    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
+  if (use_fp8) D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
+  const bool convert = gate_up.storage == ExpertStorage::mxfp4;
+  if (convert && use_fp8) {
     Tensor gu_w = ws.gate_up_w8.slice_rows(0, n_routed), gu_s = ws.gate_up_scales.slice_rows(0, n_routed);
     Tensor down_w = ws.down_w8.slice_rows(0, n_routed), down_s = ws.down_scales.slice_rows(0, n_routed);
     D0_RETURN_IF_ERROR(mxfp4_experts_to_fp8_cuda(gate_up, ids, gu_w, gu_s, ws.error_flag, stream, &ws.fp8_inexact));
     D0_RETURN_IF_ERROR(mxfp4_experts_to_fp8_cuda(down, ids, down_w, down_s, ws.error_flag, stream, &ws.fp8_inexact));
-  } else {
+  } else if (convert) {
     Tensor gu_ws = ws.gate_up_w.slice_rows(0, n_routed), down_ws = ws.down_w.slice_rows(0, n_routed);
     D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(gate_up, ids, gu_ws, ws.error_flag, stream));
     D0_RETURN_IF_ERROR(mxfp4_experts_to_bf16_cuda(down, ids, down_ws, ws.error_flag, stream));
@@ -246,12 +305,13 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   for (std::int64_t j = 0; j < n_routed; ++j) {
     const int e = ws.host_expert_ids[j];
     const Tensor b_gu = bias_row(gate_up, e), b_down = bias_row(down, e);
+    const ExpertOperands w = expert_operands(ws, gate_up, down, j, e);
     for (std::int64_t c0 = ws.host_begin[e]; c0 < ws.host_begin[e + 1]; c0 += s.max_tokens) {
       const std::int64_t n = std::min<std::int64_t>(s.max_tokens, ws.host_begin[e + 1] - c0);
       const Tensor rows = ws.rows.slice_rows(c0, c0 + n);
       Tensor y = ws.y.slice_rows(0, n);
-      D0_RETURN_IF_ERROR(use_fp8 ? expert_chunk_fp8(x, rows, j, b_gu, b_down, p, ws, *fp8, y, stream)
-                                 : expert_chunk_bf16(x, rows, j, b_gu, b_down, p, ws, *bf16, y, stream));
+      D0_RETURN_IF_ERROR(use_fp8 ? expert_chunk_fp8(x, rows, w, b_gu, b_down, p, ws, *fp8, y, stream)
+                                 : expert_chunk_bf16(x, rows, w, b_gu, b_down, p, ws, *bf16, y, stream));
       moe_scatter_add_kernel<<<grid_for(n * H), kThreads, 0, stream>>>(
           y.data<float>(), rows.data<std::int32_t>(), ws.route.data<float>() + c0, n, H, out.data<float>());
       D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_scatter_add_kernel");
@@ -262,14 +322,14 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
 
 }  // namespace
 
-Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream) {
   return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, stream);
 }
 
-Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream) {
   return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, stream);
 }

@@ -1,16 +1,21 @@
-// Routed-expert MoE on the GPU with online MXFP4 -> BF16 or FP8 conversion of the routed experts.
+// Routed-expert MoE on the GPU with online MXFP4 -> BF16 or FP8 conversion of the routed experts, or over experts
+// `day0 convert` stored already converted (bf16, or fp8 with row scales: ExpertStorage).
 //
 // MoeWorkspace is planned ONCE (at start-up) from the DeviceArena, sized for one layer's routed experts at the
 // largest batch: min(E, max_tokens * k) converted experts x (gate_up [2I, H] + down [H, I]) in bf16, or in E4M3
 // with one f32 scale per output row (ExpertCompute::fp8, half the bytes), plus the per-expert token buffers.
+// For stored bf16 / fp8 experts the converted-expert buffers are left out: the GEMMs read the stored tensors.
 // Every layer reuses it; moe_experts_cuda never allocates (arena or host heap).
 //
 // moe_experts_cuda, per call:
 //   1. groups the (token, slot) assignments by expert ON THE HOST: indices and weights are small, so this
 //      version reads them on the host (when they live on the device it copies them back, which synchronises
 //      the stream once per call). A device-side grouping kernel can replace this later without changing the API.
-//   2. converts ONLY the routed experts' MXFP4 gate_up and down matrices into the workspace (one launch each
-//      of mxfp4_experts_to_bf16_cuda or mxfp4_experts_to_fp8_cuda), in ascending expert id order;
+//   2. MXFP4 experts: converts ONLY the routed experts' gate_up and down matrices into the workspace (one launch
+//      each of mxfp4_experts_to_bf16_cuda or mxfp4_experts_to_fp8_cuda), in ascending expert id order.
+//      Stored bf16 / fp8 experts: nothing; step 3 points the GEMMs at expert e's slice of the stored tensors (no
+//      copy). The conversion kernels are bit-exact with the codecs the converter used, so both give the GEMMs the
+//      same bytes and the outputs are bit-identical;
 //   3. per routed expert, in ascending id order (as CpuOps::moe_experts, so accumulation order is
 //      deterministic and the same as the CPU's), in chunks of at most max_tokens assignments:
 //      bf16: gather its tokens (x f32 -> bf16), GemmBf16 gate_up (+bias, f32 out), clamped SwiGLU (f32),
@@ -41,7 +46,12 @@ struct MoeWorkspaceShape {
   std::int64_t intermediate = 0;  // I (gate_up.out == 2I, down.in == I)
   std::int64_t max_tokens = 0;    // the largest S a call may pass
   ExpertCompute compute = ExpertCompute::bf16;
+  ExpertStorage storage = ExpertStorage::mxfp4;  // bf16 / fp8_rowwise: no conversion buffers (must match compute)
 };
+
+// Stored experts run in the compute their storage is: bf16 with bf16, fp8_rowwise with fp8 (MXFP4 with either).
+// The error names both and the option that fixes it.
+Status check_expert_compute(ExpertStorage storage, ExpertCompute compute);
 
 struct MoeWorkspace {
   MoeWorkspaceShape shape;
@@ -55,12 +65,12 @@ struct MoeWorkspace {
   Tensor gu;          // f32 [max_tokens, 2I]
   Tensor h;           // f32 [max_tokens, I]
   Tensor y;           // f32 [max_tokens, H]
-  // ExpertCompute::bf16 only (undefined for fp8):
+  // ExpertCompute::bf16 only (undefined for fp8; gate_up_w and down_w also for stored experts):
   Tensor gate_up_w;   // bf16 [max_routed, 2I, H]   converted routed experts, slot j = j-th routed expert
   Tensor down_w;      // bf16 [max_routed, H, I]
   Tensor xs;          // bf16 [max_tokens, H]       gathered tokens of one expert chunk
   Tensor h_bf16;      // bf16 [max_tokens, I]
-  // ExpertCompute::fp8 only (undefined for bf16):
+  // ExpertCompute::fp8 only (undefined for bf16; the four converted-expert tensors also for stored experts):
   Tensor gate_up_w8;      // f8_e4m3 [max_routed, 2I, H]  converted routed experts
   Tensor gate_up_scales;  // f32 [max_routed, 2I]         their power-of-two row scales
   Tensor down_w8;         // f8_e4m3 [max_routed, H, I]
@@ -70,6 +80,7 @@ struct MoeWorkspace {
   Tensor h8;              // f8_e4m3 [max_tokens, I]      quantised SwiGLU output
   Tensor h_scales;        // f32 [max_tokens]
   Tensor fp8_inexact;     // u64 [1]  weight values of the last call's converted experts that were not exact
+                          //          (0 for stored experts: day0 convert counted theirs)
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;
@@ -98,18 +109,19 @@ struct MoeGemms {
 
 // out f32 [S, H] = sum_j weights[s, j] * down_e(swiglu(gate_up_e(x[s]))), e = indices[s, j].
 // x f32 [S, H] on the device; indices i32 [S, k] and weights f32 [S, k] on the host or the device (see above);
-// gate_up / down: MXFP4 experts on the device (bias [E, out] f32 or bf16, optional); out f32 [S, H] on the
-// device (overwritten). S <= ws.shape.max_tokens and the expert shapes must match the plan; the workspace's
-// compute mode picks the path. `stream` must be the stream of the context the GEMMs were made with.
+// gate_up / down: experts on the device, both of one storage (bias [E, out] f32 or bf16, optional); out f32 [S, H]
+// on the device (overwritten). S <= ws.shape.max_tokens and the expert shapes must match the plan; the workspace's
+// compute mode picks the path. MXFP4 experts need a workspace planned for them (storage mxfp4); stored ones run
+// with any workspace of their compute. `stream` must be the stream of the context the GEMMs were made with.
 // Precision (fp32 accumulation and f32 outputs in both): bf16 rounds x and the SwiGLU output to bf16 before
 // their GEMMs; fp8 quantises them to E4M3 per token (ExpertCompute above).
-Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream);
 
 // The same for a bf16 workspace only, with a lone GemmBf16 (an fp8 workspace is an error: pass MoeGemms).
-Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gate_up,
-                        const Mxfp4Experts& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
+Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream);
 
 }  // namespace day0

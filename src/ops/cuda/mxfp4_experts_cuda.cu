@@ -50,9 +50,11 @@ __global__ void mxfp4_experts_to_bf16_kernel(const uint4* __restrict__ blocks, c
 
 }  // namespace
 
-Status mxfp4_experts_to_bf16_cuda(const Mxfp4Experts& w, const Tensor& expert_ids, Tensor& workspace,
+Status mxfp4_experts_to_bf16_cuda(const ExpertWeights& w, const Tensor& expert_ids, Tensor& workspace,
                                   Tensor& error_flag, cudaStream_t stream) {
   const char* op = "mxfp4_experts_to_bf16_cuda";
+  if (w.storage != ExpertStorage::mxfp4)
+    return make_error(std::string(op) + ": converts MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
   if (w.n_experts <= 0 || w.out <= 0 || w.in <= 0 || w.in % kMxfp4GroupSize != 0)
     return make_error(std::string(op) + ": experts must have E, out > 0 and in a positive multiple of 32 (E=" +
                       std::to_string(w.n_experts) + " out=" + std::to_string(w.out) + " in=" + std::to_string(w.in) +

@@ -33,8 +33,8 @@ std::uint32_t bits_of(float x) {
 // Random MXFP4 experts whose rows stress the conversion: mostly scales near 2^0, one group in 16 anywhere in
 // [0, 254] (so most 90-group rows span far more than 14 binades), some all-zero groups (their scales must not
 // count), and every 7th row all zero.
-Mxfp4Experts stress_experts(int E, int out, int in, std::mt19937& rng) {
-  Mxfp4Experts w;
+ExpertWeights stress_experts(int E, int out, int in, std::mt19937& rng) {
+  ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
   const std::int64_t groups = in / kMxfp4GroupSize;
   w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
@@ -63,8 +63,8 @@ TEST(CudaFp8Experts, converts_the_selected_experts_bit_exactly_with_power_of_two
   for (const Case& c : {Case{4, 1, 32, {2}}, Case{8, 33, 96, {7, 0, 3}}, Case{3, 13, 1056, {1, 1}},
                         Case{4, 2880, 2880, {3, 0, 3, 1}}}) {
     SCOPED_TRACE("out " + std::to_string(c.out) + " in " + std::to_string(c.in));
-    const Mxfp4Experts host = stress_experts(c.E, c.out, c.in, rng);
-    Mxfp4Experts dev = host;
+    const ExpertWeights host = stress_experts(c.E, c.out, c.in, rng);
+    ExpertWeights dev = host;
     dev.blocks = upload(*ctx, host.blocks);
     dev.scales = upload(*ctx, host.scales);
     const std::int64_t n = static_cast<std::int64_t>(c.ids.size()), groups = c.in / kMxfp4GroupSize;
@@ -104,8 +104,8 @@ TEST(CudaFp8Experts, an_out_of_range_expert_id_is_clamped_and_raises_the_error_f
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4002);
-  const Mxfp4Experts host = stress_experts(4, 8, 64, rng);
-  Mxfp4Experts dev = host;
+  const ExpertWeights host = stress_experts(4, 8, 64, rng);
+  ExpertWeights dev = host;
   dev.blocks = upload(*ctx, host.blocks);
   dev.scales = upload(*ctx, host.scales);
   Tensor d_w = poisoned(*ctx, {2, 8, 64}, DType::f8_e4m3), d_s = poisoned(*ctx, {2, 8}, DType::f32);

@@ -34,7 +34,7 @@ using moetest::upload_experts;
 // ---- the FP8 path on the CPU, from the reference codecs ----
 
 // Expert e's rows converted to E4M3 + row scale and decoded back (exact products of power-of-two scales).
-std::vector<float> fp8_expert_weights(const Mxfp4Experts& w, int e, std::int64_t& inexact) {
+std::vector<float> fp8_expert_weights(const ExpertWeights& w, int e, std::int64_t& inexact) {
   const std::int64_t groups = w.in / kMxfp4GroupSize;
   std::vector<float> out(std::int64_t(w.out) * w.in);
   std::vector<std::uint8_t> q(w.in);
@@ -48,14 +48,14 @@ std::vector<float> fp8_expert_weights(const Mxfp4Experts& w, int e, std::int64_t
   return out;
 }
 
-float bias_at(const Mxfp4Experts& w, std::int64_t i) {
+float bias_at(const ExpertWeights& w, std::int64_t i) {
   if (!w.bias.defined() || w.bias.numel() == 0) return 0.f;
   return w.bias.dtype() == DType::bf16 ? bf16_to_f32(w.bias.data<std::uint16_t>()[i]) : w.bias.data<float>()[i];
 }
 
 // out[r, c] = f32(scale[r] * sum_i e4m3(q[r, i]) * w[c, i] + bias_e[c]), the sum in f64.
 void fp8_linear(const std::vector<std::uint8_t>& q, const std::vector<float>& scale, std::int64_t n,
-                const std::vector<float>& w, const Mxfp4Experts& experts, int e, float* out) {
+                const std::vector<float>& w, const ExpertWeights& experts, int e, float* out) {
   const std::int64_t K = experts.in, N = experts.out;
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c = 0; c < N; ++c) {
@@ -67,8 +67,8 @@ void fp8_linear(const std::vector<std::uint8_t>& q, const std::vector<float>& sc
 
 // As CpuOps::moe_experts (experts in ascending id, tokens in order), with x and the SwiGLU output quantised per
 // token and the experts converted, exactly as the GPU's FP8 path defines them.
-Tensor fp8_moe_emulation(const Tensor& x, const Tensor& indices, const Tensor& weights, const Mxfp4Experts& gu,
-                         const Mxfp4Experts& down, const SwigluParams& p, std::int64_t& inexact) {
+Tensor fp8_moe_emulation(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gu,
+                         const ExpertWeights& down, const SwigluParams& p, std::int64_t& inexact) {
   CpuOps cpu;
   const std::int64_t S = x.size(0), H = x.size(1), k = indices.size(1), I = down.in;
   Tensor out = Tensor::zeros({S, H}, DType::f32);
@@ -101,8 +101,8 @@ struct Errors {
   double vs_emulation = 0, vs_f32 = 0;
 };
 
-Errors run_fp8_case(CudaContext& ctx, MoeGemms& gemms, MoeWorkspace& ws, const Mxfp4Experts& gu_host,
-                    const Mxfp4Experts& down_host, const Mxfp4Experts& gu_dev, const Mxfp4Experts& down_dev,
+Errors run_fp8_case(CudaContext& ctx, MoeGemms& gemms, MoeWorkspace& ws, const ExpertWeights& gu_host,
+                    const ExpertWeights& down_host, const ExpertWeights& gu_dev, const ExpertWeights& down_dev,
                     std::int64_t S, const SwigluParams& p, std::mt19937& rng) {
   SCOPED_TRACE("S " + std::to_string(S));
   const std::int64_t H = ws.shape.hidden;
@@ -145,9 +145,9 @@ void run_shapes(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, 
                 DType bias_dtype, bool interleaved, std::mt19937& rng) {
   SCOPED_TRACE("E " + std::to_string(E) + " k " + std::to_string(k) + " H " + std::to_string(H) + " I " +
                std::to_string(I));
-  const Mxfp4Experts gu_host = encoded_experts(E, int(2 * I), int(H), bias_dtype, rng);
-  const Mxfp4Experts down_host = encoded_experts(E, int(H), int(I), bias_dtype, rng);
-  const Mxfp4Experts gu_dev = upload_experts(ctx, gu_host), down_dev = upload_experts(ctx, down_host);
+  const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), bias_dtype, rng);
+  const ExpertWeights down_host = encoded_experts(E, int(H), int(I), bias_dtype, rng);
+  const ExpertWeights gu_dev = upload_experts(ctx, gu_host), down_dev = upload_experts(ctx, down_host);
   SwigluParams p;
   p.interleaved = interleaved;
   const std::int64_t max_tokens = *std::max_element(batches.begin(), batches.end());
@@ -201,9 +201,9 @@ TEST(CudaMoeFp8, routed_experts_at_the_gpt_oss_20b_shape_are_accurate_and_timed_
   std::mt19937 rng(6002);
   const int E = 32, k = 4;
   const std::int64_t H = 2880, I = 2880, T = 128;
-  const Mxfp4Experts gu_host = encoded_experts(E, int(2 * I), int(H), DType::bf16, rng);
-  const Mxfp4Experts down_host = encoded_experts(E, int(H), int(I), DType::bf16, rng);
-  const Mxfp4Experts gu_dev = upload_experts(*ctx, gu_host), down_dev = upload_experts(*ctx, down_host);
+  const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), DType::bf16, rng);
+  const ExpertWeights down_host = encoded_experts(E, int(H), int(I), DType::bf16, rng);
+  const ExpertWeights gu_dev = upload_experts(*ctx, gu_host), down_dev = upload_experts(*ctx, down_host);
   const SwigluParams p;
   auto ws8 = MoeWorkspace::plan(ctx->arena(), MoeWorkspaceShape{E, k, H, I, T, ExpertCompute::fp8});
   auto ws16 = MoeWorkspace::plan(ctx->arena(), MoeWorkspaceShape{E, k, H, I, T, ExpertCompute::bf16});
@@ -241,8 +241,8 @@ TEST(CudaMoeFp8, an_fp8_workspace_with_a_lone_bf16_gemm_is_an_error_naming_moe_g
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(6003);
-  const Mxfp4Experts gu = upload_experts(*ctx, encoded_experts(4, 64, 32, DType::f32, rng));
-  const Mxfp4Experts down = upload_experts(*ctx, encoded_experts(4, 32, 32, DType::f32, rng));
+  const ExpertWeights gu = upload_experts(*ctx, encoded_experts(4, 64, 32, DType::f32, rng));
+  const ExpertWeights down = upload_experts(*ctx, encoded_experts(4, 32, 32, DType::f32, rng));
   auto ws = MoeWorkspace::plan(ctx->arena(), MoeWorkspaceShape{4, 2, 32, 32, 2, ExpertCompute::fp8});
   ASSERT_TRUE(ws.ok()) << ws.error().message;
   GemmBf16 gemm(*ctx);

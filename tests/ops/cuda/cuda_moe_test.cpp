@@ -35,9 +35,9 @@ void run_case(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, co
   SCOPED_TRACE("E " + std::to_string(E) + " k " + std::to_string(k) + " H " + std::to_string(H) + " I " +
                std::to_string(I));
   CpuOps cpu;
-  const Mxfp4Experts gu_host = encoded_experts(E, int(2 * I), int(H), bias_dtype, rng);
-  const Mxfp4Experts down_host = encoded_experts(E, int(H), int(I), bias_dtype, rng);
-  const Mxfp4Experts gu_dev = upload_experts(ctx, gu_host), down_dev = upload_experts(ctx, down_host);
+  const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), bias_dtype, rng);
+  const ExpertWeights down_host = encoded_experts(E, int(H), int(I), bias_dtype, rng);
+  const ExpertWeights gu_dev = upload_experts(ctx, gu_host), down_dev = upload_experts(ctx, down_host);
   SwigluParams p;
   p.interleaved = interleaved;
   const std::int64_t max_tokens = *std::max_element(batches.begin(), batches.end());
@@ -96,8 +96,8 @@ TEST(CudaMoe, rejects_more_tokens_than_planned) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(3003);
-  const Mxfp4Experts gu = upload_experts(*ctx, encoded_experts(4, 64, 32, DType::f32, rng));
-  const Mxfp4Experts down = upload_experts(*ctx, encoded_experts(4, 32, 32, DType::f32, rng));
+  const ExpertWeights gu = upload_experts(*ctx, encoded_experts(4, 64, 32, DType::f32, rng));
+  const ExpertWeights down = upload_experts(*ctx, encoded_experts(4, 32, 32, DType::f32, rng));
   auto ws = MoeWorkspace::plan(ctx->arena(), MoeWorkspaceShape{4, 2, 32, 32, 2});
   ASSERT_TRUE(ws.ok()) << ws.error().message;
   GemmBf16 gemm(*ctx);

@@ -74,8 +74,8 @@ TEST(CudaRouter, rejects_k_above_eight_and_more_than_256_experts) {
 }
 
 // Random MXFP4 experts on the host: random nibbles, scales around 2^0 with a few extremes.
-Mxfp4Experts random_experts(int E, int out, int in, std::mt19937& rng) {
-  Mxfp4Experts w;
+ExpertWeights random_experts(int E, int out, int in, std::mt19937& rng) {
+  ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
   const std::int64_t groups = in / kMxfp4GroupSize;
   w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
@@ -86,8 +86,8 @@ Mxfp4Experts random_experts(int E, int out, int in, std::mt19937& rng) {
   return w;
 }
 
-Mxfp4Experts upload_experts(CudaContext& ctx, const Mxfp4Experts& host) {
-  Mxfp4Experts d = host;
+ExpertWeights upload_experts(CudaContext& ctx, const ExpertWeights& host) {
+  ExpertWeights d = host;
   d.blocks = upload(ctx, host.blocks);
   d.scales = upload(ctx, host.scales);
   return d;
@@ -102,7 +102,7 @@ TEST(CudaMxfp4Experts, converts_only_the_selected_experts_bit_exactly_in_selecti
   // gpt-oss's gate_up is [2*2880, 2880] and down [2880, 2880]: a 2880 x 2880 slice keeps the test quick.
   // Ids repeat and come out of order: the workspace follows the list, not the expert numbering.
   for (const Case& c : {Case{4, 1, 32, {2}}, Case{8, 33, 96, {7, 0, 3}}, Case{4, 2880, 2880, {3, 0, 3, 1}}}) {
-    const Mxfp4Experts host = random_experts(c.E, c.out, c.in, rng);
+    const ExpertWeights host = random_experts(c.E, c.out, c.in, rng);
     const std::int64_t n = static_cast<std::int64_t>(c.ids.size());
     const std::int64_t groups = c.in / kMxfp4GroupSize;
     Tensor d_ws = poisoned(*ctx, {n, c.out, c.in}, DType::bf16), flag = zeroed(*ctx, {1}, DType::i32);
@@ -129,7 +129,7 @@ TEST(CudaMxfp4Experts, an_out_of_range_expert_id_is_clamped_and_raises_the_error
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(2003);
-  const Mxfp4Experts host = random_experts(4, 8, 64, rng);
+  const ExpertWeights host = random_experts(4, 8, 64, rng);
   Tensor d_ws = poisoned(*ctx, {2, 8, 64}, DType::bf16), flag = zeroed(*ctx, {1}, DType::i32);
   D0_ASSERT_OK(mxfp4_experts_to_bf16_cuda(upload_experts(*ctx, host), upload(*ctx, optest::i32_tensor({1, 9})), d_ws,
                                           flag, ctx->stream()));

@@ -1,5 +1,6 @@
-// Helpers shared by the CUDA MoE tests: MXFP4 experts encoded from random weights, their device copies, and
-// random routing (k distinct experts per token, weights summing to 1).
+// Helpers shared by the CUDA MoE tests: MXFP4 experts encoded from random weights, their bf16 / fp8 conversions
+// as `day0 convert` stores them, device copies, and random routing (k distinct experts per token, weights summing
+// to 1).
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
+#include "quant/fp8_experts.h"
 #include "quant/mxfp4.h"
 
 namespace day0::moetest {
@@ -18,8 +20,8 @@ namespace day0::moetest {
 // Experts encoded with mxfp4_encode_row from uniform weights in +-sqrt(3/in) (unit-variance outputs for unit
 // inputs, so SwiGLU's clamp is reached only sometimes); bias [E, out] in `bias_dtype` (f32 or bf16).
 // A cheap LCG instead of mt19937: the gpt-oss-20b shape encodes 800 M values.
-inline Mxfp4Experts encoded_experts(int E, int out, int in, DType bias_dtype, std::mt19937& rng) {
-  Mxfp4Experts w;
+inline ExpertWeights encoded_experts(int E, int out, int in, DType bias_dtype, std::mt19937& rng) {
+  ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
   const std::int64_t groups = in / kMxfp4GroupSize;
   w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
@@ -40,12 +42,36 @@ inline Mxfp4Experts encoded_experts(int E, int out, int in, DType bias_dtype, st
   return w;
 }
 
-inline Mxfp4Experts upload_experts(CudaContext& ctx, const Mxfp4Experts& host) {
-  Mxfp4Experts d = host;
-  d.blocks = cudatest::upload(ctx, host.blocks);
-  d.scales = cudatest::upload(ctx, host.scales);
-  d.bias = cudatest::upload(ctx, host.bias);
+// The tensors of the experts' storage (and the bias) on the device; absent ones stay absent.
+inline ExpertWeights upload_experts(CudaContext& ctx, const ExpertWeights& host) {
+  auto up = [&](const Tensor& t) { return t.raw() != nullptr ? cudatest::upload(ctx, t) : Tensor(); };
+  ExpertWeights d = host;
+  d.blocks = up(host.blocks);
+  d.scales = up(host.scales);
+  d.values = up(host.values);
+  d.row_scales = up(host.row_scales);
+  d.bias = up(host.bias);
   return d;
+}
+
+// MXFP4 experts converted on the CPU with the codecs `day0 convert` uses: bf16 (mxfp4_decode_row_bf16) or
+// fp8_rowwise (mxfp4_row_to_fp8, its codes and row scales). The bias is shared.
+inline ExpertWeights stored_experts(const ExpertWeights& mx, ExpertStorage storage) {
+  ExpertWeights w;
+  w.storage = storage;
+  w.bias = mx.bias;
+  w.n_experts = mx.n_experts, w.out = mx.out, w.in = mx.in;
+  const std::int64_t rows = std::int64_t(mx.n_experts) * mx.out, in = mx.in, groups = in / kMxfp4GroupSize;
+  const bool bf16 = storage == ExpertStorage::bf16;
+  w.values = Tensor::zeros({mx.n_experts, mx.out, mx.in}, bf16 ? DType::bf16 : DType::f8_e4m3);
+  if (!bf16) w.row_scales = Tensor::zeros({mx.n_experts, mx.out}, DType::f32);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* b = mx.blocks.data<std::uint8_t>() + r * groups * kMxfp4GroupBytes;
+    const std::uint8_t* s = mx.scales.data<std::uint8_t>() + r * groups;
+    if (bf16) mxfp4_decode_row_bf16(b, s, in, w.values.data<std::uint16_t>() + r * in);
+    else w.row_scales.data<float>()[r] = mxfp4_row_to_fp8(b, s, in, w.values.data<std::uint8_t>() + r * in).scale;
+  }
+  return w;
 }
 
 // k distinct experts per token (as the router picks them), weights positive and summing to 1.

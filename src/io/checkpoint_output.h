@@ -1,0 +1,21 @@
+// Writing a checkpoint directory (synth, convert): preparing OUTDIR, the shard file names Hugging Face uses, and
+// small files (index, config) written through a temporary name and a rename, so readers never see half a file.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace day0 {
+
+// OUTDIR is created if absent. If it holds anything it is refused unless `force`, which removes only what a
+// checkpoint writer replaces: model*.safetensors* (shards and index) and config.json.
+Status prepare_checkpoint_outdir(const std::string& dir, bool force);
+
+// "model.safetensors" for one shard, else "model-0000K-of-0000N.safetensors" (k 0-based).
+std::string shard_file_name(int k, int n);
+
+// Writes `text` to `path` through a temporary file in the same directory and a rename.
+Status write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace day0
