@@ -91,29 +91,20 @@ Result<ChatTemplate> ChatTemplate::from_source(std::string source, nlohmann::jso
   return ChatTemplate(std::move(source), std::move(tmpl), std::move(special_tokens));
 }
 
-Result<std::optional<ChatTemplate>> ChatTemplate::from_dir(const std::string& dir) {
-  const fs::path root(dir);
-  const fs::path config_path = root / "tokenizer_config.json";
-  const fs::path jinja_path = root / "chat_template.jinja";
-  nlohmann::json config = nlohmann::json::object();
-  std::error_code ec;
-  if (fs::exists(config_path, ec)) {
-    D0_ASSIGN_OR_RETURN(std::string text, read_file(config_path));
-    config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (config.is_discarded() || !config.is_object()) return make_error(config_path.string() + ": not a JSON object");
-  }
-  std::optional<std::string> source;
-  std::string where;
-  if (fs::exists(jinja_path, ec)) {  // takes precedence, as in transformers
-    D0_ASSIGN_OR_RETURN(std::string text, read_file(jinja_path));
-    source = std::move(text);
-    where = jinja_path.string();
-  } else if (config.contains("chat_template")) {
-    where = config_path.string();
-    D0_ASSIGN_OR_RETURN(source, template_from_config(config["chat_template"], where));
-  }
-  if (!source) return std::optional<ChatTemplate>();
+namespace {
 
+// tokenizer_config.json of `dir` (an empty object if there is none).
+Result<nlohmann::json> read_tokenizer_config(const fs::path& root) {
+  const fs::path config_path = root / "tokenizer_config.json";
+  std::error_code ec;
+  if (!fs::exists(config_path, ec)) return nlohmann::json::object();
+  D0_ASSIGN_OR_RETURN(std::string text, read_file(config_path));
+  nlohmann::json config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) return make_error(config_path.string() + ": not a JSON object");
+  return config;
+}
+
+nlohmann::json special_tokens_of(const nlohmann::json& config) {
   nlohmann::json special = nlohmann::json::object();
   for (const char* key : kSpecialTokens) {
     auto it = config.find(key);
@@ -125,9 +116,39 @@ Result<std::optional<ChatTemplate>> ChatTemplate::from_dir(const std::string& di
       value = (*it)["content"].get<std::string>();
     if (!value.empty()) special[key] = value;  // transformers.js skips empty and null tokens
   }
-  auto tmpl = from_source(std::move(*source), std::move(special));
+  return special;
+}
+
+}  // namespace
+
+Result<std::optional<ChatTemplate>> ChatTemplate::from_dir(const std::string& dir) {
+  const fs::path root(dir);
+  const fs::path config_path = root / "tokenizer_config.json";
+  const fs::path jinja_path = root / "chat_template.jinja";
+  D0_ASSIGN_OR_RETURN(nlohmann::json config, read_tokenizer_config(root));
+  std::error_code ec;
+  std::optional<std::string> source;
+  std::string where;
+  if (fs::exists(jinja_path, ec)) {  // takes precedence, as in transformers
+    D0_ASSIGN_OR_RETURN(std::string text, read_file(jinja_path));
+    source = std::move(text);
+    where = jinja_path.string();
+  } else if (config.contains("chat_template")) {
+    where = config_path.string();
+    D0_ASSIGN_OR_RETURN(source, template_from_config(config["chat_template"], where));
+  }
+  if (!source) return std::optional<ChatTemplate>();
+  auto tmpl = from_source(std::move(*source), special_tokens_of(config));
   if (!tmpl.ok()) return make_error(where + ": chat template: " + tmpl.error().message);
   return std::optional<ChatTemplate>(std::move(tmpl).value());
+}
+
+Result<ChatTemplate> ChatTemplate::from_file(const std::string& path, const std::string& dir) {
+  D0_ASSIGN_OR_RETURN(std::string source, read_file(path));
+  D0_ASSIGN_OR_RETURN(nlohmann::json config, read_tokenizer_config(fs::path(dir)));
+  auto tmpl = from_source(std::move(source), special_tokens_of(config));
+  if (!tmpl.ok()) return make_error(path + ": chat template: " + tmpl.error().message);
+  return std::move(tmpl).value();
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json& request, const jinja::RenderOptions& options) const {

@@ -16,6 +16,8 @@ class ChatTemplate {
  public:
   // nullopt if the directory has no chat template; an error if it has a broken one.
   static Result<std::optional<ChatTemplate>> from_dir(const std::string& dir);
+  // The template in file `path` with the special tokens of model directory `dir` (a server's --chat-template).
+  static Result<ChatTemplate> from_file(const std::string& path, const std::string& dir);
   static Result<ChatTemplate> from_source(std::string source, nlohmann::json special_tokens = nlohmann::json::object());
 
   // request: {"messages": [...], "tools": [...]?, "add_generation_prompt": bool?, other kwargs...}.

@@ -63,6 +63,26 @@ struct SynthCommandOptions {
 };
 int synth(const SynthCommandOptions& o);
 
+struct ServeCommandOptions {
+  std::string dir;
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (printed)
+  BackendCliOptions engine;
+  std::int64_t max_batch_tokens = 512;  // tokens per engine step (decode rows + prefill chunks)
+  int max_running = 64;                 // sequences in the running batch
+  int max_waiting = 256;                // queued requests beyond which the server answers 429
+  std::int64_t kv_tokens = 65536;       // paged KV pool (at least one max-length sequence)
+  std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
+  bool no_prefix_caching = false;
+  std::string api_key;                  // also DAY0_API_KEY
+  std::vector<std::string> served_model_names;  // default: the directory's name
+  std::string chat_template;            // a Jinja file replacing the model's (or supplying a missing one)
+  int max_connections = 256;
+  std::size_t max_body_bytes = 8u << 20;
+  double drain_timeout_s = 30;
+};
+int serve(const ServeCommandOptions& o);
+
 struct BenchOptions {
   std::string dir;
   BackendCliOptions engine;

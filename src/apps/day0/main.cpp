@@ -1,5 +1,5 @@
 // day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare,
-// tokenize, synth, convert.
+// tokenize, synth, convert, bench, serve.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +80,31 @@ int main(int argc, char** argv) {
   s->add_option("--threads", synth.threads, "Generator threads (default: all cores)")->check(CLI::Range(1, 1024));
   s->add_flag("--force", synth.force, "Allow a non-empty OUTDIR: replace its checkpoint files and config.json");
 
+  day0::app::ServeCommandOptions serve;
+  auto* sv = app.add_subcommand("serve", "OpenAI-compatible HTTP server: completions, chat, streaming, metrics");
+  sv->add_option("dir", serve.dir, "Model directory")->required();
+  sv->add_option("--host", serve.host, "Address to listen on");
+  sv->add_option("--port", serve.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535));
+  add_backend_options(sv, serve.engine);
+  sv->add_option("--max-batch-tokens", serve.max_batch_tokens, "Tokens per engine step (decode + prefill chunks)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  sv->add_option("--max-running", serve.max_running, "Sequences in the running batch")->check(CLI::Range(1, 4096));
+  sv->add_option("--max-waiting", serve.max_waiting, "Queued requests beyond which requests get 429")
+      ->check(CLI::Range(1, 1 << 20));
+  sv->add_option("--kv-tokens", serve.kv_tokens, "Tokens of paged KV cache (all sequences together)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
+  sv->add_option("--max-model-len", serve.max_model_len, "Context length (prompt + output); default: the model's")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
+  sv->add_flag("--no-prefix-caching", serve.no_prefix_caching, "Do not reuse KV blocks of shared prompt prefixes");
+  sv->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY' (also env DAY0_API_KEY)");
+  sv->add_option("--served-model-name", serve.served_model_names, "Model name(s) clients use (default: DIR's name)");
+  sv->add_option("--chat-template", serve.chat_template, "Jinja chat template file (replaces the model's)");
+  sv->add_option("--max-connections", serve.max_connections, "Connections served at once")->check(CLI::Range(1, 65536));
+  sv->add_option("--max-body-bytes", serve.max_body_bytes, "Largest request body (413 beyond), e.g. 8MB")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
+  sv->add_option("--drain-timeout", serve.drain_timeout_s, "Seconds running requests get to finish on SIGTERM")
+      ->check(CLI::Range(0.0, 3600.0));
+
   day0::app::BenchOptions bench;
   auto* b = app.add_subcommand("bench", "Measure the GPU's ceilings, then prefill and decode speed against them");
   b->add_option("dir", bench.dir, "Model directory (e.g. a day0 synth checkpoint)")->required();
@@ -119,6 +144,7 @@ int main(int argc, char** argv) {
     if (*c) return day0::app::compare(compare);
     if (*t) return day0::app::tokenize(tokenize);
     if (*s) return day0::app::synth(synth);
+    if (*sv) return day0::app::serve(serve);
     if (*v) return day0::app::convert(convert);
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: still one line, not an abort
     return day0::app::fail(e.what());

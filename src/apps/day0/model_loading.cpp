@@ -9,7 +9,6 @@
 #include "ops/cuda/device_arena.h"
 
 namespace day0::app {
-namespace {
 
 // "[#########.........]  41%  5.62 / 13.76 GB" redrawn in place; only on a terminal.
 ProgressFn terminal_progress() {
@@ -25,8 +24,6 @@ ProgressFn terminal_progress() {
     std::fflush(stderr);
   };
 }
-
-}  // namespace
 
 Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens) {
   LoadOptions lo;

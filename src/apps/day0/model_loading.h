@@ -14,6 +14,9 @@ namespace day0::app {
 // terminal; prints one line: bytes, seconds and GB/s of the weight placement.
 Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens);
 
+// A progress bar for weight placement on stderr, or nothing when stderr is not a terminal.
+ProgressFn terminal_progress();
+
 // The memory report: one line per use (weights, workspace, KV cache, activations, free).
 void print_memory_report(Ops& ops);
 

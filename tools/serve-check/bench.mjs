@@ -1,0 +1,107 @@
+// Load benchmark (not a test): N concurrent clients, each a loop of streamed completions with the official openai
+// client, at several concurrency levels. Reports requests/s, output tokens/s, and p50/p99 time to first token and
+// inter-token latency as the clients see them, plus the largest batch the engine ran (from /metrics).
+// Usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--model-dir DIR]
+//        [--backend cpu|cuda] [--url URL (an already running server; DAY0_API_KEY is used as its key)] [--json]
+import OpenAI from "openai";
+import { bundledModel, metric, percentile, startServer } from "./lib.mjs";
+
+function options(argv) {
+  const o = { levels: [1, 8, 32, 128], rounds: 2, maxTokens: 64, modelDir: bundledModel, backend: "cpu", url: null, json: false };
+  const rest = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i], next = () => argv[++i];
+    if (a === "--levels") o.levels = next().split(",").map(Number);
+    else if (a === "--rounds") o.rounds = Number(next());
+    else if (a === "--max-tokens") o.maxTokens = Number(next());
+    else if (a === "--model-dir") o.modelDir = next();
+    else if (a === "--backend") o.backend = next();
+    else if (a === "--url") o.url = next();
+    else if (a === "--json") o.json = true;
+    else rest.push(a);
+  }
+  o.bin = rest[0];
+  if (!o.bin && !o.url) {
+    console.error("usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--url URL]");
+    process.exit(2);
+  }
+  return o;
+}
+
+// Short Python openings, so that prompts differ (no prefix-cache shortcut) yet stay realistic for the model.
+const PROMPTS = [
+  "def fibonacci(n):", "import os\nimport sys\n", "class Stack:\n    def __init__(self):", "for i in range(10):",
+  "def read_lines(path):", "with open(path) as f:", "def parse_args(argv):", "class Config(object):",
+  "try:\n    import json\nexcept ImportError:", "def main():\n    args = parse_args()", "@property\ndef name(self):",
+  "if __name__ == \"__main__\":",
+];
+
+async function one(client, prompt, maxTokens, stats) {
+  const t0 = performance.now();
+  let last = null, first = null;
+  const stream = await client.completions.create({
+    model: stats.model, prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+    stream_options: { include_usage: true },
+  });
+  for await (const chunk of stream) {
+    if (chunk.usage) stats.tokens += chunk.usage.completion_tokens;
+    const text = chunk.choices[0]?.text;
+    if (!text) continue;
+    const now = performance.now();
+    if (first === null) {
+      first = now;
+      stats.ttft.push(now - t0);
+    } else {
+      stats.itl.push(now - last);
+    }
+    last = now;
+  }
+  stats.requests++;
+}
+
+async function level(url, key, model, clients, rounds, maxTokens) {
+  const stats = { model, requests: 0, tokens: 0, ttft: [], itl: [] };
+  const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 });
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      for (let r = 0; r < rounds; r++) await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], maxTokens, stats);
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const sorted = (a) => [...a].sort((x, y) => x - y);
+  const ttft = sorted(stats.ttft), itl = sorted(stats.itl);
+  return {
+    clients, requests: stats.requests, seconds, requests_per_s: stats.requests / seconds, output_tokens_per_s: stats.tokens / seconds,
+    ttft_p50_ms: percentile(ttft, 50), ttft_p99_ms: percentile(ttft, 99), itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99),
+    max_step_sequences: await metric(url, "day0_engine_max_step_sequences"),
+  };
+}
+
+const o = options(process.argv.slice(2));
+const key = o.url ? process.env.DAY0_API_KEY ?? "unused" : "unused";
+const maxClients = Math.max(...o.levels);
+const server = o.url ? null : await startServer(o.bin, o.modelDir, [
+  "--backend", o.backend, "--max-running", String(Math.max(64, maxClients)), "--max-waiting", String(4 * maxClients),
+  "--max-connections", String(maxClients + 64), "--kv-tokens", String(Math.max(65536, maxClients * 256)),
+]);
+const url = o.url ?? server.url;
+const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
+const model = models.data[0].id;
+await level(url, key, model, 1, 1, 8);  // warm the connection pool and the page cache
+const rows = [];
+for (const clients of o.levels) rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens));
+if (server) await server.stop();
+
+const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
+if (o.json) {
+  console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds, rows }, null, 1));
+} else {
+  console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
+              `${o.rounds} requests per client, streamed, greedy`);
+  console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch");
+  for (const r of rows)
+    console.log(`${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(5)}  ` +
+                `${f(r.output_tokens_per_s).padStart(9)}  ${f(r.ttft_p50_ms).padStart(11)}  ${f(r.ttft_p99_ms).padStart(11)}  ` +
+                `${f(r.itl_p50_ms).padStart(10)}  ${f(r.itl_p99_ms).padStart(10)}  ${String(r.max_step_sequences).padStart(9)}`);
+}
