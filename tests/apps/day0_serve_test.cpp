@@ -83,5 +83,14 @@ TEST(Day0Serve, a_directory_without_a_model_fails_with_one_line) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST(Day0Serve, a_kv_memory_budget_that_holds_no_block_fails_naming_what_one_block_needs) {
+  // pycoder-tiny: 16-token blocks of f32 K and V over its layers need 32,768 bytes.
+  const auto r = testing_util::run_day0({"serve", kBundledModel, "--port", "0", "--kv-memory", "1KB"});
+  EXPECT_EQ(r.exit_code, 1) << r.what;
+  EXPECT_NE(r.err.find("--kv-memory: kv budget of 1000 bytes holds no block; one block of 16 tokens needs 32768"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace day0

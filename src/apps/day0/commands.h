@@ -72,6 +72,7 @@ struct ServeCommandOptions {
   int max_running = 64;                 // sequences in the running batch
   int max_waiting = 256;                // queued requests beyond which the server answers 429
   std::int64_t kv_tokens = 65536;       // paged KV pool (at least one max-length sequence)
+  std::uint64_t kv_memory = 0;          // > 0: size the pool from this many bytes instead
   std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
   bool no_prefix_caching = false;
   std::string api_key;                  // also DAY0_API_KEY

@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   sv->add_option("--kv-tokens", serve.kv_tokens, "Tokens of paged KV cache (all sequences together)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
+  sv->add_option("--kv-memory", serve.kv_memory, "Bytes of paged KV cache, e.g. 40GB (instead of --kv-tokens)")
+      ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
   sv->add_option("--max-model-len", serve.max_model_len, "Context length (prompt + output); default: the model's")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
   sv->add_flag("--no-prefix-caching", serve.no_prefix_caching, "Do not reuse KV blocks of shared prompt prefixes");

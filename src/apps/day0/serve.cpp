@@ -5,16 +5,18 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <mutex>
 #include <thread>
 
 #include "apps/day0/commands.h"
 #include "apps/day0/model_loading.h"
+#include "arch/registry.h"
+#include "cache/block_pool.h"
 #include "ops/cuda/device_arena.h"
 #include "ops/registry.h"
 #include "serve/deployment.h"
@@ -96,6 +98,17 @@ int serve(const ServeCommandOptions& o) {
   d.load.max_tokens = o.max_model_len;  // 0: the model's max_position_embeddings
   d.load.max_step_tokens = std::max(o.engine.max_step_tokens, o.max_batch_tokens);
   d.load.kv_pool_tokens = o.kv_tokens;
+  if (o.kv_memory > 0) {  // the pool from a memory budget: as many whole blocks as the bytes hold
+    auto spec = model_spec_from_dir(o.dir);
+    if (!spec.ok()) return fail(spec.error().message);
+    KvLayout layout;
+    layout.block_size = d.load.block_size;
+    for (const auto& L : spec->layers)
+      layout.row_widths.push_back(std::int64_t(L.mixer.attention.n_kv_heads) * L.mixer.attention.head_dim);
+    auto blocks = kv_blocks_for_budget(layout, static_cast<std::size_t>(o.kv_memory));
+    if (!blocks.ok()) return fail("--kv-memory: " + blocks.error().message);
+    d.load.kv_pool_tokens = std::int64_t(*blocks) * layout.block_size;
+  }
   d.load.progress = terminal_progress();
   d.engine.max_batch_tokens = o.max_batch_tokens;
   d.engine.max_running = o.max_running;
