@@ -105,6 +105,7 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   }
   for (int i = 0; i < n_layers; ++i) {
     const LayerSpec& L = spec_.layers[i];
+    ScratchScope layer_scope(ops_);  // a layer's temporaries (q, k, v, bf16 copies, router) die with it
     D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
     {
