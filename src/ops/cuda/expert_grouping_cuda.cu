@@ -1,0 +1,100 @@
+// group_by_expert_cuda: see the header.
+#include "ops/cuda/expert_grouping_cuda.h"
+
+#include <climits>
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+
+__global__ void __launch_bounds__(kThreads)
+    group_kernel(const std::int32_t* __restrict__ idx, int A, int k, int E, std::int32_t* __restrict__ counts,
+                 std::int32_t* __restrict__ offsets, std::int32_t* __restrict__ rows,
+                 std::int32_t* __restrict__ assignments, std::int32_t* __restrict__ experts,
+                 std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag) {
+  __shared__ std::int32_t s_count[kGroupingMaxExperts];
+  __shared__ std::int32_t s_offset[kGroupingMaxExperts + 1];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int a = tid; a < A; a += kThreads)
+    if (idx[a] < 0 || idx[a] >= E) *error_flag = 1;
+  // Counts: warp-uniform loops, so the ballots see all 32 lanes.
+  for (int e = warp; e < E; e += kWarps) {
+    int c = 0;
+    for (int base = 0; base < A; base += 32) {
+      const int a = base + lane;
+      c += __popc(__ballot_sync(0xffffffffu, a < A && idx[a] == e));
+    }
+    if (lane == 0) s_count[e] = c;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int acc = 0, routed = 0;
+    for (int e = 0; e < E; ++e) {
+      s_offset[e] = acc;
+      acc += s_count[e];
+      if (s_count[e] > 0) experts[routed++] = e;
+    }
+    s_offset[E] = acc;
+    *n_routed = routed;
+    for (int e = routed; e < E; ++e) experts[e] = -1;
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += kThreads) {
+    counts[e] = s_count[e];
+    offsets[e] = s_offset[e];
+  }
+  if (tid == 0) offsets[E] = s_offset[E];
+  // Placement in assignment order: a lane's position is the matches of the lanes before it.
+  for (int e = warp; e < E; e += kWarps) {
+    int pos = s_offset[e];
+    for (int base = 0; base < A; base += 32) {
+      const int a = base + lane;
+      const bool match = a < A && idx[a] == e;
+      const unsigned mask = __ballot_sync(0xffffffffu, match);
+      if (match) {
+        const int p = pos + __popc(mask & ((1u << lane) - 1u));
+        rows[p] = a / k;
+        assignments[p] = a;
+      }
+      pos += __popc(mask);
+    }
+  }
+}
+
+}  // namespace
+
+Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
+                            Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
+                            cudaStream_t stream) {
+  const char* op = "group_by_expert_cuda";
+  if (indices.dim() != 2) return make_error(std::string(op) + ": indices must be [S, k]");
+  if (n_experts <= 0 || n_experts > kGroupingMaxExperts)
+    return make_error(std::string(op) + ": experts must be in [1, " + std::to_string(kGroupingMaxExperts) + "], got " +
+                      std::to_string(n_experts));
+  const std::int64_t S = indices.size(0), k = indices.size(1), A = S * k, E = n_experts;
+  if (A > INT_MAX) return make_error(std::string(op) + ": more than 2^31 - 1 assignments");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(counts, op, "counts", {DType::i32}, {E}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(offsets, op, "offsets", {DType::i32}, {E + 1}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(rows, op, "rows", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(assignments, op, "assignments", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(experts, op, "experts", {DType::i32}, {E}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(n_routed, op, "n_routed", {DType::i32}, {1}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  if (k <= 0) return make_error(std::string(op) + ": k must be positive");
+  group_kernel<<<1, kThreads, 0, stream>>>(indices.data<std::int32_t>(), static_cast<int>(A), static_cast<int>(k),
+                                           n_experts, counts.data<std::int32_t>(), offsets.data<std::int32_t>(),
+                                           rows.data<std::int32_t>(), assignments.data<std::int32_t>(),
+                                           experts.data<std::int32_t>(), n_routed.data<std::int32_t>(),
+                                           error_flag.data<std::int32_t>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

@@ -1,0 +1,23 @@
+// group_by_expert on the device (see ops/expert_grouping.h): the router's choices grouped by expert without a
+// copy to the host. One block: each warp owns experts w, w + 32, ...; it counts its experts' assignments with
+// warp ballots, thread 0 scans the counts, then each warp places its assignments in order (stable, so the
+// result equals the CPU reference exactly). Not yet used by the MoE path.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace day0 {
+
+inline constexpr int kGroupingMaxExperts = 1024;
+
+// indices i32 [S, k] on the device. Outputs, all i32 on the device: counts [E], offsets [E + 1], rows [S k],
+// assignments [S k], experts [E] (routed experts ascending, then -1), n_routed [1]. An id outside [0, E) is not
+// grouped and sets error_flag (i32 [1]) to 1. E <= kGroupingMaxExperts.
+Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
+                            Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
+                            cudaStream_t stream);
+
+}  // namespace day0

@@ -1,0 +1,76 @@
+// group_by_expert_cuda against the CPU reference, exactly, on fresh random routings: decode (1 token) to prefill
+// (2,048 tokens), top-1/4/8, 8 to 128 experts (gpt-oss-20b and -120b: 32 and 128, top-4), skewed routings where a
+// few experts take most tokens; and a bad id raises the flag.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda_test_util.h"
+#include "ops/cuda/expert_grouping_cuda.h"
+#include "ops/expert_grouping.h"
+#include "ops/op_test_util.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::upload;
+
+std::vector<std::int32_t> to_vector(const Tensor& t) {
+  return std::vector<std::int32_t>(t.data<std::int32_t>(), t.data<std::int32_t>() + t.numel());
+}
+
+TEST(CudaExpertGrouping, equals_the_cpu_reference_exactly_from_decode_to_prefill) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(31);
+  for (int E : {8, 32, 128})
+    for (int k : {1, 4, 8})
+      for (std::int64_t S : {1, 3, 64, 2048})
+        for (bool skewed : {false, true}) {
+          if (k > E) continue;
+          SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " S " << S << " skewed " << skewed);
+          Tensor idx = Tensor::zeros({S, k}, DType::i32);
+          for (std::int64_t i = 0; i < idx.numel(); ++i)
+            idx.data<std::int32_t>()[i] = static_cast<std::int32_t>(skewed ? rng() % 3 : rng() % static_cast<unsigned>(E));
+          auto want = group_by_expert(to_vector(idx), k, E);
+          ASSERT_TRUE(want.ok());
+          const std::int64_t A = S * k;
+          Tensor counts = poisoned(*ctx, {E}, DType::i32), offsets = poisoned(*ctx, {E + 1}, DType::i32);
+          Tensor rows = poisoned(*ctx, {A}, DType::i32), assigns = poisoned(*ctx, {A}, DType::i32);
+          Tensor experts = poisoned(*ctx, {E}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
+          Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+          D0_ASSERT_OK(group_by_expert_cuda(upload(*ctx, idx), E, counts, offsets, rows, assigns, experts, n_routed,
+                                            flag, ctx->stream()));
+          EXPECT_EQ(to_vector(download(*ctx, counts)), want->counts);
+          EXPECT_EQ(to_vector(download(*ctx, offsets)), want->offsets);
+          EXPECT_EQ(to_vector(download(*ctx, rows)), want->rows);
+          EXPECT_EQ(to_vector(download(*ctx, assigns)), want->assignments);
+          const auto got_experts = to_vector(download(*ctx, experts));
+          const std::int32_t routed = download(*ctx, n_routed).data<std::int32_t>()[0];
+          ASSERT_EQ(routed, static_cast<std::int32_t>(want->experts.size()));
+          EXPECT_EQ(std::vector<std::int32_t>(got_experts.begin(), got_experts.begin() + routed), want->experts);
+          for (int e = routed; e < E; ++e) EXPECT_EQ(got_experts[e], -1);
+          EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+        }
+}
+
+TEST(CudaExpertGrouping, an_id_outside_the_experts_raises_the_flag) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  const Tensor idx = upload(*ctx, optest::i32_tensor({0, 9, 1, 2}));
+  Tensor counts = poisoned(*ctx, {4}, DType::i32), offsets = poisoned(*ctx, {5}, DType::i32);
+  Tensor rows = poisoned(*ctx, {4}, DType::i32), assigns = poisoned(*ctx, {4}, DType::i32);
+  Tensor experts = poisoned(*ctx, {4}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
+  Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(group_by_expert_cuda(idx.view({2, 2}), 4, counts, offsets, rows, assigns, experts, n_routed, flag,
+                                    ctx->stream()));
+  EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+}
+
+}  // namespace
+}  // namespace day0
