@@ -42,6 +42,21 @@ Status prepare_checkpoint_outdir(const std::string& dir_name, bool force) {
   return Status::success();
 }
 
+std::vector<int> assign_shards(std::span<const std::uint64_t> tensor_bytes, std::uint64_t shard_bytes) {
+  std::vector<int> shards;
+  int shard = 0;
+  std::uint64_t in_shard = 0;
+  for (std::uint64_t bytes : tensor_bytes) {
+    if (!shards.empty() && in_shard + bytes > shard_bytes) {
+      ++shard;
+      in_shard = 0;
+    }
+    shards.push_back(shard);
+    in_shard += bytes;
+  }
+  return shards;
+}
+
 std::string shard_file_name(int k, int n) {
   if (n == 1) return "model.safetensors";
   char buf[64];

@@ -2,7 +2,10 @@
 // small files (index, config) written through a temporary name and a rename, so readers never see half a file.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -14,6 +17,10 @@ Status prepare_checkpoint_outdir(const std::string& dir, bool force);
 
 // "model.safetensors" for one shard, else "model-0000K-of-0000N.safetensors" (k 0-based).
 std::string shard_file_name(int k, int n);
+
+// The shard of each tensor, greedy in order as transformers shards: a new shard when the next tensor would
+// overflow the current one (a tensor larger than shard_bytes gets a shard of its own). Shard count: back() + 1.
+std::vector<int> assign_shards(std::span<const std::uint64_t> tensor_bytes, std::uint64_t shard_bytes);
 
 // Writes `text` to `path` through a temporary file in the same directory and a rename.
 Status write_file_atomically(const std::string& path, const std::string& text);

@@ -154,22 +154,13 @@ Result<std::vector<Item>> plan_items(const ModelSpec& spec, const Checkpoint& ck
   return items;
 }
 
-// Greedy in order, as transformers shards: a new shard when the next tensor would overflow this one.
-int assign_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
-  int shard = 0;
-  std::uint64_t in_shard = 0;
-  bool empty = true;
-  for (Item& it : items) {
-    if (!empty && in_shard + it.bytes > shard_bytes) {
-      ++shard;
-      in_shard = 0;
-      empty = true;
-    }
-    it.shard = shard;
-    in_shard += it.bytes;
-    empty = false;
-  }
-  return items.empty() ? 0 : shard + 1;
+// Each item's shard (io/checkpoint_output.h); returns the shard count.
+int place_in_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
+  std::vector<std::uint64_t> bytes;
+  for (const Item& it : items) bytes.push_back(it.bytes);
+  const std::vector<int> shards = assign_shards(bytes, shard_bytes);
+  for (size_t i = 0; i < items.size(); ++i) items[i].shard = shards[i];
+  return shards.empty() ? 0 : shards.back() + 1;
 }
 
 // Converts rows [row0, row0 + n) of `it` into `dst` on `threads` threads; returns the inexact fp8 values.
@@ -341,7 +332,7 @@ Result<ConvertResult> convert_checkpoint(const std::string& src_dir, const std::
 
   Run run;
   run.items = &items;
-  run.n_shards = assign_shards(items, options.shard_bytes);
+  run.n_shards = place_in_shards(items, options.shard_bytes);
   const int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = std::max(1, std::min(threads, run.n_shards));

@@ -143,22 +143,13 @@ Result<std::vector<Item>> make_items(const ModelSpec& spec) {
   return items;
 }
 
-// Greedy in manifest order, as transformers shards: a new shard when the next tensor would overflow.
-int assign_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
-  int shard = 0;
-  std::uint64_t in_shard = 0;
-  bool empty = true;
-  for (Item& it : items) {
-    if (!empty && in_shard + it.bytes > shard_bytes) {
-      ++shard;
-      in_shard = 0;
-      empty = true;
-    }
-    it.shard = shard;
-    in_shard += it.bytes;
-    empty = false;
-  }
-  return items.empty() ? 0 : shard + 1;
+// Each item's shard (io/checkpoint_output.h); returns the shard count.
+int place_in_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
+  std::vector<std::uint64_t> bytes;
+  for (const Item& it : items) bytes.push_back(it.bytes);
+  const std::vector<int> shards = assign_shards(bytes, shard_bytes);
+  for (size_t i = 0; i < items.size(); ++i) items[i].shard = shards[i];
+  return shards.empty() ? 0 : shards.back() + 1;
 }
 
 // ------------------------------------------------------------------------------------------- generation
@@ -229,7 +220,7 @@ Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::
   if (!items_r.ok()) return make_error(shown + ": synth: " + items_r.error().message);
   std::vector<Item>& items = *items_r;
   if (options.shard_bytes == 0) return make_error("shard size must be positive");
-  const int n_shards = assign_shards(items, options.shard_bytes);
+  const int n_shards = place_in_shards(items, options.shard_bytes);
   const int threads =
       options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const std::size_t chunk_bytes = std::max<std::size_t>(options.chunk_bytes, 1u << 12);
