@@ -1,24 +1,13 @@
 // day0 convert: an MXFP4 checkpoint rewritten with its routed experts as bf16 or fp8 (model/convert.h), for
 // comparing the offline-converted path with the online one. Progress on stderr, the summary on stdout.
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 
 #include "apps/day0/commands.h"
+#include "apps/day0/write_progress.h"
 #include "model/convert.h"
 
 namespace day0::app {
-
-namespace {
-
-std::string gb(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, bytes >= 1e8 ? "%.2f GB" : "%.1f MB", bytes >= 1e8 ? bytes / 1e9 : bytes / 1e6);
-  return buf;
-}
-
-}  // namespace
 
 int convert(const ConvertCommandOptions& o) {
   ConvertOptions opt;
@@ -28,21 +17,10 @@ int convert(const ConvertCommandOptions& o) {
   opt.shard_bytes = o.shard_bytes;
   opt.threads = o.threads;
   opt.force = o.force;
-  const bool tty = ::isatty(2) != 0;
-  double last = -1e9;
-  bool open_line = false;
-  auto progress = [&](const ConvertProgress& p) {
-    const bool done = p.bytes_done == p.bytes_total;
-    if (!done && p.seconds - last < (tty ? 0.25 : 5.0)) return;
-    last = p.seconds;
-    std::fprintf(stderr, "%sconvert  %s / %s (%.1f%%)  %.0f MB/s%s", tty ? "\r" : "", gb(double(p.bytes_done)).c_str(),
-                 gb(double(p.bytes_total)).c_str(),
-                 p.bytes_total ? 100.0 * double(p.bytes_done) / double(p.bytes_total) : 100.0,
-                 p.seconds > 0 ? double(p.bytes_done) / p.seconds / 1e6 : 0.0, tty ? "   " : "\n");
-    open_line = tty;
-  };
+  WriteProgress line("convert");
+  auto progress = [&](const ConvertProgress& p) { line.update(p.bytes_done, p.bytes_total, p.seconds); };
   auto r = convert_checkpoint(o.src, o.outdir, opt, progress);
-  if (open_line) std::fputc('\n', stderr);
+  line.finish();
   if (!r.ok()) return fail(r.error().message);
   const std::string format(expert_format_name(opt.experts));
   std::printf("wrote      %s: %d shard%s%s + config.json + %zu other file%s\n", o.outdir.c_str(), r->shards,
