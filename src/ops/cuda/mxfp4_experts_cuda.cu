@@ -53,19 +53,8 @@ __global__ void mxfp4_experts_to_bf16_kernel(const uint4* __restrict__ blocks, c
 Status mxfp4_experts_to_bf16_cuda(const ExpertWeights& w, const Tensor& expert_ids, Tensor& workspace,
                                   Tensor& error_flag, cudaStream_t stream) {
   const char* op = "mxfp4_experts_to_bf16_cuda";
-  if (w.storage != ExpertStorage::mxfp4)
-    return make_error(std::string(op) + ": converts MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
-  if (w.n_experts <= 0 || w.out <= 0 || w.in <= 0 || w.in % kMxfp4GroupSize != 0)
-    return make_error(std::string(op) + ": experts must have E, out > 0 and in a positive multiple of 32 (E=" +
-                      std::to_string(w.n_experts) + " out=" + std::to_string(w.out) + " in=" + std::to_string(w.in) +
-                      ")");
+  D0_ASSIGN_OR_RETURN(const std::int64_t n, check_mxfp4_selection(w, expert_ids, op));
   const std::int64_t groups = w.in / kMxfp4GroupSize;
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w.blocks, op, "blocks", {DType::u8},
-                                       {w.n_experts, w.out, groups, kMxfp4GroupBytes}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w.scales, op, "scales", {DType::u8}, {w.n_experts, w.out, groups}));
-  if (expert_ids.dim() != 1) return make_error(std::string(op) + ": expert_ids must be 1-D");
-  const std::int64_t n = expert_ids.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(expert_ids, op, "expert_ids", {DType::i32}, {n}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(workspace, op, "workspace", {DType::bf16}, {n, w.out, w.in}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(workspace.raw(), 16))
