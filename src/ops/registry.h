@@ -2,6 +2,7 @@
 // backend that cannot run on this machine, so `inspect --backend cuda` answers anywhere).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,9 @@ struct BackendOptions {
   // cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
+  // MoE calls of at most this many tokens read MXFP4 experts directly in the fused kernels (bf16 compute only);
+  // larger ones convert the routed experts and run GEMMs. 0: always the GEMM path.
+  std::int64_t fused_moe_max_tokens = 64;
 };
 
 std::vector<std::string_view> backend_names();

@@ -21,6 +21,9 @@ LoadOptions cuda_options(ExpertCompute compute) {
   o.max_tokens = 64;
   o.backend_options.memory_fraction = 0.2;  // tiny models; leave the GPU to others
   o.backend_options.expert_compute = compute;
+  // Online conversion + GEMMs against the offline-converted checkpoint: the fused MXFP4 decode path sums in
+  // another order (tested against the CPU in CudaMoe), so it is off here.
+  o.backend_options.fused_moe_max_tokens = 0;
   return o;
 }
 

@@ -84,10 +84,9 @@ int bench(const BenchOptions& o) {
     lo.kv_pool_tokens = lo.max_tokens + max_batch * private_tokens;
     lo.block_size = block;
     lo.max_step_tokens = std::max<std::int64_t>(engine.max_step_tokens, max_batch);
-    lo.backend_options.memory_fraction = engine.memory_fraction;
-    auto ec = parse_expert_compute(engine.expert_compute);
-    if (!ec.ok()) return Result<LoadedModel>(ec.error());
-    lo.backend_options.expert_compute = *ec;
+    auto bo = backend_options(engine);
+    if (!bo.ok()) return Result<LoadedModel>(bo.error());
+    lo.backend_options = *bo;
     const auto t0 = clock::now();
     auto m = load_model(o.dir, lo);
     if (m.ok())

@@ -15,6 +15,7 @@ struct BackendCliOptions {
   std::string expert_compute = "bf16";  // cuda: dtype the routed MXFP4 experts are converted to
   double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
   std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
+  std::int64_t fused_moe_tokens = 64;   // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never)
 };
 
 struct InspectOptions {
@@ -94,6 +95,13 @@ struct BenchOptions {
   std::string json;  // also write the figures here
 };
 int bench(const BenchOptions& o);
+
+struct BenchMoeOptions {
+  std::vector<std::int64_t> tokens = {1, 4, 8, 64, 512};
+  double arena_gib = 40;  // device memory taken for experts, workspaces and routings
+  std::string json;       // also write the figures here
+};
+int bench_moe(const BenchMoeOptions& o);
 
 struct ConvertCommandOptions {
   std::string src;      // MXFP4 checkpoint directory

@@ -1,5 +1,5 @@
 // day0: bring a newly published MoE checkpoint to a validated endpoint. Subcommands: inspect, run, compare,
-// tokenize, synth, convert, bench, serve.
+// tokenize, synth, convert, bench, bench-moe, serve.
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +24,9 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
       ->check(CLI::IsMember({"bf16", "fp8"}));
   cmd->add_option("--memory-fraction", o.memory_fraction, "cuda: share of GPU memory taken at start-up (0, 1]")
       ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--fused-moe-tokens", o.fused_moe_tokens,
+                  "cuda: MoE steps of at most this many tokens read MXFP4 experts directly (0: convert + GEMM)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_option("--max-step-tokens", o.max_step_tokens, "Tokens per forward step; longer prompts prefill in chunks")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
 }
@@ -117,6 +120,13 @@ int main(int argc, char** argv) {
   b->add_option("--decode-steps", bench.decode_steps, "Timed decode steps per point")->check(CLI::Range(1, 10000));
   b->add_option("--json", bench.json, "Also write the figures to this JSON file");
 
+  day0::app::BenchMoeOptions bench_moe;
+  auto* bm = app.add_subcommand("bench-moe", "Time the MoE expert kernels at gpt-oss-20b/120b shapes (needs a GPU)");
+  bm->add_option("--tokens", bench_moe.tokens, "Token counts to time")->delimiter(',')->expected(1, 16)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
+  bm->add_option("--arena-gib", bench_moe.arena_gib, "GPU memory to take (GiB)")->check(CLI::Range(1.0, 1024.0));
+  bm->add_option("--json", bench_moe.json, "Also write the figures to this JSON file");
+
   day0::app::ConvertCommandOptions convert;
   auto* v =
       app.add_subcommand("convert", "Rewrite an MXFP4 checkpoint with its routed experts as bf16 or fp8 (offline)");
@@ -143,6 +153,7 @@ int main(int argc, char** argv) {
     if (*i) return day0::app::inspect(inspect);
     if (*r) return day0::app::run(run);
     if (*b) return day0::app::bench(bench);
+    if (*bm) return day0::app::bench_moe(bench_moe);
     if (*c) return day0::app::compare(compare);
     if (*t) return day0::app::tokenize(tokenize);
     if (*s) return day0::app::synth(synth);

@@ -25,13 +25,20 @@ ProgressFn terminal_progress() {
   };
 }
 
+Result<BackendOptions> backend_options(const BackendCliOptions& o) {
+  BackendOptions b;
+  b.memory_fraction = o.memory_fraction;
+  D0_ASSIGN_OR_RETURN(b.expert_compute, parse_expert_compute(o.expert_compute));
+  b.fused_moe_max_tokens = o.fused_moe_tokens;
+  return b;
+}
+
 Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens) {
   LoadOptions lo;
   lo.backend = o.backend;
   lo.max_tokens = max_tokens;
   lo.max_step_tokens = o.max_step_tokens;
-  lo.backend_options.memory_fraction = o.memory_fraction;
-  D0_ASSIGN_OR_RETURN(lo.backend_options.expert_compute, parse_expert_compute(o.expert_compute));
+  D0_ASSIGN_OR_RETURN(lo.backend_options, backend_options(o));
   lo.progress = terminal_progress();
   D0_ASSIGN_OR_RETURN(LoadedModel m, load_model(dir, lo));
   std::printf("load: weights %s placed on %s in %.3f s", format_bytes(m.weight_bytes).c_str(), o.backend.c_str(),

@@ -10,6 +10,9 @@
 
 namespace day0::app {
 
+// The backend's options from the command line (the expert compute parsed).
+Result<BackendOptions> backend_options(const BackendCliOptions& o);
+
 // Loads `dir` for at most `max_tokens` tokens per sequence, drawing a progress bar on stderr when it is a
 // terminal; prints one line: bytes, seconds and GB/s of the weight placement.
 Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOptions& o, std::int64_t max_tokens);

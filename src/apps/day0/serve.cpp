@@ -91,10 +91,9 @@ int serve(const ServeCommandOptions& o) {
   DeploymentOptions d;
   d.dir = o.dir;
   d.load.backend = o.engine.backend;
-  d.load.backend_options.memory_fraction = o.engine.memory_fraction;
-  auto compute = parse_expert_compute(o.engine.expert_compute);
-  if (!compute.ok()) return fail(compute.error().message);
-  d.load.backend_options.expert_compute = *compute;
+  auto bo = backend_options(o.engine);
+  if (!bo.ok()) return fail(bo.error().message);
+  d.load.backend_options = *bo;
   d.load.max_tokens = o.max_model_len;  // 0: the model's max_position_embeddings
   d.load.max_step_tokens = std::max(o.engine.max_step_tokens, o.max_batch_tokens);
   d.load.kv_pool_tokens = o.kv_tokens;

@@ -1,41 +1,12 @@
 // measure_ceilings: median of timed repetitions after a warm-up, CUDA events on the context's stream.
 #include "ops/cuda/ceilings.h"
 
-#include <algorithm>
-#include <vector>
-
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/gemm_fp8.h"
+#include "ops/cuda/timing.h"
 
 namespace day0 {
-namespace {
-
-// Median seconds of `reps` runs of fn (after one warm-up).
-template <class Fn>
-Result<double> time_median(CudaContext& ctx, int reps, Fn fn) {
-  cudaEvent_t a, b;
-  D0_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
-  D0_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
-  std::vector<float> ms;
-  Status st = fn();
-  for (int i = 0; st.ok() && i < reps; ++i) {
-    cudaEventRecord(a, ctx.stream());
-    st = fn();
-    cudaEventRecord(b, ctx.stream());
-    if (cudaEventSynchronize(b) != cudaSuccess) st = make_error("ceilings: a timed run failed on the device");
-    float t = 0;
-    cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (!st.ok()) return st.error();
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e-3;
-}
-
-}  // namespace
 
 Result<DeviceCeilings> measure_ceilings(CudaContext& ctx) {
   DeviceCeilings c;

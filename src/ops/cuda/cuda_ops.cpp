@@ -69,7 +69,7 @@ Status CudaOps::plan(const OpsPlan& plan) {
   if (plan.n_experts == 0) return Status::success();
   MoeWorkspaceShape shape{plan.n_experts,         plan.top_k,    plan.hidden,
                           plan.intermediate,       plan.max_step_tokens, options_.expert_compute,
-                          plan.expert_storage};
+                          plan.expert_storage,    options_.fused_moe_max_tokens};
   if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
   D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
   persistent_by_use_["moe workspace"] += ws.device_bytes;
@@ -183,7 +183,7 @@ Status CudaOps::synchronize() {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
     return make_error(flags[0] ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
-                               : "cuda: an expert id outside [0, E) reached the MoE conversion kernel");
+                               : "cuda: an expert id outside [0, E) reached the MoE kernels");
   }
   return Status::success();
 }

@@ -9,7 +9,9 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/moe_cuda.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -117,6 +119,18 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.h_scales, arena.allocate({T}, DType::f32, "moe workspace swiglu scales"));
     D0_ASSIGN_OR_RETURN(ws.fp8_inexact, arena.allocate({1}, DType::u64, "moe workspace fp8 inexact count"));
   }
+  if (convert && s.compute == ExpertCompute::bf16 && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
+    ws.fused_tokens = std::min(s.max_tokens, s.fused_max_tokens);
+    const std::int64_t Af = ws.fused_tokens * s.k, E = s.n_experts;
+    D0_ASSIGN_OR_RETURN(ws.group_counts, arena.allocate({E}, DType::i32, "moe workspace group counts"));
+    D0_ASSIGN_OR_RETURN(ws.group_offsets, arena.allocate({E + 1}, DType::i32, "moe workspace group offsets"));
+    D0_ASSIGN_OR_RETURN(ws.group_rows, arena.allocate({Af}, DType::i32, "moe workspace group rows"));
+    D0_ASSIGN_OR_RETURN(ws.group_assignments, arena.allocate({Af}, DType::i32, "moe workspace group assignments"));
+    D0_ASSIGN_OR_RETURN(ws.group_experts, arena.allocate({E}, DType::i32, "moe workspace group experts"));
+    D0_ASSIGN_OR_RETURN(ws.group_n_routed, arena.allocate({1}, DType::i32, "moe workspace group count"));
+    D0_ASSIGN_OR_RETURN(ws.fused_h, arena.allocate({Af, I}, DType::bf16, "moe workspace fused swiglu output"));
+    D0_ASSIGN_OR_RETURN(ws.fused_y, arena.allocate({Af, H}, DType::f32, "moe workspace fused down output"));
+  }
   ws.device_bytes = arena.used_bytes() - before;
   ws.host_indices.resize(A);
   ws.host_weights.resize(A);
@@ -208,6 +222,25 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   return Status::success();
 }
 
+// The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
+// the weighted sum in expert order. Bad expert ids are left ungrouped and raise ws.error_flag (reported at sync).
+Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
+                     const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
+                     cudaStream_t stream) {
+  const std::int64_t S = x.size(0), A = S * ws.shape.k;
+  Tensor xb = ws.xs.slice_rows(0, S);
+  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
+  Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
+  D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
+                                          assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream));
+  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_n_routed};
+  const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
+  Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
+  D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, S, slots, &p, h, stream));
+  D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, S, slots, nullptr, y, stream));
+  return moe_combine_cuda(y, indices, weights, out, stream);
+}
+
 // The body of both entry points: exactly one of bf16 / fp8 is given, matching ws.shape.compute.
 Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
@@ -243,8 +276,17 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   if (indices.device() != weights.device())
     return make_error(std::string(op) + ": indices and weights must live on the same device");
 
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream));
+  // The flag is zeroed once; afterwards only whoever reads it (CudaOps::synchronize) clears it, so a bad id in
+  // one layer is not forgotten by the next.
+  if (!ws.error_flag_zeroed) {
+    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.error_flag.raw(), 0, sizeof(std::int32_t), stream));
+    ws.error_flag_zeroed = true;
+  }
   const std::int64_t A = S * k;
+  if (A > 0 && S <= ws.fused_tokens && gate_up.storage == ExpertStorage::mxfp4 && p.interleaved &&
+      indices.device() == Device::cuda)
+    return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, stream);
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream));
   if (A == 0) return Status::success();
 
   // 1. Indices and weights on the host (copied back, one stream sync, when they live on the device).
@@ -284,7 +326,6 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.route.raw(), ws.host_route.data(), A * sizeof(float), cudaMemcpyHostToDevice, stream));
   D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ws.expert_ids.raw(), ws.host_expert_ids.data(), n_routed * sizeof(std::int32_t),
                                           cudaMemcpyHostToDevice, stream));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.error_flag.raw(), 0, sizeof(std::int32_t), stream));
 
   // 2. Online conversion of the routed experts only (stored experts need none; fp8_inexact then stays 0).
   const Tensor ids = ws.expert_ids.slice_rows(0, n_routed);

@@ -23,6 +23,8 @@
 //      fp8:  gather + quantise its tokens (E4M3, one amax/448 scale per token), GemmFp8 gate_up (+bias),
 //            SwiGLU, quantise per token, GemmFp8 down (+bias), the same scatter-add.
 //   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
+// Small calls (S <= fused_max_tokens, MXFP4 experts, bf16 compute, device routing) instead group on the device and
+// run the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h: 5 launches per layer and no stream sync.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,6 +49,9 @@ struct MoeWorkspaceShape {
   std::int64_t max_tokens = 0;    // the largest S a call may pass
   ExpertCompute compute = ExpertCompute::bf16;
   ExpertStorage storage = ExpertStorage::mxfp4;  // bf16 / fp8_rowwise: no conversion buffers (must match compute)
+  // Calls of at most this many tokens take the fused MXFP4 path (moe_mxfp4_fused_cuda.h: no conversion, no host
+  // sync) when the experts are MXFP4, the compute bf16 and the router's choices on the device; 0 turns it off.
+  std::int64_t fused_max_tokens = 0;
 };
 
 // Stored experts run in the compute their storage is: bf16 with bf16, fp8_rowwise with fp8 (MXFP4 with either).
@@ -61,7 +66,9 @@ struct MoeWorkspace {
   Tensor expert_ids;  // i32 [max_routed]           routed expert ids, ascending
   Tensor rows;        // i32 [max_tokens * k]       token row of each assignment, grouped by expert
   Tensor route;       // f32 [max_tokens * k]       routing weight of each assignment
-  Tensor error_flag;  // i32 [1]                    set by the conversion kernel on a bad id (never, ids are checked)
+  Tensor error_flag;  // i32 [1]                    set on a bad id by the conversion kernel (never: the host path
+                      //                            checks ids) or the device grouping (fused path)
+  bool error_flag_zeroed = false;  // zeroed by the first call
   Tensor gu;          // f32 [max_tokens, 2I]
   Tensor h;           // f32 [max_tokens, I]
   Tensor y;           // f32 [max_tokens, H]
@@ -81,6 +88,12 @@ struct MoeWorkspace {
   Tensor h_scales;        // f32 [max_tokens]
   Tensor fp8_inexact;     // u64 [1]  weight values of the last call's converted experts that were not exact
                           //          (0 for stored experts: day0 convert counted theirs)
+  // The fused path only (fused_tokens > 0), for Af = fused_tokens * k assignments: group_by_expert_cuda's
+  // outputs (i32) and the two matmuls' outputs.
+  std::int64_t fused_tokens = 0;  // min(max_tokens, fused_max_tokens) where the path applies, else 0
+  Tensor group_counts, group_offsets, group_rows, group_assignments, group_experts, group_n_routed;
+  Tensor fused_h;  // bf16 [Af, I]  SwiGLU output by grouped entry
+  Tensor fused_y;  // f32 [Af, H]   down output by assignment
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;

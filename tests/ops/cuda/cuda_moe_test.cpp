@@ -31,7 +31,7 @@ using moetest::upload_experts;
 Tensor bf16_rounded(const Tensor& x) { return optest::to_bf16(x).to_f32(); }
 
 void run_case(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, const std::vector<std::int64_t>& batches,
-              DType bias_dtype, bool interleaved, std::mt19937& rng) {
+              DType bias_dtype, bool interleaved, std::mt19937& rng, std::int64_t fused_max_tokens = 0) {
   SCOPED_TRACE("E " + std::to_string(E) + " k " + std::to_string(k) + " H " + std::to_string(H) + " I " +
                std::to_string(I));
   CpuOps cpu;
@@ -41,7 +41,9 @@ void run_case(CudaContext& ctx, int E, int k, std::int64_t H, std::int64_t I, co
   SwigluParams p;
   p.interleaved = interleaved;
   const std::int64_t max_tokens = *std::max_element(batches.begin(), batches.end());
-  auto ws = MoeWorkspace::plan(ctx.arena(), MoeWorkspaceShape{E, k, H, I, max_tokens});
+  MoeWorkspaceShape shape{E, k, H, I, max_tokens};
+  shape.fused_max_tokens = fused_max_tokens;
+  auto ws = MoeWorkspace::plan(ctx.arena(), shape);
   ASSERT_TRUE(ws.ok()) << ws.error().message;
   EXPECT_EQ(ws->max_routed, std::min<std::int64_t>(E, max_tokens * k));
   GemmBf16 gemm(ctx);
@@ -89,6 +91,26 @@ TEST(CudaMoe, routed_experts_match_the_cpu_reference_at_the_gpt_oss_20b_shape) {
   ASSERT_TRUE(ctx);
   std::mt19937 rng(3002);
   run_case(*ctx, 32, 4, 2880, 2880, {4}, DType::bf16, true, rng);
+}
+
+// The fused MXFP4 path (device routing, S <= fused_max_tokens; host routing and interleaved == false fall back to
+// the GEMM path) against the same reference and tolerance: it makes the same roundings.
+TEST(CudaMoe, fused_mxfp4_path_matches_the_cpu_reference) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(3004);
+  for (int E : {4, 32})
+    for (int k : {1, 2, 4})
+      run_case(*ctx, E, k, 64, 96, {1, 2, 5, 8, 40, 64}, E == 4 ? DType::f32 : DType::bf16, k != 2, rng, 64);
+}
+
+TEST(CudaMoe, fused_mxfp4_path_matches_the_cpu_reference_at_the_gpt_oss_20b_shape) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context(std::size_t(3) << 30);
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(3005);
+  run_case(*ctx, 32, 4, 2880, 2880, {2, 8}, DType::bf16, true, rng, 8);
 }
 
 TEST(CudaMoe, rejects_more_tokens_than_planned) {

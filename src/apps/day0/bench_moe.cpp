@@ -1,0 +1,223 @@
+// day0 bench-moe: the routed-expert kernels at gpt-oss-20b and -120b shapes (random MXFP4 experts, random top-k
+// routing) from decode to prefill token counts, against the ceilings measured on the same GPU. Per point:
+//   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure;
+//   group   the device token-to-expert grouping (once per layer, shared by both matmuls);
+//   moe     the whole expert block (gate_up, SwiGLU, down, weighted sum) per path: fused MXFP4, online BF16
+//           (convert routed experts + cuBLASLt), online FP8 (convert + quantise + cuBLASLt FP8).
+// Timed as the median of samples of back-to-back calls that cycle through 8 routings, so successive calls touch
+// different experts and the expert bytes mostly come from HBM, not the 50 MB L2. GB/s counts the routed experts'
+// bytes as stored (MXFP4) once per call; TFLOP/s counts 2 x assignments x out x in per matrix.
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/day0/commands.h"
+#include "ops/cuda/ceilings.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/expert_grouping_cuda.h"
+#include "ops/cuda/moe_cuda.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/cuda/timing.h"
+#include "quant/mxfp4.h"
+
+namespace day0::app {
+namespace {
+
+constexpr int kRoutings = 8;
+
+struct MoeShape {
+  const char* name;
+  int E, k;
+  std::int64_t H, I;
+};
+
+// Random MXFP4 experts [E, out, in] on the device: random nibbles, scale codes 119..123 (|w| up to 6 * 2^-4),
+// bf16 bias.
+Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, std::int64_t in, std::mt19937& rng,
+                                     const std::string& what) {
+  ExpertWeights w;
+  w.n_experts = E, w.out = static_cast<int>(out), w.in = static_cast<int>(in);
+  const std::int64_t groups = in / kMxfp4GroupSize;
+  Tensor blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
+  Tensor scales = Tensor::zeros({E, out, groups}, DType::u8);
+  Tensor bias = Tensor::zeros({E, out}, DType::bf16);
+  std::uint64_t state = rng() | (std::uint64_t(rng()) << 32);
+  auto* b64 = reinterpret_cast<std::uint64_t*>(blocks.raw());
+  for (std::size_t i = 0; i < blocks.nbytes() / 8; ++i)
+    b64[i] = state = state * 6364136223846793005ull + 1442695040888963407ull;
+  for (std::int64_t i = 0; i < scales.numel(); ++i) scales.data<std::uint8_t>()[i] = std::uint8_t(119 + rng() % 5);
+  for (std::int64_t i = 0; i < bias.numel(); ++i) bias.data<std::uint16_t>()[i] = std::uint16_t(0x3c00 + rng() % 256);
+  auto up = [&](const Tensor& host, const std::string& name) -> Result<Tensor> {
+    D0_ASSIGN_OR_RETURN(Tensor d, ctx.arena().allocate(host.shape(), host.dtype(), what + " " + name));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
+    return d;
+  };
+  D0_ASSIGN_OR_RETURN(w.blocks, up(blocks, "blocks"));
+  D0_ASSIGN_OR_RETURN(w.scales, up(scales, "scales"));
+  D0_ASSIGN_OR_RETURN(w.bias, up(bias, "bias"));
+  return w;
+}
+
+double mxfp4_bytes(std::int64_t out, std::int64_t in) { return double(out) * in * (0.5 + 1.0 / kMxfp4GroupSize); }
+
+// One routing of S tokens: indices/weights on the device and its grouping, and how many experts it touches.
+struct Routing {
+  Tensor indices, weights;
+  Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
+  int distinct = 0;
+};
+
+Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape& m, std::mt19937& rng) {
+  Routing r;
+  Tensor idx = Tensor::zeros({S, m.k}, DType::i32), wts = Tensor::zeros({S, m.k}, DType::f32);
+  std::set<int> used;
+  std::vector<int> order(m.E);
+  for (std::int64_t s = 0; s < S; ++s) {
+    for (int e = 0; e < m.E; ++e) order[e] = e;
+    for (int j = 0; j < m.k; ++j) {
+      std::swap(order[j], order[j + rng() % (m.E - j)]);
+      idx.data<std::int32_t>()[s * m.k + j] = order[j];
+      wts.data<float>()[s * m.k + j] = 1.0f / m.k;
+      used.insert(order[j]);
+    }
+  }
+  r.distinct = static_cast<int>(used.size());
+  DeviceArena& arena = ctx.arena();
+  const std::int64_t A = S * m.k;
+  D0_ASSIGN_OR_RETURN(r.indices, arena.allocate({S, m.k}, DType::i32, "routing indices"));
+  D0_ASSIGN_OR_RETURN(r.weights, arena.allocate({S, m.k}, DType::f32, "routing weights"));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(r.indices.raw(), idx.raw(), idx.nbytes(), cudaMemcpyHostToDevice));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(r.weights.raw(), wts.raw(), wts.nbytes(), cudaMemcpyHostToDevice));
+  D0_ASSIGN_OR_RETURN(r.counts, arena.allocate({m.E}, DType::i32, "routing counts"));
+  D0_ASSIGN_OR_RETURN(r.offsets, arena.allocate({m.E + 1}, DType::i32, "routing offsets"));
+  D0_ASSIGN_OR_RETURN(r.rows, arena.allocate({A}, DType::i32, "routing rows"));
+  D0_ASSIGN_OR_RETURN(r.assignments, arena.allocate({A}, DType::i32, "routing assignments"));
+  D0_ASSIGN_OR_RETURN(r.experts, arena.allocate({m.E}, DType::i32, "routing experts"));
+  D0_ASSIGN_OR_RETURN(r.n_routed, arena.allocate({1}, DType::i32, "routing count"));
+  D0_ASSIGN_OR_RETURN(r.flag, arena.allocate({1}, DType::i32, "routing flag"));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemset(r.flag.raw(), 0, sizeof(std::int32_t)));
+  D0_RETURN_IF_ERROR(group_by_expert_cuda(r.indices, m.E, r.counts, r.offsets, r.rows, r.assignments, r.experts,
+                                          r.n_routed, r.flag, ctx.stream()));
+  return r;
+}
+
+Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts,
+                   const DeviceCeilings& ceil, nlohmann::json& report) {
+  std::mt19937 rng(77);
+  DeviceArena& arena = ctx.arena();
+  const DeviceArena::Mark mark = arena.mark();
+  D0_ASSIGN_OR_RETURN(ExpertWeights gate_up, random_experts(ctx, m.E, 2 * m.I, m.H, rng, "gate_up"));
+  D0_ASSIGN_OR_RETURN(ExpertWeights down, random_experts(ctx, m.E, m.H, m.I, rng, "down"));
+  std::int64_t max_s = 1;
+  for (auto s : token_counts) max_s = std::max(max_s, s);
+  MoeWorkspaceShape fused{m.E, m.k, m.H, m.I, max_s, ExpertCompute::bf16, ExpertStorage::mxfp4, max_s};
+  MoeWorkspaceShape bf16 = fused, fp8 = fused;
+  bf16.fused_max_tokens = fp8.fused_max_tokens = 0;
+  fp8.compute = ExpertCompute::fp8;
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws_fused, MoeWorkspace::plan(arena, fused));
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws_bf16, MoeWorkspace::plan(arena, bf16));
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws_fp8, MoeWorkspace::plan(arena, fp8));
+  MoeGemms gemms(ctx);
+  SwigluParams p;
+  p.interleaved = true;
+  const double gu_bytes = mxfp4_bytes(2 * m.I, m.H), down_bytes = mxfp4_bytes(m.H, m.I);
+
+  std::printf("\n%s: %d experts, top-%d, H %lld, I %lld (expert: gate_up %.1f MB + down %.1f MB as MXFP4)\n", m.name,
+              m.E, m.k, static_cast<long long>(m.H), static_cast<long long>(m.I), gu_bytes / 1e6, down_bytes / 1e6);
+  std::printf("%7s %-22s %10s %12s %10s %10s %10s\n", "tokens", "kernel", "us", "expert MB", "GB/s", "of copy",
+              "TFLOP/s");
+  for (std::int64_t S : token_counts) {
+    const DeviceArena::Mark point = arena.mark();
+    std::vector<Routing> routings;
+    double distinct = 0;
+    for (int r = 0; r < kRoutings; ++r) {
+      D0_ASSIGN_OR_RETURN(Routing rt, random_routing(ctx, S, m, rng));
+      distinct += rt.distinct / double(kRoutings);
+      routings.push_back(std::move(rt));
+    }
+    D0_ASSIGN_OR_RETURN(Tensor x, arena.allocate({S, m.H}, DType::f32, "bench x"));
+    D0_ASSIGN_OR_RETURN(Tensor xb, arena.allocate({S, m.I}, DType::bf16, "bench x bf16"));
+    D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({S * m.k, m.H}, DType::f32, "bench y"));
+    D0_ASSIGN_OR_RETURN(Tensor out, arena.allocate({S, m.H}, DType::f32, "bench out"));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x.raw(), 0x3c, x.nbytes(), ctx.stream()));  // ~0.01 (0x3c3c3c3c f32)
+    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xb.raw(), 0x3c, xb.nbytes(), ctx.stream()));
+    const double A = double(S) * m.k;
+    auto report_row = [&](const char* kernel, double seconds, double bytes, double flops) {
+      const double bw = bytes / seconds;
+      std::printf("%7lld %-22s %10.1f %12.1f %10.0f %9.1f%% %10.1f\n", static_cast<long long>(S), kernel, seconds * 1e6,
+                  bytes / 1e6, bw / 1e9, 100 * bw / ceil.copy_bytes_per_s, flops / seconds / 1e12);
+      report["moe_kernels"].push_back({{"shape", m.name}, {"tokens", S}, {"kernel", kernel}, {"seconds", seconds},
+                                       {"expert_bytes", bytes}, {"bytes_per_s", bw},
+                                       {"of_copy_bandwidth", bw / ceil.copy_bytes_per_s},
+                                       {"flops_per_s", flops / seconds}});
+    };
+    int i = 0;
+    auto next = [&]() -> Routing& { return routings[static_cast<size_t>(i++ % kRoutings)]; };
+    const int calls = kRoutings * 4;
+
+    D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, [&] {
+      Routing& r = next();
+      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts, r.n_routed};
+      return mxfp4_grouped_matmul_cuda(xb, true, down, g, S, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
+                                       ctx.stream());
+    }, calls));
+    report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
+
+    D0_ASSIGN_OR_RETURN(double t_group, time_median(ctx, 9, [&] {
+      Routing& r = next();
+      return group_by_expert_cuda(r.indices, m.E, r.counts, r.offsets, r.rows, r.assignments, r.experts, r.n_routed,
+                                  r.flag, ctx.stream());
+    }, calls));
+    report_row("group (device)", t_group, 0, 0);
+
+    const double moe_bytes = distinct * (gu_bytes + down_bytes), moe_flops = 2 * A * 3 * m.H * m.I;
+    struct Path {
+      const char* name;
+      MoeWorkspace* ws;
+    };
+    for (const Path& path : {Path{"moe fused mxfp4", &ws_fused}, Path{"moe online bf16", &ws_bf16},
+                             Path{"moe online fp8", &ws_fp8}}) {
+      D0_ASSIGN_OR_RETURN(double t, time_median(ctx, 9, [&] {
+        Routing& r = next();
+        return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, *path.ws, gemms, out, ctx.stream());
+      }, calls));
+      report_row(path.name, t, moe_bytes, moe_flops);
+    }
+    D0_RETURN_IF_ERROR(ctx.synchronize());
+    D0_RETURN_IF_ERROR(arena.release(point));
+  }
+  D0_RETURN_IF_ERROR(arena.release(mark));
+  return Status::success();
+}
+
+}  // namespace
+
+int bench_moe(const BenchMoeOptions& o) {
+  CudaContextOptions co;
+  co.arena_bytes = static_cast<std::size_t>(o.arena_gib * double(std::size_t(1) << 30));
+  auto ctx = CudaContext::create(co);
+  if (!ctx.ok()) return fail(ctx.error().message);
+  auto ceil = measure_ceilings(**ctx);
+  if (!ceil.ok()) return fail(ceil.error().message);
+  std::printf("device      %s\n", ceil->device.c_str());
+  std::printf("ceilings    copy %.2f TB/s (read + write), bf16 matmul %.0f TFLOP/s, fp8 matmul %.0f TFLOP/s\n",
+              ceil->copy_bytes_per_s / 1e12, ceil->bf16_flops / 1e12, ceil->fp8_flops / 1e12);
+  nlohmann::json report;
+  report["ceilings"] = {{"device", ceil->device}, {"copy_bytes_per_s", ceil->copy_bytes_per_s},
+                        {"bf16_flops", ceil->bf16_flops}, {"fp8_flops", ceil->fp8_flops}};
+  const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
+  for (const MoeShape& m : shapes)
+    if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << report.dump(2) << "\n";
+    if (!f) return fail("cannot write " + o.json);
+  }
+  return 0;
+}
+
+}  // namespace day0::app

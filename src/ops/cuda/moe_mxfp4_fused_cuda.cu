@@ -1,0 +1,349 @@
+// Fused MXFP4 grouped expert matmul and the MoE combine: see the header for the scheme.
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kWarps = 4;          // split-K warps per CTA
+constexpr int kRowsPerCta = 16;    // the MMA's M
+constexpr int kTokensPerMma = 8;   // the MMA's N
+constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
+
+enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
+
+// Four E2M1 pairs of a 32-bit word (byte b = values 2b, 2b + 1, low nibble first) as bf16x2 words holding
+// value * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2 bits, mantissa 1 bit) to bits 8..6. In bf16
+// that is exactly FP4 * 2^-126 (0.5 becomes the subnormal 2^-127), so one multiply by 2^(scale - 1) finishes it.
+__device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::uint32_t lo, std::uint32_t hi, int b) {
+  // [lo.b, 0, hi.b, 0]: PTX prmt's selector 8 replicates the sign of byte 0 of lo, which is 0 (nibbles < 16).
+  std::uint32_t v;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(v) : "r"(lo), "r"(hi), "r"(static_cast<unsigned>(b | 0x80 | ((4 + b) << 8) | 0x8000)));
+  const std::uint32_t a = v << 6, s = v << 12;
+  constexpr std::uint32_t kMag = 0x7DC07DC0u;  // bits 6-8, 10-14 (zero in a), 22-24, 26-30 (zero in a)
+  return (a & kMag) | (s & ~kMag);
+}
+
+// bf16x2 factor 2^(scale - 1) (both halves) for scale <= 128; larger scales take two multiplies (see decode).
+__device__ __forceinline__ std::uint32_t pow2_bf16x2(int exponent_field) {
+  const std::uint32_t h = static_cast<std::uint32_t>(exponent_field) << 7;
+  return h | (h << 16);
+}
+
+__device__ __forceinline__ std::uint32_t bf16x2_mul(std::uint32_t a, std::uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const std::uint32_t*>(&r);
+}
+
+// A group's scale byte as the one or two bf16x2 factors that turn value * 2^-126 into value * 2^(scale - 127).
+struct GroupScale {
+  std::uint32_t first, second;
+  bool two;
+};
+
+__device__ __forceinline__ GroupScale group_scale(std::uint32_t scale) {
+  if (scale <= 128) return {pow2_bf16x2(static_cast<int>(scale) + 126), 0, false};  // 2^(scale - 1)
+  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};           // 2^126, then 2^(scale - 127)
+}
+
+__device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScale& s) {
+  v = bf16x2_mul(v, s.first);
+  return s.two ? bf16x2_mul(v, s.second) : v;
+}
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                               std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+struct KernelArgs {
+  const uint4* blocks;          // [E, out, groups] 16-byte groups
+  const std::uint8_t* scales;   // [E, out, groups]
+  const void* bias;             // [E, out] or null
+  int bias_kind;
+  int out_rows, groups;         // w.out, w.in / 32
+  const __nv_bfloat16* x;       // [*, in]
+  bool inputs_are_tokens;
+  const std::int32_t *offsets, *rows, *assignments, *experts, *n_routed;
+  float alpha, limit;           // SwiGLU
+  void* out;
+};
+
+__device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
+  if (a.bias_kind == kBiasF32) return static_cast<const float*>(a.bias)[i];
+  if (a.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[i]);
+  return 0.f;
+}
+
+// One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
+struct TileLoad {
+  uint4 g, h;
+  std::uint32_t sg, sh;
+};
+
+__device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h,
+                                              int grp) {
+  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
+  if (grp < a.groups) {
+    l.g = __ldg(a.blocks + base_g + grp);
+    l.h = __ldg(a.blocks + base_h + grp);
+    l.sg = __ldg(a.scales + base_g + grp);
+    l.sh = __ldg(a.scales + base_h + grp);
+  }
+  return l;
+}
+
+// kChunks MMAs of 8 tokens per pass over K. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
+template <int kChunks, bool kSwiglu>
+__global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
+  const int slot = blockIdx.y;
+  if (slot >= *a.n_routed) return;
+  const int e = a.experts[slot];
+  const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.x * kRowsPerCta;
+  const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
+  const std::int64_t base_g = expert_base + static_cast<std::int64_t>(row0 + g) * a.groups;
+  const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
+  const int in = a.groups * 32;
+  const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
+
+  __shared__ float partial[kWarps][kChunks][32][4];
+
+  for (int c0 = p_begin; c0 < p_end; c0 += kChunks * kTokensPerMma) {
+    // This lane's B operand is token g of each chunk.
+    const __nv_bfloat16* xrow[kChunks];
+#pragma unroll
+    for (int n = 0; n < kChunks; ++n) {
+      const int p = c0 + n * kTokensPerMma + g;
+      xrow[n] = nullptr;
+      if (p < p_end) xrow[n] = a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
+    }
+    float acc[kChunks][4];
+#pragma unroll
+    for (int n = 0; n < kChunks; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+
+    // Two tiles in flight per warp: the next tile's loads are issued before this one is decoded.
+    TileLoad next = load_tile(a, base_g, base_h, warp * kGroupsPerTile + t);
+    for (int tile = warp; tile < tiles; tile += kWarps) {
+      const TileLoad cur = next;
+      const int grp = tile * kGroupsPerTile + t;
+      if (tile + kWarps < tiles) next = load_tile(a, base_g, base_h, grp + kWarps * kGroupsPerTile);
+      const bool live = grp < a.groups;
+      const uint4 qg = cur.g, qh = cur.h;
+      const std::uint32_t sg = cur.sg, sh = cur.sh;
+      const GroupScale fg = group_scale(sg), fh = group_scale(sh);
+      const std::uint32_t wg[4] = {qg.x, qg.y, qg.z, qg.w}, wh[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
+        const std::uint32_t lo_g = wg[q] & 0x0F0F0F0Fu, hi_g = (wg[q] >> 4) & 0x0F0F0F0Fu;
+        const std::uint32_t lo_h = wh[q] & 0x0F0F0F0Fu, hi_h = (wh[q] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
+          const int b = 2 * half;
+          const std::uint32_t a0 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
+          const std::uint32_t a1 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
+          const std::uint32_t a2 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
+          const std::uint32_t a3 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
+          const int value = grp * 32 + 8 * q + 4 * half;
+#pragma unroll
+          for (int n = 0; n < kChunks; ++n) {
+            uint2 xv = make_uint2(0, 0);
+            if (live && xrow[n] != nullptr) xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
+            mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
+          }
+        }
+      }
+    }
+
+    // Split-K partials summed in warp order (deterministic), then the epilogue by warp 0.
+#pragma unroll
+    for (int n = 0; n < kChunks; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][n][lane][i] = acc[n][i];
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+      for (int n = 0; n < kChunks; ++n) {
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float s = partial[0][n][lane][i];
+#pragma unroll
+          for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
+          v[i] = s;
+        }
+        // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
+        const int r_lo = row0 + g, r_hi = row0 + g + 8;
+        const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
+        v[0] += bias_at(a, bias_base + r_lo);
+        v[1] += bias_at(a, bias_base + r_lo);
+        v[2] += bias_at(a, bias_base + r_hi);
+        v[3] += bias_at(a, bias_base + r_hi);
+        const int p_tok[2] = {c0 + n * kTokensPerMma + 2 * t, c0 + n * kTokensPerMma + 2 * t + 1};
+        if constexpr (kSwiglu) {
+          // Rows 2i (gate) and 2i + 1 (up) sit in lanes g and g + 1 (lane + 4): even-g lanes finish the pair.
+          float up[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
+          if (g % 2 == 0) {
+            const int half_rows = a.out_rows / 2;
+            __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int p = p_tok[i % 2];
+              if (p >= p_end) continue;
+              const float gate = fminf(v[i], a.limit);  // as swiglu_clamped_kernel
+              const float u = fminf(fmaxf(up[i], -a.limit), a.limit);
+              const float glu = gate / (1.0f + expf(-a.alpha * gate));
+              const int col = (i < 2 ? r_lo : r_hi) / 2;
+              h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn((u + 1.0f) * glu);
+            }
+          }
+        } else {
+          float* y = static_cast<float*>(a.out);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int p = p_tok[i % 2];
+            if (p >= p_end) continue;
+            y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
+          }
+        }
+      }
+    }
+    __syncthreads();  // partial[] is rewritten by the next pass
+  }
+}
+
+template <int kChunks>
+void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
+  if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
+                                   const float* __restrict__ wts, std::int64_t S, int k, std::int64_t H,
+                                   float* __restrict__ out) {
+  const std::int64_t total = S * H;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t s = i / H, c = i % H;
+    const std::int32_t* ids = idx + s * k;
+    float acc = 0.f;
+    int prev_e = INT_MIN, prev_j = -1;
+    for (int n = 0; n < k; ++n) {  // next (expert, slot) in ascending order: k is small
+      int best_j = -1, best_e = INT_MAX;
+      for (int j = 0; j < k; ++j) {
+        const int ej = ids[j];
+        const bool after = ej > prev_e || (ej == prev_e && j > prev_j);
+        if (after && (best_j < 0 || ej < best_e)) best_j = j, best_e = ej;
+      }
+      acc = __fadd_rn(acc, __fmul_rn(y[(s * k + best_j) * H + c], wts[s * k + best_j]));
+      prev_e = best_e;
+      prev_j = best_j;
+    }
+    out[i] = acc;
+  }
+}
+
+}  // namespace
+
+Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
+                                 const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,
+                                 std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
+                                 cudaStream_t stream) {
+  const char* op = "mxfp4_grouped_matmul_cuda";
+  if (w.storage != ExpertStorage::mxfp4)
+    return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
+  D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
+  if (w.out % kRowsPerCta != 0)
+    return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
+  const std::int64_t E = w.n_experts, A = groups.rows.numel();
+  if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::bf16}, {x.size(0), w.in}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.offsets, op, "offsets", {DType::i32}, {E + 1}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.rows, op, "rows", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.assignments, op, "assignments", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.experts, op, "experts", {DType::i32}, {E}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.n_routed, op, "n_routed", {DType::i32}, {1}));
+  if (!inputs_are_tokens && x.size(0) < A)
+    return make_error(std::string(op) + ": grouped inputs need a row per assignment (" + std::to_string(A) + ")");
+  if (swiglu) {
+    if (!swiglu->interleaved)
+      return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {A, w.out / 2}));
+  } else {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {A, w.out}));
+  }
+  int bias_kind = kNoBias;
+  if (has_values(w.bias)) {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {E, w.out}));
+    bias_kind = w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
+  }
+  if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 8))
+    return make_error(std::string(op) + ": blocks must be 16-byte and x 8-byte aligned");
+  if (launch_slots < 0 || launch_slots > 65535)
+    return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
+  if (launch_slots == 0 || A == 0) return Status::success();
+  const KernelArgs args{static_cast<const uint4*>(w.blocks.raw()),
+                        w.scales.data<std::uint8_t>(),
+                        bias_kind == kNoBias ? nullptr : w.bias.raw(),
+                        bias_kind,
+                        w.out,
+                        w.in / 32,
+                        static_cast<const __nv_bfloat16*>(x.raw()),
+                        inputs_are_tokens,
+                        groups.offsets.data<std::int32_t>(),
+                        groups.rows.data<std::int32_t>(),
+                        groups.assignments.data<std::int32_t>(),
+                        groups.experts.data<std::int32_t>(),
+                        groups.n_routed.data<std::int32_t>(),
+                        swiglu ? swiglu->alpha : 0.f,
+                        swiglu ? swiglu->limit : 0.f,
+                        out.raw()};
+  const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
+  // One pass carries up to 8, 16 or 32 tokens of an expert; an expert with more makes further passes.
+  if (max_tokens_per_expert <= 8)
+    launch<1>(args, swiglu != nullptr, grid, stream);
+  else if (max_tokens_per_expert <= 16)
+    launch<2>(args, swiglu != nullptr, grid, stream);
+  else
+    launch<4>(args, swiglu != nullptr, grid, stream);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_mma_kernel");
+  return Status::success();
+}
+
+Status moe_combine_cuda(const Tensor& y, const Tensor& indices, const Tensor& weights, Tensor& out,
+                        cudaStream_t stream) {
+  const char* op = "moe_combine_cuda";
+  if (indices.dim() != 2 || out.dim() != 2) return make_error(std::string(op) + ": indices and out must be 2-D");
+  const std::int64_t S = indices.size(0), k = indices.size(1), H = out.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {S * k, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, H}));
+  if (k <= 0 || k > 64) return make_error(std::string(op) + ": k must be in [1, 64]");
+  if (S * H == 0) return Status::success();
+  constexpr int kThreads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((S * H + kThreads - 1) / kThreads, 65536));
+  moe_combine_kernel<<<blocks, kThreads, 0, stream>>>(y.data<float>(), indices.data<std::int32_t>(),
+                                                     weights.data<float>(), S, static_cast<int>(k), H,
+                                                     out.data<float>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_combine_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

@@ -1,0 +1,45 @@
+// Fused MXFP4 expert matmuls for small token counts (decode, issue 7): the routed experts' packed weights are
+// read once, straight from where they were uploaded, and decoded in registers, with no conversion pass and no
+// per-expert launches. Token-to-expert grouping comes from group_by_expert_cuda, so nothing waits for the host.
+//
+// One CTA = 4 warps on 16 output rows of one routed expert; the warps split K (the 32-value MXFP4 groups) and sum
+// their partials in a fixed order. Each lane loads one whole 16-byte group of two rows (g and g + 8) per 128-value
+// tile, decodes byte pairs to bf16 (E2M1 -> bf16 by bit moves, times 2^(scale - 1) in a bf16x2 multiply: exact,
+// so the weights equal mxfp4_experts_to_bf16_cuda's bit for bit) and feeds mma.sync m16n8k16 with the K axis
+// permuted so that a lane's group maps onto its fragment slots; tokens are the N axis (8 per MMA, up to 32 per
+// pass), read as bf16 from L1. Accumulation is f32; only the summation order differs from the bf16 GEMM path.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/expert_weights.h"
+#include "ops/ops.h"
+
+namespace day0 {
+
+// group_by_expert_cuda's outputs, on the device (all i32): offsets [E + 1], rows [A], assignments [A],
+// experts [E] (routed ascending, then -1), n_routed [1].
+struct DeviceExpertGroups {
+  Tensor offsets, rows, assignments, experts, n_routed;
+};
+
+// For every routed expert e and each of its grouped entries p (device data, read by the kernel):
+//   v = W_e . x[input row] + bias_e   (f32 accumulation; input row = groups.rows[p] when inputs_are_tokens,
+//                                      else p: an earlier fused matmul's grouped output)
+// swiglu given (gate/up rows interleaved, as gpt-oss): out bf16 [A, w.out / 2], row p = bf16(swiglu(v));
+// swiglu null: out f32 [A, w.out], row groups.assignments[p] = v.
+// x bf16 [*, w.in]. max_tokens_per_expert bounds every expert's count (S, the batch, always does): it picks how
+// many tokens one pass carries. launch_slots: CTAs per row tile, >= n_routed (min(E, A) always is).
+Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
+                                 const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,
+                                 std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
+                                 cudaStream_t stream);
+
+// out f32 [S, H] = sum over j of weights[s, j] * y[s k + j], summed in ascending expert id order (as CpuOps adds its
+// experts), each term a separate multiply and add. y f32 [S k, H]; indices i32 / weights f32 [S, k] on the device.
+Status moe_combine_cuda(const Tensor& y, const Tensor& indices, const Tensor& weights, Tensor& out,
+                        cudaStream_t stream);
+
+}  // namespace day0
