@@ -22,7 +22,7 @@ struct BackendOptions {
   ExpertCompute expert_compute = ExpertCompute::bf16;
   // MoE calls of at most this many tokens read MXFP4 experts directly in the fused kernels (bf16 compute only);
   // larger ones convert the routed experts and run GEMMs. 0: always the GEMM path.
-  std::int64_t fused_moe_max_tokens = 64;
+  std::int64_t fused_moe_max_tokens = 512;
 };
 
 std::vector<std::string_view> backend_names();

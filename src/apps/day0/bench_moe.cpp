@@ -159,22 +159,35 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     auto next = [&]() -> Routing& { return routings[static_cast<size_t>(i++ % kRoutings)]; };
     const int calls = kRoutings * 4;
 
-    D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, [&] {
+    auto matmul = [&] {
       Routing& r = next();
       const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts, r.n_routed};
       return mxfp4_grouped_matmul_cuda(xb, true, down, g, S, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
                                        ctx.stream());
-    }, calls));
-    report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
-
-    D0_ASSIGN_OR_RETURN(double t_group, time_median(ctx, 9, [&] {
+    };
+    auto group = [&] {
       Routing& r = next();
       return group_by_expert_cuda(r.indices, m.E, r.counts, r.offsets, r.rows, r.assignments, r.experts, r.n_routed,
                                   r.flag, ctx.stream());
-    }, calls));
+    };
+    auto fused_moe = [&] {
+      Routing& r = next();
+      return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, ws_fused, gemms, out, ctx.stream());
+    };
+    // "graph": the same calls replayed from a CUDA graph (device time; how a captured decode step runs them).
+    D0_ASSIGN_OR_RETURN(double t_matmul_graph, time_graph_median(ctx, 9, matmul, calls));
+    report_row("matmul fused (graph)", t_matmul_graph, distinct * down_bytes, 2 * A * m.H * m.I);
+    D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
+    report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
+    D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));
+    report_row("group (graph)", t_group_graph, 0, 0);
+    D0_ASSIGN_OR_RETURN(double t_group, time_median(ctx, 9, group, calls));
     report_row("group (device)", t_group, 0, 0);
 
     const double moe_bytes = distinct * (gu_bytes + down_bytes), moe_flops = 2 * A * 3 * m.H * m.I;
+    D0_RETURN_IF_ERROR(fused_moe());  // zeroes the error flag outside the capture
+    D0_ASSIGN_OR_RETURN(double t_moe_graph, time_graph_median(ctx, 9, fused_moe, calls));
+    report_row("moe fused (graph)", t_moe_graph, moe_bytes, moe_flops);
     struct Path {
       const char* name;
       MoeWorkspace* ws;

@@ -104,13 +104,41 @@ __device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t 
   return l;
 }
 
-// kChunks MMAs of 8 tokens per pass over K. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
-template <int kChunks, bool kSwiglu>
+// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens.
+template <int kChunks>
+__device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live,
+                                         const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4]) {
+  const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
+  const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
+    const std::uint32_t lo_g = wg[q] & 0x0F0F0F0Fu, hi_g = (wg[q] >> 4) & 0x0F0F0F0Fu;
+    const std::uint32_t lo_h = wh[q] & 0x0F0F0F0Fu, hi_h = (wh[q] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
+      const int b = 2 * half;
+      const std::uint32_t a0 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
+      const std::uint32_t a1 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
+      const std::uint32_t a2 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
+      const std::uint32_t a3 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
+      const int value = grp * 32 + 8 * q + 4 * half;
+#pragma unroll
+      for (int n = 0; n < kChunks; ++n) {
+        uint2 xv = make_uint2(0, 0);
+        if (live && xrow[n] != nullptr) xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
+        mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
+      }
+    }
+  }
+}
+
+// kChunks MMAs of 8 tokens per pass over K; kDepth tiles in flight per warp. kSwiglu: bf16 h by grouped entry;
+// else f32 rows by assignment.
+template <int kChunks, bool kSwiglu, int kDepth>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
-  const int slot = blockIdx.y;
-  if (slot >= *a.n_routed) return;
-  const int e = a.experts[slot];
-  const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
+  // experts[] is -1 past the routed ones: no need to read n_routed first (one dependent load less).
+  const int e = a.experts[blockIdx.y];
+  if (e < 0) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = blockIdx.x * kRowsPerCta;
   const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
@@ -118,10 +146,21 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
   const int in = a.groups * 32;
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
+  constexpr int kStride = kWarps * kGroupsPerTile;  // groups between a warp's consecutive tiles
+
+  // The weights' loads go out before the token bookkeeping is read.
+  TileLoad buf[kDepth];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d) buf[d] = load_tile(a, base_g, base_h, (warp + d * kWarps) * kGroupsPerTile + t);
+  const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
   __shared__ float partial[kWarps][kChunks][32][4];
 
   for (int c0 = p_begin; c0 < p_end; c0 += kChunks * kTokensPerMma) {
+    if (c0 != p_begin) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) buf[d] = load_tile(a, base_g, base_h, (warp + d * kWarps) * kGroupsPerTile + t);
+    }
     // This lane's B operand is token g of each chunk.
     const __nv_bfloat16* xrow[kChunks];
 #pragma unroll
@@ -134,35 +173,15 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 #pragma unroll
     for (int n = 0; n < kChunks; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    // Two tiles in flight per warp: the next tile's loads are issued before this one is decoded.
-    TileLoad next = load_tile(a, base_g, base_h, warp * kGroupsPerTile + t);
-    for (int tile = warp; tile < tiles; tile += kWarps) {
-      const TileLoad cur = next;
-      const int grp = tile * kGroupsPerTile + t;
-      if (tile + kWarps < tiles) next = load_tile(a, base_g, base_h, grp + kWarps * kGroupsPerTile);
-      const bool live = grp < a.groups;
-      const uint4 qg = cur.g, qh = cur.h;
-      const std::uint32_t sg = cur.sg, sh = cur.sh;
-      const GroupScale fg = group_scale(sg), fh = group_scale(sh);
-      const std::uint32_t wg[4] = {qg.x, qg.y, qg.z, qg.w}, wh[4] = {qh.x, qh.y, qh.z, qh.w};
+    for (int base = warp; base < tiles; base += kDepth * kWarps) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
-        const std::uint32_t lo_g = wg[q] & 0x0F0F0F0Fu, hi_g = (wg[q] >> 4) & 0x0F0F0F0Fu;
-        const std::uint32_t lo_h = wh[q] & 0x0F0F0F0Fu, hi_h = (wh[q] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
-          const int b = 2 * half;
-          const std::uint32_t a0 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
-          const std::uint32_t a1 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
-          const std::uint32_t a2 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
-          const std::uint32_t a3 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
-          const int value = grp * 32 + 8 * q + 4 * half;
-#pragma unroll
-          for (int n = 0; n < kChunks; ++n) {
-            uint2 xv = make_uint2(0, 0);
-            if (live && xrow[n] != nullptr) xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
-            mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
-          }
+      for (int d = 0; d < kDepth; ++d) {
+        const int tile = base + d * kWarps;
+        if (tile < tiles) {
+          const TileLoad cur = buf[d];
+          const int grp = tile * kGroupsPerTile + t;
+          buf[d] = load_tile(a, base_g, base_h, grp + kDepth * kStride);  // zeros past the end
+          mma_tile<kChunks>(cur, grp, grp < a.groups, xrow, acc);
         }
       }
     }
@@ -226,12 +245,19 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   }
 }
 
+template <int kChunks, int kDepth>
+void launch_depth(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
+  if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true, kDepth><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    mxfp4_grouped_mma_kernel<kChunks, false, kDepth><<<grid, kWarps * 32, 0, stream>>>(a);
+}
+
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
-  else
-    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
+  // One tile prefetched ahead: on the H200 (bench-moe, 20b shapes) 2, 3, 4 and 6 were 5-20% slower at 1-64
+  // tokens (more registers, fewer CTAs resident), so the depth is not what limits this kernel.
+  launch_depth<kChunks, 1>(a, swiglu, grid, stream);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,

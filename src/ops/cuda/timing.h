@@ -37,4 +37,32 @@ Result<double> time_median(CudaContext& ctx, int samples, Fn fn, int calls_per_s
   return ms[ms.size() / 2] * 1e-3;
 }
 
+// The same for calls captured once into a CUDA graph and replayed: the device time of the kernels alone, without
+// the host's per-launch cost (as a decode step captured in a graph runs). fn must only enqueue work on the
+// context's stream (no synchronisation, no host reads).
+template <class Fn>
+Result<double> time_graph_median(CudaContext& ctx, int samples, Fn fn, int calls_per_sample) {
+  cudaGraph_t graph = nullptr;
+  D0_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(ctx.stream(), cudaStreamCaptureModeThreadLocal));
+  Status st = Status::success();
+  for (int c = 0; st.ok() && c < calls_per_sample; ++c) st = fn();
+  const cudaError_t end = cudaStreamEndCapture(ctx.stream(), &graph);
+  if (!st.ok()) {
+    if (graph) cudaGraphDestroy(graph);
+    return st.error();
+  }
+  D0_CUDA_RETURN_IF_ERROR(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  D0_CUDA_RETURN_IF_ERROR(inst);
+  auto r = time_median(ctx, samples, [&]() -> Status {
+    D0_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, ctx.stream()));
+    return Status::success();
+  });
+  cudaGraphExecDestroy(exec);
+  if (!r.ok()) return r.error();
+  return *r / calls_per_sample;
+}
+
 }  // namespace day0
