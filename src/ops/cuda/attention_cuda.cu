@@ -1,9 +1,11 @@
-// Attention on the GPU, simple and not yet optimised: one block of 128 threads per (query, head). Keys come from
+// Attention on the GPU: one block of 128 threads per (query, head), or per (query, head, split) when few pairs would
+// leave the SMs idle (decode): each split takes a contiguous share of the keys and a merge kernel combines them
+// (flash-decoding). Keys come from
 // a contiguous [T, kv_width] matrix, or from a paged pool through the query's block table (row of position t =
 // table[t / block_size] * block_size + t % block_size); kv_write_cuda scatters new rows into such a pool. The query
-// row sits in shared memory; the allowed keys [first, pos] are walked in chunks of 128. Per chunk, each warp
-// takes every 4th key and forms its dot product across lanes (coalesced over head_dim, shuffle-reduced); then
-// every thread folds the chunk into an online softmax (running max m, running sum l, the output lanes it owns
+// row sits in shared memory; the allowed keys [first, pos] are walked in chunks of 128. Per chunk, each thread
+// takes one key and forms its dot product over its whole row (independent loads, no reductions); then every
+// thread folds the chunk into an online softmax (running max m, running sum l, the output lanes it owns
 // rescaled by exp(m_old - m_new)). The sink logit starts the running max and contributes exp(sink - m) to l
 // but no value, exactly as CpuOps::attention. Every thread keeps the same m and l (it scans the chunk's
 // scores from shared memory, broadcast reads), so no block reductions are needed.
@@ -54,20 +56,29 @@ __device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int b
   return static_cast<std::int64_t>(table[t / block_size]) * block_size + t % block_size;
 }
 
+struct SplitArgs {
+  int splits = 1;         // blocks per (query, head); 1: this kernel writes the output itself
+  int span = INT_MAX;     // keys per split
+  float* partials = nullptr;  // [S * n_heads * splits][d + 2]: m, l, unnormalised output
+};
+
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                      const std::int32_t* __restrict__ q_pos, const void* __restrict__ sinks, int sink_kind,
                      float* __restrict__ out, int T, int n_heads, int group, int d, int window, float scale,
-                     KeyLayout layout) {
+                     KeyLayout layout, SplitArgs split) {
   __shared__ float qs[kAttentionMaxHeadDim];
   __shared__ float ps[kChunk];
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  __shared__ std::int64_t rows[kChunk];
+  const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
   const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_heads);
   const int kvh = h / group;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * d;
   const std::int64_t kv_width = static_cast<std::int64_t>(n_heads / group) * d;
   float* o = out + s * q_width + static_cast<std::int64_t>(h) * d;
+  float* part = split.splits > 1 ? split.partials + (static_cast<std::int64_t>(blockIdx.x) * split.splits + blockIdx.y) * (d + 2)
+                                 : nullptr;
 
   const int pos = q_pos[s];
   const std::int32_t* table =
@@ -78,18 +89,27 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = tid; b <= pos / layout.block_size; b += kThreads)
       bad |= table[b] < 0 || (static_cast<std::int64_t>(table[b]) + 1) * layout.block_size > T;
   if (__syncthreads_or(bad)) {
-    for (int i = tid; i < d; i += kThreads) o[i] = NAN;
+    if (part) {
+      if (tid == 0) part[0] = NAN;  // the merge turns the row into NaN
+    } else {
+      for (int i = tid; i < d; i += kThreads) o[i] = NAN;
+    }
     return;
   }
+  // Causal, and within the window (which counts the query itself): keys [first, pos], never empty; this
+  // block's split takes [lo, hi] of them (empty for splits past the query's keys).
+  const int first = window > 0 ? max(0, pos - window + 1) : 0;
+  const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * split.span;
+  const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);  // past the keys: an empty split
+  const int hi = static_cast<int>(std::int64_t(lo) + split.span - 1 < pos ? std::int64_t(lo) + split.span - 1 : pos);
   const float* qv = q + s * q_width + static_cast<std::int64_t>(h) * d;
   for (int i = tid; i < d; i += kThreads) qs[i] = qv[i];
-  // Causal, and within the window (which counts the query itself): keys [first, pos], never empty.
-  const int first = window > 0 ? max(0, pos - window + 1) : 0;
   const float* kbase = k + static_cast<std::int64_t>(kvh) * d;
   const float* vbase = v + static_cast<std::int64_t>(kvh) * d;
+  const bool vec4 = d % 4 == 0 && kv_width % 4 == 0 && (reinterpret_cast<std::uintptr_t>(k) % 16) == 0;
 
   float m = -INFINITY, l = 0.f;
-  if (sink_kind != kNoSink) {
+  if (sink_kind != kNoSink && !part) {  // with splits, the merge adds the sink once
     m = load_sink(sinks, sink_kind, h);
     l = 1.f;  // exp(sink - m) with m = sink
   }
@@ -98,16 +118,26 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < kLanesPerThread; ++r) acc[r] = 0.f;
   __syncthreads();  // qs ready
 
-  for (int c0 = first; c0 <= pos; c0 += kChunk) {
-    const int n = min(kChunk, pos - c0 + 1);
-    // Scores: warp-uniform loop, so the full-mask shuffles see all 32 lanes.
-    for (int j = warp; j < n; j += kWarps) {
-      const float* kr = kbase + key_row(table, layout.block_size, c0 + j) * kv_width;
+  for (int c0 = lo; c0 <= hi; c0 += kChunk) {
+    const int n = min(kChunk, hi - c0 + 1);
+    // Scores: one key per thread, its row read whole (independent loads across threads, no reductions).
+    if (tid < n) {
+      const std::int64_t row = key_row(table, layout.block_size, c0 + tid);
+      rows[tid] = row;
+      const float* kr = kbase + row * kv_width;
       float dot = 0.f;
-      for (int i = lane; i < d; i += 32) dot += qs[i] * kr[i];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-      if (lane == 0) ps[j] = dot * scale;
+      if (vec4) {
+        for (int i = 0; i < d; i += 4) {
+          const float4 kk = *reinterpret_cast<const float4*>(kr + i);
+          dot += qs[i] * kk.x;
+          dot += qs[i + 1] * kk.y;
+          dot += qs[i + 2] * kk.z;
+          dot += qs[i + 3] * kk.w;
+        }
+      } else {
+        for (int i = 0; i < d; ++i) dot += qs[i] * kr[i];
+      }
+      ps[tid] = dot * scale;
     }
     __syncthreads();  // scores ready
     float m_new = m;
@@ -127,17 +157,61 @@ __global__ void __launch_bounds__(kThreads)
       if (i < d) {
         float a = acc[r] * corr;
         const float* vc = vbase + i;
-        for (int j = 0; j < n; ++j) a += ps[j] * vc[key_row(table, layout.block_size, c0 + j) * kv_width];
+#pragma unroll 8
+        for (int j = 0; j < n; ++j) a += ps[j] * vc[rows[j] * kv_width];
         acc[r] = a;
       }
     }
     m = m_new;
-    __syncthreads();  // everyone is done with ps before the next chunk's scores land in it
+    __syncthreads();  // everyone is done with ps and rows before the next chunk's land in them
+  }
+  if (part) {
+    if (tid == 0) {
+      part[0] = m;  // -inf: this split had no keys
+      part[1] = l;
+    }
+#pragma unroll
+    for (int r = 0; r < kLanesPerThread; ++r) {
+      const int i = tid + r * kThreads;
+      if (i < d) part[2 + i] = acc[r];
+    }
+    return;
   }
 #pragma unroll
   for (int r = 0; r < kLanesPerThread; ++r) {
     const int i = tid + r * kThreads;
     if (i < d) o[i] = acc[r] / l;
+  }
+}
+
+// Merges the splits of one (query, head) (block): M = max(sink, m_y), L = exp(sink - M) + sum l_y exp(m_y - M),
+// out = sum acc_y exp(m_y - M) / L. A NaN m (a bad query) makes the row NaN.
+__global__ void __launch_bounds__(kThreads)
+    attention_merge_kernel(const float* __restrict__ partials, int splits, int n_heads, int d,
+                           const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
+  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
+  const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_heads);
+  const float* part = partials + static_cast<std::int64_t>(blockIdx.x) * splits * (d + 2);
+  float* o = out + (s * n_heads + h) * d;
+  float M = sink_kind != kNoSink ? load_sink(sinks, sink_kind, h) : -INFINITY;
+  bool bad = false;
+  for (int y = 0; y < splits; ++y) {
+    const float my = part[y * (d + 2)];
+    bad |= isnan(my);
+    M = fmaxf(M, my);
+  }
+  float L = sink_kind != kNoSink ? expf(load_sink(sinks, sink_kind, h) - M) : 0.f;
+  for (int y = 0; y < splits; ++y) {
+    const float my = part[y * (d + 2)];
+    if (my != -INFINITY) L += part[y * (d + 2) + 1] * expf(my - M);
+  }
+  for (int i = threadIdx.x; i < d; i += kThreads) {
+    float a = 0.f;
+    for (int y = 0; y < splits; ++y) {
+      const float my = part[y * (d + 2)];
+      if (my != -INFINITY) a += part[y * (d + 2) + 2 + i] * expf(my - M);
+    }
+    o[i] = bad ? NAN : a / L;
   }
 }
 
@@ -157,7 +231,8 @@ Status check_params(const char* op, const AttentionParams& p) {
 
 // Checks q, the key/value matrices (T rows), positions, out and sinks, then launches.
 Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
-              const Tensor& sinks, const AttentionParams& p, Tensor& out, KeyLayout layout, cudaStream_t stream) {
+              const Tensor& sinks, const AttentionParams& p, Tensor& out, KeyLayout layout, cudaStream_t stream,
+              const AttentionSplit& split) {
   D0_RETURN_IF_ERROR(check_params(op, p));
   if (q.dim() != 2) return make_error(std::string(op) + ": q must be 2-D, got " + shape_to_string(q.shape()));
   if (k.dim() != 2) return make_error(std::string(op) + ": keys must be 2-D, got " + shape_to_string(k.shape()));
@@ -180,12 +255,31 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   if (S * p.n_heads > INT_MAX)
     return make_error(std::string(op) + ": " + std::to_string(S) + " queries x " + std::to_string(p.n_heads) +
                       " heads exceed one grid");
-  const unsigned blocks = static_cast<unsigned>(S * p.n_heads);
-  attention_kernel<<<blocks, kThreads, 0, stream>>>(
-      q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(),
-      sink_kind == kNoSink ? nullptr : sinks.raw(), sink_kind, out.data<float>(), static_cast<int>(T), p.n_heads,
-      p.n_heads / p.n_kv_heads, p.head_dim, p.sliding_window, p.scale, layout);
+  if (split.splits < 1 || split.splits > 65535)
+    return make_error(std::string(op) + ": splits must be in [1, 65535], got " + std::to_string(split.splits));
+  SplitArgs sa;
+  if (split.splits > 1) {
+    const std::int64_t need = attention_partials_floats(S, p, split.splits);
+    D0_RETURN_IF_ERROR(check_cuda_tensor(split.partials, op, "partials", {DType::f32}, {need}));
+    const std::int64_t bound = layout.tables ? std::int64_t(layout.max_blocks) * layout.block_size : T;
+    const std::int64_t keys = p.sliding_window > 0 ? std::min<std::int64_t>(bound, p.sliding_window) : bound;
+    sa.splits = split.splits;
+    sa.span = static_cast<int>(std::min<std::int64_t>(INT_MAX, (keys + split.splits - 1) / split.splits));
+    // A Tensor is a handle: the split owns no data, the scratch it names is written here.
+    sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
+  }
+  const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
+  const dim3 grid(static_cast<unsigned>(S * p.n_heads), static_cast<unsigned>(sa.splits));
+  attention_kernel<<<grid, kThreads, 0, stream>>>(q.data<float>(), k.data<float>(), v.data<float>(),
+                                                  q_pos.data<std::int32_t>(), sink_ptr, sink_kind, out.data<float>(),
+                                                  static_cast<int>(T), p.n_heads, p.n_heads / p.n_kv_heads,
+                                                  p.head_dim, p.sliding_window, p.scale, layout, sa);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
+  if (sa.splits > 1) {
+    attention_merge_kernel<<<grid.x, kThreads, 0, stream>>>(sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr,
+                                                            sink_kind, out.data<float>());
+    D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
+  }
   return Status::success();
 }
 
@@ -209,14 +303,27 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 
 }  // namespace
 
+int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_keys, int sm_count) {
+  const std::int64_t keys = p.sliding_window > 0 ? std::min<std::int64_t>(max_keys, p.sliding_window) : max_keys;
+  const std::int64_t pairs = std::max<std::int64_t>(1, S * p.n_heads);
+  // Enough blocks for about 4 per SM, and no split shorter than one chunk of keys.
+  const std::int64_t want = (4 * std::int64_t(std::max(sm_count, 1)) + pairs - 1) / pairs;
+  const std::int64_t most = std::max<std::int64_t>(1, keys / kChunk);
+  return static_cast<int>(std::clamp<std::int64_t>(std::min(want, most), 1, 1024));
+}
+
+std::int64_t attention_partials_floats(std::int64_t S, const AttentionParams& p, int splits) {
+  return S * p.n_heads * std::int64_t(splits) * (p.head_dim + 2);
+}
+
 Status attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
-                      const AttentionParams& p, Tensor& out, cudaStream_t stream) {
-  return launch("attention_cuda", q, k, v, q_pos, sinks, p, out, KeyLayout{}, stream);
+                      const AttentionParams& p, Tensor& out, cudaStream_t stream, const AttentionSplit& split) {
+  return launch("attention_cuda", q, k, v, q_pos, sinks, p, out, KeyLayout{}, stream, split);
 }
 
 Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                             const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, const AttentionSplit& split) {
   const char* op = "paged_attention_cuda";
   if (kv.block_tables.dim() != 2 || kv.block_size <= 0 || kv.block_size > INT_MAX)
     return make_error(std::string(op) + ": block tables must be i32 [B, max_blocks] with a positive block size");
@@ -226,7 +333,7 @@ Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor&
   if (kv.block_tables.size(1) > INT_MAX) return make_error(std::string(op) + ": too many blocks per sequence");
   KeyLayout layout{kv.block_tables.data<std::int32_t>(), kv.q_seq.data<std::int32_t>(),
                    static_cast<int>(kv.block_tables.size(1)), static_cast<int>(kv.block_size)};
-  return launch(op, q, k_pool, v_pool, q_pos, sinks, p, out, layout, stream);
+  return launch(op, q, k_pool, v_pool, q_pos, sinks, p, out, layout, stream, split);
 }
 
 Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,

@@ -14,21 +14,35 @@ namespace day0 {
 // The largest head_dim the kernel takes (each of its 128 threads owns up to two output lanes).
 inline constexpr int kAttentionMaxHeadDim = 256;
 
+// Split-K over the keys (flash-decoding) for steps with few (query, head) pairs, as decode has: `splits` blocks per
+// pair each take an equal contiguous share of the pair's keys and leave (max, sum, unnormalised output) in
+// `partials`, f32 [attention_partials_floats(...)]; a merge kernel adds the sink and writes out. splits = 1: one
+// block per pair writes out itself (partials unused).
+struct AttentionSplit {
+  int splits = 1;
+  Tensor partials;
+};
+
+// Splits that give about 4 blocks per SM for S queries whose key ranges are at most max_keys long (the window
+// bounds them too), never below one 128-key chunk per split.
+int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_keys, int sm_count);
+std::int64_t attention_partials_floats(std::int64_t S, const AttentionParams& p, int splits);
+
 // q f32 [S, nH*d] at absolute positions q_pos i32 [S] over k, v f32 [T, kvH*d] at positions 0..T-1; query s
 // sees keys t with t <= q_pos[s] and (sliding_window == 0 or q_pos[s] - t < sliding_window). sinks f32/bf16/f16
 // [nH] (undefined or empty: none) join the softmax max and denominator only. out f32 [S, nH*d]. All on the device.
 // Positions live on the device, so the launcher cannot check them: a query whose position is outside [0, T)
 // gets a NaN output row (no out-of-bounds read), which the caller's checks will see.
-// Prefill (S > 1) and decode (S = 1) alike: one block per (query, head), online softmax over key chunks.
+// Prefill (S > 1) and decode (S = 1) alike: one block per (query, head, split), online softmax over key chunks.
 Status attention_cuda(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
-                      const AttentionParams& p, Tensor& out, cudaStream_t stream);
+                      const AttentionParams& p, Tensor& out, cudaStream_t stream, const AttentionSplit& split = {});
 
 // The same over a paged pool (k_pool, v_pool f32 [n_slots, kvH*d]): query s sees positions [0, q_pos[s]] of
 // sequence kv.q_seq[s] through its row of kv.block_tables (see PagedKv). A query whose table reaches outside
 // the pool, or a negative block id among the blocks it needs, gets a NaN output row (no out-of-bounds read).
 Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                             const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out,
-                            cudaStream_t stream);
+                            cudaStream_t stream, const AttentionSplit& split = {});
 
 // k_pool[slots[s]] = k[s] and v_pool[slots[s]] = v[s]; k, v f32 [S, w], slots i32 [S], pools f32 [n_slots, w].
 // A slot outside the pool writes nothing and sets error_flag (i32 [1]) to 1.

@@ -247,9 +247,21 @@ Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positio
   return rope_cuda(x, n_heads, head_dim, positions, inv_freq, attention_factor, ctx_->stream());
 }
 
+// Split-K over the keys when the step has few (query, head) pairs (decode): partials from step scratch.
+Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, const AttentionParams& p, std::int64_t max_keys) {
+  AttentionSplit split;
+  split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
+  if (split.splits > 1) {
+    D0_ASSIGN_OR_RETURN(split.partials, scratch({attention_partials_floats(S, p, split.splits)}, DType::f32,
+                                                "attention split partials"));
+  }
+  return split;
+}
+
 Status CudaOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                           const AttentionParams& p, Tensor& out) {
-  return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream());
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, p, k.dim() == 2 ? k.size(0) : 0));
+  return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream(), split);
 }
 
 Status CudaOps::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool) {
@@ -258,7 +270,9 @@ Status CudaOps::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, 
 
 Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                 const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
-  return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream());
+  const std::int64_t max_keys = kv.block_tables.dim() == 2 ? kv.block_tables.size(1) * kv.block_size : 0;
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, p, max_keys));
+  return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream(), split);
 }
 
 Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/moe_cuda.h"
@@ -81,6 +82,7 @@ class CudaOps final : public Ops {
  private:
   CudaOps() = default;
   Result<Tensor> to_bf16(const Tensor& x, const char* what);
+  Result<AttentionSplit> attention_split(std::int64_t S, const AttentionParams& p, std::int64_t max_keys);
 
   BackendOptions options_;
   std::unique_ptr<CudaContext> ctx_;

@@ -38,21 +38,41 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
       {{64, 8, 64, 0, 0.125f}, 16, {300, 17, 1, 64}, {1, 17, 1, 40}},
       {{64, 8, 64, 128, 0.125f}, 16, {400, 129, 33}, {1, 70, 33}},
       {{6, 3, 24, 5, 0.2f}, 7, {50, 8, 14}, {3, 8, 1}},
+      {{64, 8, 64, 0, 0.125f}, 16, {2000}, {1}},  // decode at a long context: the split-K case
+      {{8, 1, 64, 0, 0.125f}, 16, {1500, 700, 3}, {1, 1, 1}},
   };
+  // splits 0: what attention_splits picks for an H200 (132 SMs); others forced, more than some rows have keys.
   for (const Case& c : cases)
-    for (bool sinks : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " d " << c.p.head_dim << " block "
-                                        << c.block_size << " window " << c.p.sliding_window << " sinks " << sinks);
-      auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
-      Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-      PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
-      D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
-                                        out, ctx->stream()));
-      const Tensor got = download(*ctx, out);
-      EXPECT_EQ(count_nan(got), 0);
-      EXPECT_LE(relative_norm_error(got, sc.want), kTolerance);
-    }
+    for (bool sinks : {false, true})
+      for (int forced : {1, 0, 3, 16}) {
+        auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
+        AttentionSplit split;
+        split.splits = forced > 0 ? forced
+                                  : attention_splits(sc.q.size(0), c.p, sc.tables.size(1) * c.block_size, 132);
+        SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " d " << c.p.head_dim << " block "
+                                          << c.block_size << " window " << c.p.sliding_window << " sinks " << sinks
+                                          << " splits " << split.splits);
+        if (split.splits > 1)
+          split.partials = poisoned(*ctx, {attention_partials_floats(sc.q.size(0), c.p, split.splits)}, DType::f32);
+        Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+        PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
+        D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                          upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
+                                          out, ctx->stream(), split));
+        const Tensor got = download(*ctx, out);
+        EXPECT_EQ(count_nan(got), 0);
+        EXPECT_LE(relative_norm_error(got, sc.want), kTolerance);
+      }
+}
+
+TEST(CudaPagedAttention, decode_splits_spread_long_contexts_over_the_sms) {
+  const AttentionParams p{64, 8, 64, 0, 0.125f};
+  EXPECT_EQ(attention_splits(1, p, 8192, 132), 9);      // 64 heads: ~4 blocks per SM
+  EXPECT_EQ(attention_splits(1, p, 200, 132), 1);       // one chunk of keys: nothing to split
+  EXPECT_EQ(attention_splits(4096, p, 8192, 132), 1);   // prefill fills the GPU already
+  AttentionParams windowed = p;
+  windowed.sliding_window = 128;
+  EXPECT_EQ(attention_splits(1, windowed, 8192, 132), 1);  // the window bounds the keys
 }
 
 TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_queries) {
@@ -61,16 +81,21 @@ TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_f
   ASSERT_TRUE(ctx);
   std::mt19937 rng(22);
   const AttentionParams p{2, 1, 8, 0, 0.3f};
-  auto sc = optest::make_paged_scenario(rng, p, 4, {6, 5}, {1, 1}, false);
-  sc.tables.data<std::int32_t>()[0] = 1 << 20;  // sequence 0's first block is far outside the pool
-  Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-  PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 4};
-  D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                    upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream()));
-  const Tensor got = download(*ctx, out);
-  const std::int64_t w = p.n_heads * p.head_dim;
-  for (std::int64_t i = 0; i < w; ++i) EXPECT_TRUE(std::isnan(got.data<float>()[i]));
-  for (std::int64_t i = w; i < 2 * w; ++i) EXPECT_EQ(got.data<float>()[i], got.data<float>()[i]);  // not NaN
+  for (int splits : {1, 2}) {
+    auto sc = optest::make_paged_scenario(rng, p, 4, {6, 5}, {1, 1}, false);
+    sc.tables.data<std::int32_t>()[0] = 1 << 20;  // sequence 0's first block is far outside the pool
+    AttentionSplit split;
+    split.splits = splits;
+    if (splits > 1) split.partials = poisoned(*ctx, {attention_partials_floats(2, p, splits)}, DType::f32);
+    Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+    PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 4};
+    D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                      upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream(), split));
+    const Tensor got = download(*ctx, out);
+    const std::int64_t w = p.n_heads * p.head_dim;
+    for (std::int64_t i = 0; i < w; ++i) EXPECT_TRUE(std::isnan(got.data<float>()[i])) << "splits " << splits;
+    for (std::int64_t i = w; i < 2 * w; ++i) EXPECT_EQ(got.data<float>()[i], got.data<float>()[i]);  // not NaN
+  }
 }
 
 TEST(CudaKvWrite, rows_land_in_their_slots_and_a_bad_slot_raises_the_flag_without_writing) {
