@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+
+#include "model/synth.h"
 
 namespace day0 {
 
@@ -12,12 +15,21 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
   LoadedModel m;
   D0_ASSIGN_OR_RETURN(m.spec, model_spec_from_dir(dir));
   D0_ASSIGN_OR_RETURN(m.ops, make_ops(options.backend, options.backend_options));
-  D0_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open_dir(dir));
-  m.weight_bytes = checkpoint.total_bytes();
-  D0_ASSIGN_OR_RETURN(ModelWeights bound, ModelWeights::bind(m.spec, checkpoint));
+  // The host tensors: the checkpoint's (memory-mapped, checked against the spec) or synthetic ones.
+  std::optional<Checkpoint> checkpoint;
+  NamedTensors host;
+  if (options.synthetic) {
+    D0_ASSIGN_OR_RETURN(host, synth_tensors(m.spec, options.synthetic_seed));
+    for (const auto& [name, t] : host) m.weight_bytes += t.nbytes();
+    m.synth_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  } else {
+    D0_ASSIGN_OR_RETURN(checkpoint, Checkpoint::open_dir(dir));
+    m.weight_bytes = checkpoint->total_bytes();
+    D0_ASSIGN_OR_RETURN(ModelWeights bound, ModelWeights::bind(m.spec, *checkpoint));
+    host = bound.tensors();
+  }
   const auto t_place = clock::now();
-  D0_ASSIGN_OR_RETURN(NamedTensors placed,
-                      m.ops->place_weights(bound.tensors(), expert_tensor_names(m.spec), options.progress));
+  D0_ASSIGN_OR_RETURN(NamedTensors placed, m.ops->place_weights(host, expert_tensor_names(m.spec), options.progress));
   m.place_seconds = std::chrono::duration<double>(clock::now() - t_place).count();
   ExecutorOptions eo;
   eo.max_tokens = options.max_tokens > 0 ? std::min<std::int64_t>(options.max_tokens, m.spec.max_position)

@@ -21,6 +21,10 @@ struct LoadOptions {
   std::int64_t block_size = 16;
   BackendOptions backend_options;
   ProgressFn progress;                 // weight placement progress (bytes)
+  // Random weights made in host memory from the directory's config.json (model/synth.h), no checkpoint read:
+  // rehearse a model before its weights exist, or benchmark without writing them to disk.
+  bool synthetic = false;
+  std::uint64_t synthetic_seed = 0;
 };
 
 struct LoadedModel {
@@ -30,6 +34,7 @@ struct LoadedModel {
   std::uint64_t weight_bytes = 0;
   double load_seconds = 0;       // everything: open, check, place, reserve
   double place_seconds = 0;      // placing the weights on the backend (the upload, for a GPU)
+  double synth_seconds = 0;      // making synthetic weights (LoadOptions::synthetic), part of load_seconds
 };
 
 Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& options);

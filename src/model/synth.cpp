@@ -204,6 +204,38 @@ Result<std::string> read_config(const std::string& config_path, std::string& sho
 
 }  // namespace
 
+Result<NamedTensors> synth_tensors(const ModelSpec& spec, std::uint64_t seed, int threads) {
+  Result<std::vector<Item>> items = make_items(spec);
+  if (!items.ok()) return make_error("synth: " + items.error().message);
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  NamedTensors out;
+  std::map<std::string, std::vector<std::uint8_t>> scales;  // per MXFP4 matrix, encoded with its blocks
+  for (const Item& it : *items) {
+    Tensor t = Tensor::zeros(it.decl->shape, it.dtype);
+    const std::uint64_t key = stream_key(seed, it.kind == Kind::dense ? it.decl->name : it.matrix);
+    auto* bytes = static_cast<std::uint8_t*>(t.raw());
+    if (it.kind == Kind::dense) {
+      fill_dense(it, key, 0, std::span(reinterpret_cast<std::byte*>(bytes), t.nbytes()), threads);
+    } else {
+      std::vector<std::uint8_t>& sc = scales[it.matrix];
+      const std::size_t n_scales = static_cast<std::size_t>(it.rows * (it.in / kMxfp4GroupSize));
+      if (it.kind == Kind::mxfp4_blocks) {
+        sc.resize(n_scales);
+        encode_rows(it, key, 0, it.rows, bytes, sc.data(), threads);
+      } else {
+        if (sc.size() != n_scales) {  // scales without their blocks before them: encode them alone
+          sc.resize(n_scales);
+          encode_rows(it, key, 0, it.rows, nullptr, sc.data(), threads);
+        }
+        std::memcpy(bytes, sc.data(), n_scales);
+        scales.erase(it.matrix);
+      }
+    }
+    out.emplace(it.decl->name, std::move(t));
+  }
+  return out;
+}
+
 Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::string& outdir,
                                      const SynthOptions& options, const SynthProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();

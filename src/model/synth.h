@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "arch/model_spec.h"
 #include "core/status.h"
+#include "ops/ops.h"
 
 namespace day0 {
 
@@ -52,5 +54,9 @@ struct SynthResult {
 // force) or not creatable/writable, write failures.
 Result<SynthResult> synth_checkpoint(const std::string& config_path, const std::string& outdir,
                                      const SynthOptions& options, const SynthProgressFn& progress = {});
+
+// The same tensors in host memory, no files (`day0 bench --synthetic`): each equal byte for byte to what
+// synth_checkpoint writes for `seed`. Needs the whole model's bytes of RAM.
+Result<NamedTensors> synth_tensors(const ModelSpec& spec, std::uint64_t seed, int threads = 0);
 
 }  // namespace day0

@@ -273,6 +273,73 @@ void expect_one_error(const testing_util::Proc& p, const std::string& needle) {
   EXPECT_NE(p.err.find(needle), std::string::npos) << p.what;
 }
 
+TEST(Synth, in_memory_tensors_equal_the_checkpoint_byte_for_byte_and_load_without_files) {
+  TempDir tmp;
+  const std::string out = tmp.file("ckpt");
+  SynthOptions opt;
+  opt.seed = 11;
+  opt.shard_bytes = 60000;
+  auto r = synth_checkpoint(kTinyConfig, out, opt);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ModelSpec spec = spec_of(kTinyConfig);
+  auto mem = synth_tensors(spec, 11, 3);
+  ASSERT_TRUE(mem.ok()) << mem.error().message;
+  auto ck = Checkpoint::open_dir(out);
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  auto bound = ModelWeights::bind(spec, *ck);
+  ASSERT_TRUE(bound.ok()) << bound.error().message;
+  ASSERT_EQ(mem->size(), bound->tensors().size());
+  for (const auto& [name, t] : bound->tensors()) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(mem->count(name), 1u);
+    const Tensor& m = mem->at(name);
+    ASSERT_EQ(m.shape(), t.shape());
+    ASSERT_EQ(m.dtype(), t.dtype());
+    EXPECT_EQ(std::memcmp(m.raw(), t.raw(), t.nbytes()), 0);
+  }
+  auto other = synth_tensors(spec, 12, 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(std::memcmp(other->begin()->second.raw(), mem->begin()->second.raw(), mem->begin()->second.nbytes()), 0);
+
+  // load_model with synthetic weights: a directory with only config.json, and the same logits as the files.
+  const std::string cfg_dir = tmp.file("config_only");
+  fs::create_directories(cfg_dir);
+  fs::copy_file(kTinyConfig, cfg_dir + "/config.json");
+  LoadOptions lo;
+  lo.max_tokens = 16;
+  lo.synthetic = true;
+  lo.synthetic_seed = 11;
+  auto synthetic = load_model(cfg_dir, lo);
+  ASSERT_TRUE(synthetic.ok()) << synthetic.error().message;
+  EXPECT_EQ(synthetic->weight_bytes, r->tensor_bytes);
+  auto from_files = load_model(out, "cpu", 16);
+  ASSERT_TRUE(from_files.ok()) << from_files.error().message;
+  const std::vector<std::int32_t> prompt = {1, 2, 3, 4};
+  auto a = synthetic->executor->forward(prompt);
+  auto b = from_files->executor->forward(prompt);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->nbytes()), 0);
+}
+
+TEST(BenchCli, runs_on_synthetic_weights_from_a_config_alone_and_writes_json) {
+  TempDir tmp;
+  const std::string cfg_dir = tmp.file("config_only");
+  fs::create_directories(cfg_dir);
+  fs::copy_file(kTinyConfig, cfg_dir + "/config.json");
+  auto run = testing_util::run_day0({"bench", cfg_dir, "--synthetic", "--prefill", "8", "--batches", "1,2",
+                                     "--contexts", "16", "--decode-steps", "2", "--json", tmp.file("b.json")});
+  ASSERT_EQ(run.exit_code, 0) << run.what << run.err;
+  EXPECT_NE(run.out.find("synthetic "), std::string::npos) << run.out;
+  const json report = json::parse(slurp(tmp.file("b.json")));
+  EXPECT_TRUE(report["load"]["synthetic"].get<bool>());
+  EXPECT_EQ(report["decode"].size(), 2u);
+  EXPECT_GT(report["decode"][1]["tokens_per_s"].get<double>(), 0);
+  // Without --synthetic the same directory has no checkpoint: one clear error.
+  auto none = testing_util::run_day0({"bench", cfg_dir, "--prefill", "8", "--batches", "1", "--contexts", "16"});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("error: "), std::string::npos) << none.err;
+}
+
 TEST(SynthCli, writes_reports_and_refuses_bad_input_in_one_line) {
   TempDir tmp;
   const std::string out = tmp.file("out");

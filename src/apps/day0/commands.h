@@ -93,6 +93,7 @@ struct BenchOptions {
   std::vector<std::int64_t> contexts = {1024, 8192};
   int decode_steps = 16;
   std::string json;  // also write the figures here
+  bool synthetic = false;  // random weights made in memory from DIR/config.json (no checkpoint read)
 };
 int bench(const BenchOptions& o);
 

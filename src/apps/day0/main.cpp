@@ -112,13 +112,15 @@ int main(int argc, char** argv) {
 
   day0::app::BenchOptions bench;
   auto* b = app.add_subcommand("bench", "Measure the GPU's ceilings, then prefill and decode speed against them");
-  b->add_option("dir", bench.dir, "Model directory (e.g. a day0 synth checkpoint)")->required();
+  b->add_option("dir", bench.dir, "Model directory (e.g. a day0 synth checkpoint; with --synthetic, a config)")
+      ->required();
   add_backend_options(b, bench.engine);
   b->add_option("--prefill", bench.prefill, "Prompt lengths to time")->delimiter(',')->expected(1, 16);
   b->add_option("--batches", bench.batches, "Decode batch sizes")->delimiter(',')->expected(1, 16);
   b->add_option("--contexts", bench.contexts, "Decode context lengths")->delimiter(',')->expected(1, 16);
   b->add_option("--decode-steps", bench.decode_steps, "Timed decode steps per point")->check(CLI::Range(1, 10000));
   b->add_option("--json", bench.json, "Also write the figures to this JSON file");
+  b->add_flag("--synthetic", bench.synthetic, "Random weights made in memory from DIR/config.json (no checkpoint)");
 
   day0::app::BenchMoeOptions bench_moe;
   auto* bm = app.add_subcommand("bench-moe", "Time the MoE expert kernels at gpt-oss-20b/120b shapes (needs a GPU)");
