@@ -51,7 +51,7 @@ Status CpuOps::copy(const Tensor& src, Tensor& dst) {
 }
 
 std::vector<MemoryUse> CpuOps::memory_report() const {
-  return {{"weights", weight_bytes_, "mapped from the checkpoint files"},
+  return {{"weights", weight_bytes_, "used in place (the checkpoint mapped, or synthetic tensors)"},
           {"caches and tables", allocated_bytes_, "heap"}};
 }
 
