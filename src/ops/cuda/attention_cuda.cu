@@ -58,7 +58,6 @@ __device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int b
 
 struct SplitArgs {
   int splits = 1;         // blocks per (query, head); 1: this kernel writes the output itself
-  int span = INT_MAX;     // keys per split
   float* partials = nullptr;  // [S * n_heads * splits][d + 2]: m, l, unnormalised output
 };
 
@@ -99,9 +98,14 @@ __global__ void __launch_bounds__(kThreads)
   // Causal, and within the window (which counts the query itself): keys [first, pos], never empty; this
   // block's split takes [lo, hi] of them (empty for splits past the query's keys).
   const int first = window > 0 ? max(0, pos - window + 1) : 0;
-  const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * split.span;
+  // Each query's own keys are shared out (so a short query in a long batch still uses every split), in spans
+  // of whole chunks where there are enough keys.
+  const int n_keys = pos - first + 1;
+  int span = (n_keys + split.splits - 1) / split.splits;
+  if (n_keys >= split.splits * kChunk) span = (span + kChunk - 1) / kChunk * kChunk;
+  const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * span;
   const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);  // past the keys: an empty split
-  const int hi = static_cast<int>(std::int64_t(lo) + split.span - 1 < pos ? std::int64_t(lo) + split.span - 1 : pos);
+  const int hi = static_cast<int>(std::int64_t(lo) + span - 1 < pos ? std::int64_t(lo) + span - 1 : pos);
   const float* qv = q + s * q_width + static_cast<std::int64_t>(h) * d;
   for (int i = tid; i < d; i += kThreads) qs[i] = qv[i];
   const float* kbase = k + static_cast<std::int64_t>(kvh) * d;
@@ -261,10 +265,7 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   if (split.splits > 1) {
     const std::int64_t need = attention_partials_floats(S, p, split.splits);
     D0_RETURN_IF_ERROR(check_cuda_tensor(split.partials, op, "partials", {DType::f32}, {need}));
-    const std::int64_t bound = layout.tables ? std::int64_t(layout.max_blocks) * layout.block_size : T;
-    const std::int64_t keys = p.sliding_window > 0 ? std::min<std::int64_t>(bound, p.sliding_window) : bound;
     sa.splits = split.splits;
-    sa.span = static_cast<int>(std::min<std::int64_t>(INT_MAX, (keys + split.splits - 1) / split.splits));
     // A Tensor is a handle: the split owns no data, the scratch it names is written here.
     sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
   }

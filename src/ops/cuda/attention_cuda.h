@@ -15,9 +15,9 @@ namespace day0 {
 inline constexpr int kAttentionMaxHeadDim = 256;
 
 // Split-K over the keys (flash-decoding) for steps with few (query, head) pairs, as decode has: `splits` blocks per
-// pair each take an equal contiguous share of the pair's keys and leave (max, sum, unnormalised output) in
-// `partials`, f32 [attention_partials_floats(...)]; a merge kernel adds the sink and writes out. splits = 1: one
-// block per pair writes out itself (partials unused).
+// pair each take an equal contiguous share of that query's keys (found on the device from its position) and
+// leave (max, sum, unnormalised output) in `partials`, f32 [attention_partials_floats(...)]; a merge kernel adds
+// the sink and writes out. splits = 1: one block per pair writes out itself (partials unused).
 struct AttentionSplit {
   int splits = 1;
   Tensor partials;
