@@ -65,10 +65,14 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   if (n_blocks > std::numeric_limits<BlockId>::max() / options.block_size)
     return make_error("KV pool of " + std::to_string(pool_tokens) + " tokens has too many slots for i32 indices");
   ex->n_blocks_ = static_cast<std::int32_t>(n_blocks);
+  // Step graphs pad their batches with rows that write one KV block of their own, past the callers' blocks.
+  const bool graphs = options.graph_max_batch > 0 && ops.device() != Device::cpu;
+  if (graphs) ex->pad_block_ = static_cast<BlockId>(n_blocks);
+  const std::int64_t pool_blocks = n_blocks + (graphs ? 1 : 0);
   D0_RETURN_IF_ERROR(ops.plan(ops_plan(spec, options.max_step_tokens)));
   const std::vector<std::int64_t> widths = kv_row_widths(spec);
   for (size_t i = 0; i < widths.size(); ++i) {
-    const Shape shape{widths[i] > 0 ? n_blocks * options.block_size : 0, widths[i]};
+    const Shape shape{widths[i] > 0 ? pool_blocks * options.block_size : 0, widths[i]};
     D0_ASSIGN_OR_RETURN(Tensor k, ops.allocate(shape, DType::f32, "kv cache: " + layer_tap(int(i), "keys")));
     D0_ASSIGN_OR_RETURN(Tensor v, ops.allocate(shape, DType::f32, "kv cache: " + layer_tap(int(i), "values")));
     ex->k_pool_.push_back(std::move(k));
@@ -83,6 +87,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
     ex->inv_freq_.push_back(std::move(t));
   }
   for (std::int64_t b = 0; b * options.block_size < max_tokens; ++b) ex->solo_table_.push_back(static_cast<BlockId>(b));
+  D0_RETURN_IF_ERROR(ex->capture_graphs(options.graph_max_batch));
   return ex;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,9 @@ struct ExecutorOptions {
   std::int64_t max_step_tokens = 2048;  // tokens per step (longer solo prompts prefill in chunks)
   std::int64_t kv_pool_tokens = 0;      // slots of the paged KV pool; 0: max_tokens (solo use)
   std::int64_t block_size = 16;         // tokens per KV block
+  // Decode steps (one token per sequence) of up to this many sequences replay step graphs captured at create
+  // (backends that have them: CUDA); 0: every step runs op by op.
+  std::int64_t graph_max_batch = 0;
 };
 
 // One sequence's part of a step: its new tokens at positions [start, start + tokens.size()), attending to
@@ -72,9 +76,26 @@ class Executor {
   std::int32_t n_blocks() const { return n_blocks_; }
   std::size_t kv_cache_bytes() const;
   Ops& ops() { return ops_; }
+  // "captured for batches 1, 2, 4, ..." or "off: <why>" (for the load report).
+  const std::string& graph_status() const { return graph_status_; }
 
  private:
   Executor(const ModelSpec& spec, ModelWeights weights, Ops& ops) : spec_(spec), weights_(std::move(weights)), ops_(ops) {}
+  // A step's device inputs and the rows whose logits it returns.
+  struct StepInputs {
+    Tensor ids, positions, slots;
+    PagedKv kv;
+    Tensor logit_rows;  // undefined: every row, in order
+    std::int64_t tokens = 0, logit_count = 0;
+  };
+  // The device part of a step: embedding, every layer, the head. Returns the logits [logit_count, V] in step
+  // scratch (undefined when logit_count is 0).
+  Result<Tensor> run_step(const StepInputs& in, const TapFn& tap);
+  // Step graphs (executor_graphs.cpp): capture at create; a served decode batch replays one (an undefined
+  // result: no graph serves this batch).
+  Status capture_graphs(std::int64_t max_batch);
+  Result<Tensor> step_with_graph(std::span<const SequenceStep> batch);
+  Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
   Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
                      Tensor& out);
@@ -92,6 +113,18 @@ class Executor {
   std::int32_t n_blocks_ = 0;
   std::vector<BlockId> solo_table_;      // identity over the first max_tokens slots
   std::int64_t solo_length_ = 0;
+
+  struct StepGraph {
+    std::int64_t batch = 0;  // rows it runs (a batch of fewer sequences is padded)
+    int handle = -1;
+    Tensor logits;           // [batch, V] where the replay leaves them (step scratch)
+  };
+  std::vector<StepGraph> graphs_;  // ascending batch
+  std::string graph_status_ = "off";
+  // Fixed device inputs of the graphs (rows for the largest bucket) and the KV block padding rows write to.
+  Tensor graph_ids_, graph_positions_, graph_slots_, graph_q_seq_, graph_tables_;
+  std::int64_t graph_table_width_ = 0;
+  BlockId pad_block_ = -1;
 };
 
 }  // namespace day0

@@ -1,6 +1,7 @@
 // Executor::step: one forward pass over a batch of sequences. The host builds the step's index tensors (token
 // ids, positions, owning sequence, KV slot of every token, the block tables, the rows that want logits), uploads
-// them once, and the whole batch then runs through every layer as one [tokens, hidden] activation.
+// them once, and the whole batch then runs through every layer as one [tokens, hidden] activation (run_step).
+// A decode batch that a captured step graph serves replays it instead (executor_graphs.cpp).
 #include <algorithm>
 #include <string>
 #include <tuple>
@@ -51,6 +52,10 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   if (T > max_step_tokens_)
     return make_error("step: " + std::to_string(T) + " tokens exceed the step limit of " +
                       std::to_string(max_step_tokens_));
+  if (!tap) {
+    auto graphed = step_with_graph(batch);
+    if (!graphed.ok() || graphed->defined()) return graphed;  // undefined: no graph serves this batch
+  }
 
   HostBatch hb;
   hb.tokens = T;
@@ -80,15 +85,34 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   }
   hb.all_rows = R == T;  // rows are then 0..T-1 in order
 
-  const std::int64_t H = spec_.hidden_size;
   ScratchScope scope(ops_);
-  D0_ASSIGN_OR_RETURN(Tensor ids, ops_.upload(hb.ids, "token ids"));
-  D0_ASSIGN_OR_RETURN(Tensor positions, ops_.upload(hb.positions, "positions"));
-  D0_ASSIGN_OR_RETURN(Tensor slots, ops_.upload(hb.slots, "kv slots"));
-  PagedKv kv;
-  D0_ASSIGN_OR_RETURN(kv.q_seq, ops_.upload(hb.q_seq, "query sequences"));
-  D0_ASSIGN_OR_RETURN(kv.block_tables, ops_.upload(hb.tables, "block tables"));
-  kv.block_size = block_size_;
+  StepInputs in;
+  in.tokens = T;
+  in.logit_count = R;
+  D0_ASSIGN_OR_RETURN(in.ids, ops_.upload(hb.ids, "token ids"));
+  D0_ASSIGN_OR_RETURN(in.positions, ops_.upload(hb.positions, "positions"));
+  D0_ASSIGN_OR_RETURN(in.slots, ops_.upload(hb.slots, "kv slots"));
+  D0_ASSIGN_OR_RETURN(in.kv.q_seq, ops_.upload(hb.q_seq, "query sequences"));
+  D0_ASSIGN_OR_RETURN(in.kv.block_tables, ops_.upload(hb.tables, "block tables"));
+  in.kv.block_size = block_size_;
+  if (!hb.all_rows) {
+    D0_ASSIGN_OR_RETURN(in.logit_rows, ops_.upload(hb.logit_rows, "logit rows"));
+  }
+  D0_ASSIGN_OR_RETURN(Tensor logits, run_step(in, tap));
+  if (R == 0) {
+    D0_RETURN_IF_ERROR(ops_.synchronize());
+    return Tensor::zeros({0, spec_.vocab_size}, DType::f32);
+  }
+  D0_ASSIGN_OR_RETURN(Tensor host_logits, ops_.download(logits));
+  D0_RETURN_IF_ERROR(ops_.synchronize());
+  D0_RETURN_IF_ERROR(emit(tap, "logits", host_logits));
+  return host_logits;
+}
+
+Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
+  const std::int64_t T = in.tokens, R = in.logit_count, H = spec_.hidden_size;
+  const Tensor &ids = in.ids, &positions = in.positions, &slots = in.slots;
+  const PagedKv& kv = in.kv;
   D0_ASSIGN_OR_RETURN(Tensor x, ops_.scratch({T, H}, DType::f32, "residual stream"));
   D0_ASSIGN_OR_RETURN(Tensor h, ops_.scratch({T, H}, DType::f32, "normed"));
   D0_ASSIGN_OR_RETURN(Tensor y, ops_.scratch({T, H}, DType::f32, "block out"));
@@ -120,22 +144,15 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "out"), x));
   }
   D0_RETURN_IF_ERROR(emit(tap, "final_norm", h));
-  if (R == 0) {
-    D0_RETURN_IF_ERROR(ops_.synchronize());
-    return Tensor::zeros({0, spec_.vocab_size}, DType::f32);
-  }
-  Tensor head_in = h;
-  if (!hb.all_rows) {  // only the rows that want logits go through the (vocabulary-sized) head
-    D0_ASSIGN_OR_RETURN(Tensor rows, ops_.upload(hb.logit_rows, "logit rows"));
-    D0_ASSIGN_OR_RETURN(head_in, ops_.scratch({R, H}, DType::f32, "head input"));
-    D0_RETURN_IF_ERROR(ops_.embedding(h, rows, head_in));  // a row gather
-  }
+  if (R == 0) return Tensor();  // no row wants logits
   D0_ASSIGN_OR_RETURN(Tensor logits, ops_.scratch({R, spec_.vocab_size}, DType::f32, "logits"));
+  Tensor head_in = h;
+  if (in.logit_rows.defined()) {  // only the rows that want logits go through the (vocabulary-sized) head
+    D0_ASSIGN_OR_RETURN(head_in, ops_.scratch({R, H}, DType::f32, "head input"));
+    D0_RETURN_IF_ERROR(ops_.embedding(h, in.logit_rows, head_in));  // a row gather
+  }
   D0_RETURN_IF_ERROR(ops_.lm_head(head_in, weights_.get(spec_.lm_head), logits));
-  D0_ASSIGN_OR_RETURN(Tensor host_logits, ops_.download(logits));
-  D0_RETURN_IF_ERROR(ops_.synchronize());
-  D0_RETURN_IF_ERROR(emit(tap, "logits", host_logits));
-  return host_logits;
+  return logits;
 }
 
 }  // namespace day0

@@ -37,6 +37,7 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
   eo.max_step_tokens = options.max_step_tokens;
   eo.kv_pool_tokens = options.kv_pool_tokens;
   eo.block_size = options.block_size;
+  eo.graph_max_batch = options.graph_max_batch;
   D0_ASSIGN_OR_RETURN(m.executor,
                       Executor::create(m.spec, ModelWeights::from_tensors(std::move(placed)), *m.ops, eo));
   m.load_seconds = std::chrono::duration<double>(clock::now() - t0).count();

@@ -19,6 +19,7 @@ struct LoadOptions {
   std::int64_t max_step_tokens = 2048;
   std::int64_t kv_pool_tokens = 0;     // paged KV pool; 0: max_tokens (one sequence)
   std::int64_t block_size = 16;
+  std::int64_t graph_max_batch = 64;   // decode steps up to this many sequences replay step graphs (CUDA); 0: off
   BackendOptions backend_options;
   ProgressFn progress;                 // weight placement progress (bytes)
   // Random weights made in host memory from the directory's config.json (model/synth.h), no checkpoint read:

@@ -109,6 +109,20 @@ class Ops {
   // What this backend holds, by use, for the memory report.
   virtual std::vector<MemoryUse> memory_report() const = 0;
 
+  // ---- step graphs
+  // capture_graph records the work `body` enqueues (without running it) and returns a handle; replay_graph runs
+  // that work again, on the same memory, with no scratch live and persistent memory as it was at capture. A
+  // backend without graphs (the CPU) refuses, and capture fails where the body waits for the device (a host
+  // round trip): callers then run the body directly.
+  virtual Result<int> capture_graph(const std::function<Status()>& body) {
+    (void)body;
+    return make_error(std::string(backend()) + ": no step graphs on this backend");
+  }
+  virtual Status replay_graph(int graph) {
+    (void)graph;
+    return make_error(std::string(backend()) + ": no step graphs on this backend");
+  }
+
   // out[s] = table[ids[s]]; ids i32 [S]; an id outside the table is an error.
   virtual Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
   // out = w * x * rsqrt(mean(x^2) + eps)   (plus_one: (1 + w) * ...)

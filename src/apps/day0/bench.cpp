@@ -88,11 +88,13 @@ int bench(const BenchOptions& o) {
     if (!bo.ok()) return Result<LoadedModel>(bo.error());
     lo.backend_options = *bo;
     lo.synthetic = o.synthetic;
+    lo.graph_max_batch = engine.graph_batch;
     const auto t0 = clock::now();
     auto m = load_model(o.dir, lo);
     if (m.ok() && o.synthetic)
       std::printf("synthetic   %.2f GB of random weights made in memory in %.2f s\n", m->weight_bytes / 1e9,
                   m->synth_seconds);
+    if (m.ok()) std::printf("graphs      %s\n", m->executor->graph_status().c_str());
     if (m.ok())
       std::printf("load        %.2f GB in %.2f s (%.2f GB/s placing)\n", m->weight_bytes / 1e9,
                   seconds_since(t0) - m->synth_seconds, m->weight_bytes / 1e9 / m->place_seconds);
@@ -105,7 +107,7 @@ int bench(const BenchOptions& o) {
   report["backend"] = engine.backend;
   report["expert_compute"] = engine.expert_compute;
   report["load"] = {{"bytes", model->weight_bytes}, {"seconds", model->place_seconds},
-                    {"synthetic", o.synthetic}};
+                    {"synthetic", o.synthetic}, {"step_graphs", model->executor->graph_status()}};
   if (auto* cuda = dynamic_cast<CudaOps*>(model->ops.get())) {
     auto c = measure_ceilings(cuda->context());
     if (!c.ok()) return fail(c.error().message);

@@ -27,6 +27,9 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
   cmd->add_option("--fused-moe-tokens", o.fused_moe_tokens,
                   "cuda: MoE steps of at most this many tokens read MXFP4 experts directly (0: convert + GEMM)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+  cmd->add_option("--graph-batch", o.graph_batch,
+                  "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));
   cmd->add_option("--max-step-tokens", o.max_step_tokens, "Tokens per forward step; longer prompts prefill in chunks")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
 }

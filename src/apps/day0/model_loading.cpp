@@ -39,6 +39,7 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
   lo.max_tokens = max_tokens;
   lo.max_step_tokens = o.max_step_tokens;
   D0_ASSIGN_OR_RETURN(lo.backend_options, backend_options(o));
+  lo.graph_max_batch = o.graph_batch;
   lo.progress = terminal_progress();
   D0_ASSIGN_OR_RETURN(LoadedModel m, load_model(dir, lo));
   std::printf("load: weights %s placed on %s in %.3f s", format_bytes(m.weight_bytes).c_str(), o.backend.c_str(),
@@ -48,6 +49,7 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
                 m.place_seconds > 0 ? cuda->upload_stats().bytes_read / 1e9 / m.place_seconds : 0.0,
                 cuda->upload_stats().readers, format_bytes(cuda->upload_stats().bytes_on_device).c_str());
   std::printf("; %.3f s in all\n", m.load_seconds);
+  if (o.backend != "cpu") std::printf("step graphs: %s\n", m.executor->graph_status().c_str());
   return m;
 }
 

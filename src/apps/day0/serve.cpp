@@ -94,6 +94,7 @@ int serve(const ServeCommandOptions& o) {
   auto bo = backend_options(o.engine);
   if (!bo.ok()) return fail(bo.error().message);
   d.load.backend_options = *bo;
+  d.load.graph_max_batch = o.engine.graph_batch;
   d.load.max_tokens = o.max_model_len;  // 0: the model's max_position_embeddings
   d.load.max_step_tokens = std::max(o.engine.max_step_tokens, o.max_batch_tokens);
   d.load.kv_pool_tokens = o.kv_tokens;

@@ -58,6 +58,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
 }
 
 CudaOps::~CudaOps() {
+  for (StepGraph& g : graphs_) cudaGraphExecDestroy(g.exec);
   // Plans and the workspace borrow the context: release them first.
   moe_.reset();
   gemms_.reset();
@@ -185,6 +186,38 @@ Status CudaOps::synchronize() {
     return make_error(flags[0] ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
                                : "cuda: an expert id outside [0, E) reached the MoE kernels");
   }
+  return Status::success();
+}
+
+// ---- step graphs
+
+Result<int> CudaOps::capture_graph(const std::function<Status()>& body) {
+  if (ctx_->arena().used_bytes() != persistent_end_)
+    return make_error("cuda graph capture: scratch is live (capture a whole step, from no scratch)");
+  cudaStream_t s = ctx_->stream();
+  D0_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const Status st = body();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  (void)cudaGetLastError();  // a refused call inside the capture leaves a sticky launch error: clear it
+  if (!st.ok() || end != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    return make_error("cuda graph capture: " + (st.ok() ? std::string(cudaGetErrorString(end)) : st.error().message));
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  D0_CUDA_RETURN_IF_ERROR(inst);
+  graphs_.push_back({exec, persistent_end_});
+  return static_cast<int>(graphs_.size() - 1);
+}
+
+Status CudaOps::replay_graph(int graph) {
+  if (graph < 0 || graph >= static_cast<int>(graphs_.size()))
+    return make_error("cuda graph replay: no graph " + std::to_string(graph));
+  if (ctx_->arena().used_bytes() != persistent_end_ || graphs_[graph].scratch_base != persistent_end_)
+    return make_error("cuda graph replay: scratch is live or persistent memory moved since the capture");
+  D0_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[graph].exec, ctx_->stream()));
   return Status::success();
 }
 

@@ -49,6 +49,8 @@ class CudaOps final : public Ops {
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override;
   std::vector<MemoryUse> memory_report() const override;
+  Result<int> capture_graph(const std::function<Status()>& body) override;
+  Status replay_graph(int graph) override;
 
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
@@ -94,6 +96,11 @@ class CudaOps final : public Ops {
   std::map<std::string, std::uint64_t> persistent_by_use_;  // "kv cache" -> bytes (the text before ':')
   std::uint64_t expert_weight_bytes_ = 0, dense_weight_bytes_ = 0;
   UploadStats upload_stats_;
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    std::size_t scratch_base = 0;  // persistent_end_ at capture: the scratch addresses the graph uses start here
+  };
+  std::vector<StepGraph> graphs_;
 };
 
 }  // namespace day0

@@ -1,0 +1,121 @@
+// Step graphs: decode steps (one token per sequence, its logits wanted) of up to graph_max_batch sequences replay
+// a graph captured at create for the smallest bucket (1, 2, 4, ..., the largest) that holds them, so a step costs
+// a few copies and one launch on the host instead of ~20 launches per layer.
+//
+// A bucket's inputs live in fixed device buffers (token ids, positions, KV slots, sequence rows, block tables as
+// wide as max_tokens needs) that the host fills before each replay; rows past the batch are padding: token 0 at
+// position 0 of a KV block kept for them (one block past the pool the caller manages). Everything else a step
+// touches is step scratch, carved at the same addresses on every replay (the same allocations in the same order
+// from an empty scratch), so the graph stays valid while persistent memory is unchanged (the backend checks).
+// Capture fails where an op waits for the host (a MoE call that groups tokens on the host): steps then run op by
+// op and graph_status() says why.
+#include <algorithm>
+#include <string>
+
+#include "model/executor.h"
+#include "model/executor_util.h"
+
+namespace day0 {
+
+Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows) {
+  const std::int64_t W = graph_table_width_;
+  Tensor ids = Tensor::zeros({rows}, DType::i32), positions = Tensor::zeros({rows}, DType::i32);
+  Tensor slots = Tensor::zeros({rows}, DType::i32), q_seq = Tensor::zeros({rows}, DType::i32);
+  Tensor tables = Tensor::zeros({rows, W}, DType::i32);
+  std::fill(tables.data<std::int32_t>(), tables.data<std::int32_t>() + tables.numel(), -1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int32_t* table = tables.data<std::int32_t>() + r * W;
+    q_seq.data<std::int32_t>()[r] = static_cast<std::int32_t>(r);
+    if (r < static_cast<std::int64_t>(batch.size())) {
+      const SequenceStep& s = batch[r];
+      const std::int64_t n = std::min<std::int64_t>(W, static_cast<std::int64_t>(s.block_table.size()));
+      std::copy_n(s.block_table.begin(), n, table);
+      ids.data<std::int32_t>()[r] = s.tokens[0];
+      positions.data<std::int32_t>()[r] = static_cast<std::int32_t>(s.start);
+      slots.data<std::int32_t>()[r] =
+          static_cast<std::int32_t>(s.block_table[s.start / block_size_] * block_size_ + s.start % block_size_);
+    } else {  // padding
+      table[0] = pad_block_;
+      slots.data<std::int32_t>()[r] = static_cast<std::int32_t>(pad_block_ * block_size_);
+    }
+  }
+  Tensor d_ids = graph_ids_.slice_rows(0, rows), d_positions = graph_positions_.slice_rows(0, rows);
+  Tensor d_slots = graph_slots_.slice_rows(0, rows), d_q_seq = graph_q_seq_.slice_rows(0, rows);
+  Tensor d_tables = graph_tables_.slice_rows(0, rows);
+  D0_RETURN_IF_ERROR(ops_.copy_from_host(ids, d_ids));
+  D0_RETURN_IF_ERROR(ops_.copy_from_host(positions, d_positions));
+  D0_RETURN_IF_ERROR(ops_.copy_from_host(slots, d_slots));
+  D0_RETURN_IF_ERROR(ops_.copy_from_host(q_seq, d_q_seq));
+  return ops_.copy_from_host(tables, d_tables);
+}
+
+Status Executor::capture_graphs(std::int64_t max_batch) {
+  if (max_batch <= 0) return Status::success();
+  if (ops_.device() == Device::cpu) {
+    graph_status_ = "off: the " + std::string(ops_.backend()) + " backend has no step graphs";
+    return Status::success();
+  }
+  const std::int64_t largest = std::min(max_batch, max_step_tokens_);
+  graph_table_width_ = (max_tokens_ + block_size_ - 1) / block_size_;
+  D0_ASSIGN_OR_RETURN(graph_ids_, ops_.allocate({largest}, DType::i32, "step graph inputs: token ids"));
+  D0_ASSIGN_OR_RETURN(graph_positions_, ops_.allocate({largest}, DType::i32, "step graph inputs: positions"));
+  D0_ASSIGN_OR_RETURN(graph_slots_, ops_.allocate({largest}, DType::i32, "step graph inputs: kv slots"));
+  D0_ASSIGN_OR_RETURN(graph_q_seq_, ops_.allocate({largest}, DType::i32, "step graph inputs: sequence rows"));
+  D0_ASSIGN_OR_RETURN(graph_tables_,
+                      ops_.allocate({largest, graph_table_width_}, DType::i32, "step graph inputs: block tables"));
+  std::vector<std::int64_t> buckets;
+  for (std::int64_t b = 1; b < largest; b *= 2) buckets.push_back(b);
+  buckets.push_back(largest);
+  std::string sizes;
+  for (std::int64_t rows : buckets) {
+    StepInputs in;
+    in.tokens = in.logit_count = rows;
+    in.ids = graph_ids_.slice_rows(0, rows);
+    in.positions = graph_positions_.slice_rows(0, rows);
+    in.slots = graph_slots_.slice_rows(0, rows);
+    in.kv.q_seq = graph_q_seq_.slice_rows(0, rows);
+    in.kv.block_tables = graph_tables_.slice_rows(0, rows);
+    in.kv.block_size = block_size_;
+    D0_RETURN_IF_ERROR(fill_graph_inputs({}, rows));
+    {  // One run first: lazily made plans (GEMM heuristics, workspace flags) exist before the capture.
+      ScratchScope warm(ops_);
+      auto warmed = run_step(in, {});
+      if (!warmed.ok()) return warmed.error();
+      D0_RETURN_IF_ERROR(ops_.synchronize());
+    }
+    ScratchScope scope(ops_);
+    Tensor logits;
+    auto handle = ops_.capture_graph([&]() -> Status {
+      D0_ASSIGN_OR_RETURN(logits, run_step(in, {}));
+      return Status::success();
+    });
+    if (!handle.ok()) {
+      graphs_.clear();
+      graph_status_ = "off: " + handle.error().message;
+      return Status::success();
+    }
+    graphs_.push_back({rows, *handle, logits});
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(rows);
+  }
+  graph_status_ = "captured for decode batches of " + sizes + " (padded up)";
+  return Status::success();
+}
+
+Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch) {
+  const std::int64_t n = static_cast<std::int64_t>(batch.size());
+  if (graphs_.empty() || n > graphs_.back().batch) return Tensor();
+  for (const SequenceStep& s : batch)
+    if (s.tokens.size() != 1 || s.logits != SequenceStep::Logits::last) return Tensor();
+  const StepGraph& g = *std::find_if(graphs_.begin(), graphs_.end(), [&](const StepGraph& x) { return x.batch >= n; });
+  D0_RETURN_IF_ERROR(fill_graph_inputs(batch, g.batch));
+  if (Status st = ops_.replay_graph(g.handle); !st.ok()) {
+    graphs_.clear();  // persistent memory moved: op by op from now on
+    graph_status_ = "off: " + st.error().message;
+    return Tensor();
+  }
+  D0_ASSIGN_OR_RETURN(Tensor host, ops_.download(g.logits.slice_rows(0, n)));
+  D0_RETURN_IF_ERROR(ops_.synchronize());
+  return host;
+}
+
+}  // namespace day0
