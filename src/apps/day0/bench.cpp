@@ -6,12 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/commands.h"
+#include "apps/day0/json_report.h"
 #include "apps/day0/model_loading.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
@@ -174,11 +174,7 @@ int bench(const BenchOptions& o) {
   std::printf("\n");
   print_memory_report(*model->ops);
   for (const MemoryUse& u : model->ops->memory_report()) report["memory"][u.what] = u.bytes;
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << report.dump(2) << "\n";
-    if (!f) return fail("cannot write " + o.json);
-  }
+  if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;
 }
 

@@ -8,13 +8,13 @@
 // different experts and the expert bytes mostly come from HBM, not the 50 MB L2. GB/s counts the routed experts'
 // bytes as stored (MXFP4) once per call; TFLOP/s counts 2 x assignments x out x in per matrix.
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/commands.h"
+#include "apps/day0/json_report.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -225,11 +225,7 @@ int bench_moe(const BenchMoeOptions& o) {
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   for (const MoeShape& m : shapes)
     if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << report.dump(2) << "\n";
-    if (!f) return fail("cannot write " + o.json);
-  }
+  if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;
 }
 

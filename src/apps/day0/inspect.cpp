@@ -143,8 +143,9 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
       std::printf("  note          %s; planned with %s\n", st.error().message.c_str(),
                   std::string(expert_compute_name(compute)).c_str());
     }
-    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k, plan.hidden, plan.intermediate,
-                                  max_step,       compute,    plan.expert_storage};
+    const MoeWorkspaceShape shape{plan.n_experts, plan.top_k,          plan.hidden,
+                                  plan.intermediate, max_step,         compute,
+                                  plan.expert_storage, BackendOptions{}.fused_moe_max_tokens};
     auto bytes = moe_workspace_bytes(shape);
     if (!bytes.ok()) {
       fail(bytes.error().message);
@@ -153,9 +154,13 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
     const std::int64_t routed = std::min<std::int64_t>(plan.n_experts, max_step * plan.top_k);
     if (plan.expert_storage == ExpertStorage::mxfp4)
       std::printf("  moe workspace %s once for all layers: %lld routed experts converted online (%s) at %lld tokens "
-                  "per step\n",
+                  "per step%s\n",
                   format_bytes(*bytes).c_str(), static_cast<long long>(routed),
-                  std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
+                  std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step),
+                  compute == ExpertCompute::bf16
+                      ? (", and the fused MXFP4 path's buffers up to " +
+                         std::to_string(BackendOptions{}.fused_moe_max_tokens) + " tokens").c_str()
+                      : "");
     else
       std::printf("  moe workspace %s once for all layers: experts stored as %s, read in place (%s GEMMs) at %lld "
                   "tokens per step\n",
