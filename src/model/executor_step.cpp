@@ -14,7 +14,6 @@ namespace {
 
 struct HostBatch {
   Tensor ids, positions, q_seq, slots, tables, logit_rows;
-  std::int64_t tokens = 0, logit_count = 0;
   bool all_rows = false;  // logits wanted for every token in order: no gather needed
 };
 
@@ -58,8 +57,6 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   }
 
   HostBatch hb;
-  hb.tokens = T;
-  hb.logit_count = R;
   hb.ids = Tensor::zeros({T}, DType::i32);
   hb.positions = Tensor::zeros({T}, DType::i32);
   hb.q_seq = Tensor::zeros({T}, DType::i32);
