@@ -20,7 +20,7 @@ constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g +
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
-// Four E2M1 pairs of a 32-bit word (byte b = values 2b, 2b + 1, low nibble first) as bf16x2 words holding
+// The E2M1 pair of packed byte b (lo / hi: the word's low and high nibbles, one per byte) as one bf16x2 holding
 // value * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2 bits, mantissa 1 bit) to bits 8..6. In bf16
 // that is exactly FP4 * 2^-126 (0.5 becomes the subnormal 2^-127), so one multiply by 2^(scale - 1) finishes it.
 __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::uint32_t lo, std::uint32_t hi, int b) {
