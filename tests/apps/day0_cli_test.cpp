@@ -23,6 +23,7 @@
 #include "arch/registry.h"
 #include "io/safetensors.h"
 #include "model/op_plan.h"
+#include "quant/mxfp4.h"
 #include "test_util/run_day0.h"
 #include "test_util/temp_dir.h"
 
@@ -286,6 +287,18 @@ TEST(Day0CliBadArguments, UsageErrorsAreOneErrorLineToo) {
   for (const char* t : {"0", "-1", "inf", "abc"})
     expect_one_error({"compare", kTiny, "--reference", kTiny + "/reference/prompt0.safetensors", "--tolerance", t},
                      {"--tolerance", "positive number", t});
+}
+
+TEST(Day0CliBadArguments, PerformanceOptionsOutOfRangeAreRefused) {
+  expect_one_error({"run", kTiny, "--prompt-ids", "1", "--graph-batch", "-1"}, {"--graph-batch"});
+  expect_one_error({"run", kTiny, "--prompt-ids", "1", "--fused-moe-tokens", "-5"}, {"--fused-moe-tokens"});
+  expect_one_error({"bench-moe", "--tokens", "0"}, {"--tokens"});
+  expect_one_error({"bench-moe", "--arena-gib", "0"}, {"--arena-gib"});
+}
+
+TEST(Day0CliBadArguments, BenchMoeWithoutAUsableGpuIsOneClearError) {
+  if (cuda_device_available()) GTEST_SKIP() << "a GPU is here: bench-moe would run";
+  expect_one_error({"bench-moe", "--tokens", "1"}, {"CUDA"});
 }
 
 TEST(Day0CliBadArguments, HelpStillPrintsUsageAndSucceeds) {
