@@ -6,9 +6,9 @@
 //           (convert routed experts + cuBLASLt), online FP8 (convert + quantise + cuBLASLt FP8).
 // The fused rows are also timed as replays of a CUDA graph of the same calls ("graph": device time without the
 // host's launch cost, as a captured decode step runs them). Timed as the median of samples of back-to-back calls
-// that cycle through 8 routings, so successive calls touch
-// different experts and the expert bytes mostly come from HBM, not the 50 MB L2. GB/s counts the routed experts'
-// bytes as stored (MXFP4) once per call; TFLOP/s counts 2 x assignments x out x in per matrix.
+// that cycle through 8 routings, so successive calls touch different experts and the expert bytes mostly come
+// from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
+// 2 x assignments x out x in per matrix.
 #include <cstdio>
 #include <random>
 #include <set>
