@@ -1,14 +1,13 @@
-// Attention on the GPU: one block of 128 threads per (query, head), or per (query, head, split) when few pairs would
-// leave the SMs idle (decode): each split takes a contiguous share of the keys and a merge kernel combines them
-// (flash-decoding). Keys come from
-// a contiguous [T, kv_width] matrix, or from a paged pool through the query's block table (row of position t =
-// table[t / block_size] * block_size + t % block_size); kv_write_cuda scatters new rows into such a pool. The query
-// row sits in shared memory; the allowed keys [first, pos] are walked in chunks of 128. Per chunk, each thread
-// takes one key and forms its dot product over its whole row (independent loads, no reductions); then every
-// thread folds the chunk into an online softmax (running max m, running sum l, the output lanes it owns
-// rescaled by exp(m_old - m_new)). The sink logit starts the running max and contributes exp(sink - m) to l
-// but no value, exactly as CpuOps::attention. Every thread keeps the same m and l (it scans the chunk's
-// scores from shared memory, broadcast reads), so no block reductions are needed.
+// Attention on the GPU: one block of 128 threads per (query, head), or per (query, head, split) when few pairs
+// would leave the SMs idle (decode): each split takes a contiguous share of the keys and a merge kernel combines
+// them (flash-decoding). Keys come from a contiguous [T, kv_width] matrix, or from a paged pool through the
+// query's block table (row of position t = table[t / block_size] * block_size + t % block_size); kv_write_cuda
+// scatters new rows into such a pool. The query row sits in shared memory; the allowed keys are walked in chunks
+// of 128. Per chunk, each thread takes one key and forms its dot product over its whole row (independent loads,
+// no reductions); then every thread folds the chunk into an online softmax (running max m, running sum l, the
+// output lanes it owns rescaled by exp(m_old - m_new)). The sink logit starts the running max and contributes
+// exp(sink - m) to l but no value, exactly as CpuOps::attention. Every thread keeps the same m and l (it scans the
+// chunk's scores from shared memory, broadcast reads), so no block reductions are needed.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,7 +25,6 @@ namespace day0 {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 128;  // keys per chunk; == kThreads so each thread exponentiates one score
 constexpr int kLanesPerThread = kAttentionMaxHeadDim / kThreads;
 static_assert(kChunk == kThreads, "one score per thread in the exponentiation step");
