@@ -148,19 +148,30 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   D0_ASSIGN_OR_RETURN(Tensor q, ops_.scratch({S, q_width}, DType::f32, "q"));
   D0_ASSIGN_OR_RETURN(Tensor k, ops_.scratch({S, kv_width}, DType::f32, "k"));
   D0_ASSIGN_OR_RETURN(Tensor v, ops_.scratch({S, kv_width}, DType::f32, "v"));
-  D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q));
-  D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k));
-  D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v));
+  {
+    ProfileSpan span(ops_, "attention: q/k/v projections");
+    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q));
+    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k));
+    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v));
+  }
   if (a.rope.kind != RopeKind::none) {
+    ProfileSpan span(ops_, "attention: rope");
     const float factor = static_cast<float>(a.rope.attention_factor);
     D0_RETURN_IF_ERROR(ops_.rope(q, a.n_heads, a.head_dim, positions, inv_freq_[layer], factor));
     D0_RETURN_IF_ERROR(ops_.rope(k, a.n_kv_heads, a.head_dim, positions, inv_freq_[layer], factor));
   }
-  D0_RETURN_IF_ERROR(ops_.kv_write(k, v, slots, k_pool_[layer], v_pool_[layer]));
+  {
+    ProfileSpan span(ops_, "attention: kv write");
+    D0_RETURN_IF_ERROR(ops_.kv_write(k, v, slots, k_pool_[layer], v_pool_[layer]));
+  }
   const AttentionParams params{a.n_heads, a.n_kv_heads, a.head_dim, a.sliding_window, a.scale};
   D0_ASSIGN_OR_RETURN(Tensor mixed, ops_.scratch({S, q_width}, DType::f32, "attention out"));
-  D0_RETURN_IF_ERROR(ops_.paged_attention(q, k_pool_[layer], v_pool_[layer], positions, kv,
-                                          a.sinks ? weights_.get(a.sinks_weight) : Tensor(), params, mixed));
+  {
+    ProfileSpan span(ops_, a.sliding_window > 0 ? "attention: kernel (sliding window)" : "attention: kernel (full)");
+    D0_RETURN_IF_ERROR(ops_.paged_attention(q, k_pool_[layer], v_pool_[layer], positions, kv,
+                                            a.sinks ? weights_.get(a.sinks_weight) : Tensor(), params, mixed));
+  }
+  ProfileSpan span(ops_, "attention: o projection");
   return ops_.linear(mixed, weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out);
 }
 
@@ -168,14 +179,18 @@ Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn&
   const MoESpec& m = spec_.layers[layer].channel.moe;
   const std::int64_t S = h.size(0);
   D0_ASSIGN_OR_RETURN(Tensor router_logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
-  D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(m.router_weight), optional_weight(weights_, m.router_bias),
-                                 router_logits));
   D0_ASSIGN_OR_RETURN(Tensor indices, ops_.scratch({S, m.top_k}, DType::i32, "router indices"));
   D0_ASSIGN_OR_RETURN(Tensor route, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
-  D0_RETURN_IF_ERROR(ops_.router_topk_softmax(router_logits, m.top_k, indices, route));
+  {
+    ProfileSpan span(ops_, "moe: router and top-k");
+    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(m.router_weight), optional_weight(weights_, m.router_bias),
+                                   router_logits));
+    D0_RETURN_IF_ERROR(ops_.router_topk_softmax(router_logits, m.top_k, indices, route));
+  }
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));
   const SwigluParams swiglu{m.swiglu_alpha, m.swiglu_limit, m.gate_up_interleaved};
+  ProfileSpan span(ops_, "moe: experts");
   return ops_.moe_experts(h, indices, route, expert_weights(weights_, m.gate_up, m.n_experts),
                           expert_weights(weights_, m.down, m.n_experts), swiglu, out);
 }

@@ -55,6 +55,10 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
     graph_status_ = "off: the " + std::string(ops_.backend()) + " backend has no step graphs";
     return Status::success();
   }
+  if (ops_.profiling()) {  // a replay would skip the spans
+    graph_status_ = "off: profiling";
+    return Status::success();
+  }
   const std::int64_t largest = std::min(max_batch, max_step_tokens_);
   graph_table_width_ = (max_tokens_ + block_size_ - 1) / block_size_;
   D0_ASSIGN_OR_RETURN(graph_ids_, ops_.allocate({largest}, DType::i32, "step graph inputs: token ids"));

@@ -113,7 +113,10 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   D0_ASSIGN_OR_RETURN(Tensor x, ops_.scratch({T, H}, DType::f32, "residual stream"));
   D0_ASSIGN_OR_RETURN(Tensor h, ops_.scratch({T, H}, DType::f32, "normed"));
   D0_ASSIGN_OR_RETURN(Tensor y, ops_.scratch({T, H}, DType::f32, "block out"));
-  D0_RETURN_IF_ERROR(ops_.embedding(weights_.get(spec_.embedding), ids, x));
+  {
+    ProfileSpan span(ops_, "embedding");
+    D0_RETURN_IF_ERROR(ops_.embedding(weights_.get(spec_.embedding), ids, x));
+  }
   D0_RETURN_IF_ERROR(emit(tap, "embed", x));
 
   auto norm_args = [&](const NormSpec& n) {
@@ -121,6 +124,7 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   };
   const int n_layers = static_cast<int>(spec_.layers.size());
   {
+    ProfileSpan span(ops_, "norms (with the residual adds)");
     auto [w, eps, plus_one] = norm_args(n_layers > 0 ? spec_.layers[0].mixer_norm : spec_.final_norm);
     D0_RETURN_IF_ERROR(ops_.rms_norm(x, w, eps, plus_one, h));
   }
@@ -130,19 +134,24 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
     D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
     {
+      ProfileSpan span(ops_, "norms (with the residual adds)");
       auto [w, eps, plus_one] = norm_args(L.channel_norm);
       D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
     }
     D0_RETURN_IF_ERROR(channel_mixer(i, h, y, tap));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
     // The residual add fused with the next norm: the next layer's, or the final one.
-    auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
-    D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
+    {
+      ProfileSpan span(ops_, "norms (with the residual adds)");
+      auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
+      D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
+    }
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "out"), x));
   }
   D0_RETURN_IF_ERROR(emit(tap, "final_norm", h));
   if (R == 0) return Tensor();  // no row wants logits
   D0_ASSIGN_OR_RETURN(Tensor logits, ops_.scratch({R, spec_.vocab_size}, DType::f32, "logits"));
+  ProfileSpan span(ops_, "lm_head");
   Tensor head_in = h;
   if (in.logit_rows.defined()) {  // only the rows that want logits go through the (vocabulary-sized) head
     D0_ASSIGN_OR_RETURN(head_in, ops_.scratch({R, H}, DType::f32, "head input"));

@@ -22,4 +22,16 @@ class ScratchScope {
   ScratchMark mark_;
 };
 
+// Times the work enqueued during its lifetime under `span` while the ops profile (Ops::enable_profiling).
+class ProfileSpan {
+ public:
+  ProfileSpan(Ops& ops, std::string_view span) : ops_(ops) { ops_.profile_begin(span); }
+  ~ProfileSpan() { ops_.profile_end(); }
+  ProfileSpan(const ProfileSpan&) = delete;
+  ProfileSpan& operator=(const ProfileSpan&) = delete;
+
+ private:
+  Ops& ops_;
+};
+
 }  // namespace day0

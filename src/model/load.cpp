@@ -15,6 +15,7 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
   LoadedModel m;
   D0_ASSIGN_OR_RETURN(m.spec, model_spec_from_dir(dir));
   D0_ASSIGN_OR_RETURN(m.ops, make_ops(options.backend, options.backend_options));
+  m.ops->enable_profiling(options.profile);
   // The host tensors: the checkpoint's (memory-mapped, checked against the spec) or synthetic ones.
   std::optional<Checkpoint> checkpoint;
   NamedTensors host;

@@ -26,6 +26,7 @@ struct LoadOptions {
   // rehearse a model before its weights exist, or benchmark without writing them to disk.
   bool synthetic = false;
   std::uint64_t synthetic_seed = 0;
+  bool profile = false;  // time the executor's spans (Ops::enable_profiling); step graphs stay off
 };
 
 struct LoadedModel {

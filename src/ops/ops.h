@@ -5,6 +5,7 @@
 // executor never knows which device it runs on.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "ops/expert_weights.h"
 #include "ops/op_kind.h"
+#include "ops/op_profile.h"
 #include "ops/rope.h"
 
 namespace day0 {
@@ -109,6 +111,15 @@ class Ops {
   // What this backend holds, by use, for the memory report.
   virtual std::vector<MemoryUse> memory_report() const = 0;
 
+  // ---- profiling (ops/op_profile.h): while enabled, each begin/end pair times the work enqueued between them
+  // under `span` (spans may nest); profile_report waits for the device and returns the totals so far. The
+  // default times on the host clock, right for backends whose ops finish before they return (the CPU).
+  void enable_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+  virtual void profile_begin(std::string_view span);
+  virtual void profile_end();
+  virtual Result<std::vector<ProfileEntry>> profile_report();
+
   // ---- step graphs
   // capture_graph records the work `body` enqueues (without running it) and returns a handle; replay_graph runs
   // that work again, on the same memory, with no scratch live and persistent memory as it was at capture. A
@@ -159,6 +170,17 @@ class Ops {
   virtual Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
   // logits [S, V] = x [S, H] W^T
   virtual Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+
+ protected:
+  bool profiling_ = false;
+
+ private:
+  struct OpenSpan {
+    std::string span;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::vector<OpenSpan> host_open_;
+  ProfileTotals host_totals_;
 };
 
 }  // namespace day0

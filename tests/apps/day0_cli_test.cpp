@@ -405,6 +405,30 @@ TEST(Day0CliTinyModel, InspectFindsZeroProblems) {
   EXPECT_NE(p.out.find(", 0 problems, 0 unexpected"), std::string::npos) << p.out;
 }
 
+// --profile: one row per span the executor opens, calls = steps x layers where a layer opens it once, and the
+// same generated ids as without it.
+TEST(Day0CliTinyModel, RunWithProfilePrintsEverySpanAndChangesNothing) {
+  const Proc plain = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "8"});
+  const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "8", "--profile"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(word_after(p.out, "\ngenerated ids: "), word_after(plain.out, "\ngenerated ids: "));
+  ASSERT_NE(p.out.find("profile (cpu"), std::string::npos) << p.out;
+  const std::string table = p.out.substr(p.out.find("profile (cpu"));
+  // 8 steps (the prefill and 7 decodes) over the tiny model's 2 layers.
+  for (const char* span : {"moe: experts ", "moe: router and top-k ", "attention: q/k/v projections ",
+                           "attention: o projection ", "attention: kv write ", "attention: rope "}) {
+    std::stringstream row(word_after(table, span));
+    long long calls = 0;
+    row >> calls;
+    EXPECT_EQ(calls, 16) << span << " in " << table;
+  }
+  std::stringstream lm(word_after(table, "lm_head "));
+  long long lm_calls = 0;
+  lm >> lm_calls;
+  EXPECT_EQ(lm_calls, 8) << table;
+  EXPECT_EQ(plain.out.find("profile ("), std::string::npos);
+}
+
 TEST(Day0CliTinyModel, RunPrintsTheRequestedNumberOfIdsAndThroughput) {
   const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "32"});
   ASSERT_EQ(p.exit_code, 0) << p.err;

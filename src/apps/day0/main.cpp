@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
   r->add_option("--chat", run.prompt.chat, "Chat request JSON {\"messages\": [...]} or @FILE (needs a chat template)");
   r->add_option("--max-tokens", run.max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   add_backend_options(r, run.engine);
+  r->add_flag("--profile", run.engine.profile,
+              "Time each part of a layer (projections, attention, router, experts, ...) on the device's clock");
 
   day0::app::CompareOptions compare;
   auto* c = app.add_subcommand("compare", "Per-tap comparison against reference dumps");

@@ -40,6 +40,7 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
   lo.max_step_tokens = o.max_step_tokens;
   D0_ASSIGN_OR_RETURN(lo.backend_options, backend_options(o));
   lo.graph_max_batch = o.graph_batch;
+  lo.profile = o.profile;
   lo.progress = terminal_progress();
   D0_ASSIGN_OR_RETURN(LoadedModel m, load_model(dir, lo));
   std::printf("load: weights %s placed on %s in %.3f s", format_bytes(m.weight_bytes).c_str(), o.backend.c_str(),
@@ -51,6 +52,20 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
   std::printf("; %.3f s in all\n", m.load_seconds);
   if (o.backend != "cpu") std::printf("step graphs: %s\n", m.executor->graph_status().c_str());
   return m;
+}
+
+Status print_profile(Ops& ops) {
+  D0_ASSIGN_OR_RETURN(std::vector<ProfileEntry> entries, ops.profile_report());
+  double total = 0;
+  for (const ProfileEntry& e : entries) total += e.seconds;
+  std::printf("profile (%s, the device's clock; spans of the work each part of a layer enqueues):\n",
+              std::string(ops.backend()).c_str());
+  std::printf("  %-40s %8s %12s %12s %7s\n", "span", "calls", "total ms", "us per call", "share");
+  for (const ProfileEntry& e : entries)
+    std::printf("  %-40s %8lld %12.3f %12.1f %6.1f%%\n", e.span.c_str(), static_cast<long long>(e.calls),
+                e.seconds * 1e3, e.calls > 0 ? e.seconds * 1e6 / double(e.calls) : 0.0,
+                total > 0 ? 100 * e.seconds / total : 0.0);
+  return Status::success();
 }
 
 void print_memory_report(Ops& ops) {

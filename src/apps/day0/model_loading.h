@@ -20,6 +20,9 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
 // A progress bar for weight placement on stderr, or nothing when stderr is not a terminal.
 ProgressFn terminal_progress();
 
+// The profile totals (day0 run --profile): span, calls, total, per call, share.
+Status print_profile(Ops& ops);
+
 // The memory report: one line per use (weights, workspace, KV cache, activations, free).
 void print_memory_report(Ops& ops);
 

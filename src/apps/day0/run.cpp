@@ -62,6 +62,8 @@ int run(const RunOptions& o) {
               ids.size() / out->prefill_seconds, out->tokens.size(), out->decode_seconds,
               decode_steps > 0 ? decode_steps / out->decode_seconds : 0.0, o.engine.backend.c_str());
   print_memory_report(*model->ops);
+  if (o.engine.profile)
+    if (Status st = print_profile(*model->ops); !st.ok()) return fail(st.error().message);
   return 0;
 }
 

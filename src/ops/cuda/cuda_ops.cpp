@@ -59,6 +59,11 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
 
 CudaOps::~CudaOps() {
   for (StepGraph& g : graphs_) cudaGraphExecDestroy(g.exec);
+  for (const auto* spans : {&open_spans_, &closed_spans_})
+    for (const EventSpan& e : *spans)
+      for (cudaEvent_t ev : {e.start, e.stop})
+        if (ev) free_events_.push_back(ev);
+  for (cudaEvent_t ev : free_events_) cudaEventDestroy(ev);
   // Plans and the workspace borrow the context: release them first.
   moe_.reset();
   gemms_.reset();
@@ -176,6 +181,7 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
 
 Status CudaOps::synchronize() {
   D0_RETURN_IF_ERROR(ctx_->synchronize());
+  if (!closed_spans_.empty()) resolve_spans();
   std::int32_t flags[2] = {0, 0};
   D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
   if (moe_)
@@ -187,6 +193,52 @@ Status CudaOps::synchronize() {
                                : "cuda: an expert id outside [0, E) reached the MoE kernels");
   }
   return Status::success();
+}
+
+// ---- profiling
+
+cudaEvent_t CudaOps::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  return cudaEventCreate(&e) == cudaSuccess ? e : nullptr;  // a span without events is just not counted
+}
+
+void CudaOps::profile_begin(std::string_view span) {
+  if (!profiling_) return;
+  EventSpan s{std::string(span), take_event(), nullptr};
+  if (s.start) cudaEventRecord(s.start, ctx_->stream());
+  open_spans_.push_back(std::move(s));
+}
+
+void CudaOps::profile_end() {
+  if (!profiling_ || open_spans_.empty()) return;
+  EventSpan s = std::move(open_spans_.back());
+  open_spans_.pop_back();
+  s.stop = take_event();
+  if (s.stop) cudaEventRecord(s.stop, ctx_->stream());
+  closed_spans_.push_back(std::move(s));
+}
+
+// Closed spans into totals; call after the stream has passed them (synchronize does).
+void CudaOps::resolve_spans() {
+  for (EventSpan& s : closed_spans_) {
+    float ms = 0;
+    if (s.start && s.stop && cudaEventElapsedTime(&ms, s.start, s.stop) == cudaSuccess)
+      device_totals_.add(s.span, ms * 1e-3);
+    for (cudaEvent_t ev : {s.start, s.stop})
+      if (ev) free_events_.push_back(ev);
+  }
+  closed_spans_.clear();
+}
+
+Result<std::vector<ProfileEntry>> CudaOps::profile_report() {
+  D0_RETURN_IF_ERROR(ctx_->synchronize());
+  resolve_spans();
+  return device_totals_.entries();
 }
 
 // ---- step graphs

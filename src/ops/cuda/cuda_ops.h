@@ -49,6 +49,9 @@ class CudaOps final : public Ops {
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override;
   std::vector<MemoryUse> memory_report() const override;
+  void profile_begin(std::string_view span) override;
+  void profile_end() override;
+  Result<std::vector<ProfileEntry>> profile_report() override;
   Result<int> capture_graph(const std::function<Status()>& body) override;
   Status replay_graph(int graph) override;
 
@@ -101,6 +104,16 @@ class CudaOps final : public Ops {
     std::size_t scratch_base = 0;  // persistent_end_ at capture: the scratch addresses the graph uses start here
   };
   std::vector<StepGraph> graphs_;
+  // Profiling: event pairs on the stream per span, resolved into totals once the device has passed them.
+  struct EventSpan {
+    std::string span;
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
+  cudaEvent_t take_event();
+  void resolve_spans();
+  std::vector<cudaEvent_t> free_events_;
+  std::vector<EventSpan> open_spans_, closed_spans_;
+  ProfileTotals device_totals_;
 };
 
 }  // namespace day0
