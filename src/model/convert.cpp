@@ -154,15 +154,6 @@ Result<std::vector<Item>> plan_items(const ModelSpec& spec, const Checkpoint& ck
   return items;
 }
 
-// Each item's shard (io/checkpoint_output.h); returns the shard count.
-int place_in_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
-  std::vector<std::uint64_t> bytes;
-  for (const Item& it : items) bytes.push_back(it.bytes);
-  const std::vector<int> shards = assign_shards(bytes, shard_bytes);
-  for (size_t i = 0; i < items.size(); ++i) items[i].shard = shards[i];
-  return shards.empty() ? 0 : shards.back() + 1;
-}
-
 // Converts rows [row0, row0 + n) of `it` into `dst` on `threads` threads; returns the inexact fp8 values.
 std::uint64_t convert_rows(const Item& it, std::int64_t row0, std::int64_t n, std::byte* dst, int threads) {
   const std::int64_t groups = it.in / kMxfp4GroupSize;

@@ -143,15 +143,6 @@ Result<std::vector<Item>> make_items(const ModelSpec& spec) {
   return items;
 }
 
-// Each item's shard (io/checkpoint_output.h); returns the shard count.
-int place_in_shards(std::vector<Item>& items, std::uint64_t shard_bytes) {
-  std::vector<std::uint64_t> bytes;
-  for (const Item& it : items) bytes.push_back(it.bytes);
-  const std::vector<int> shards = assign_shards(bytes, shard_bytes);
-  for (size_t i = 0; i < items.size(); ++i) items[i].shard = shards[i];
-  return shards.empty() ? 0 : shards.back() + 1;
-}
-
 // ------------------------------------------------------------------------------------------- generation
 
 void fill_dense(const Item& it, std::uint64_t key, std::uint64_t offset, std::span<std::byte> chunk, int threads) {
