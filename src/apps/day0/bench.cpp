@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/commands.h"
-#include "apps/day0/json_report.h"
+#include "apps/day0/bench_report.h"
 #include "apps/day0/model_loading.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
@@ -112,13 +112,7 @@ int bench(const BenchOptions& o) {
     auto c = measure_ceilings(cuda->context());
     if (!c.ok()) return fail(c.error().message);
     ceil = *c;
-    std::printf("device      %s\n", ceil.device.c_str());
-    std::printf("ceilings    copy %.2f TB/s (read + write), bf16 matmul %.0f TFLOP/s, fp8 matmul %.0f TFLOP/s "
-                "(%lld^3, cuBLASLt as the model uses it)\n",
-                ceil.copy_bytes_per_s / 1e12, ceil.bf16_flops / 1e12, ceil.fp8_flops / 1e12,
-                static_cast<long long>(ceil.gemm_size));
-    report["ceilings"] = {{"device", ceil.device}, {"copy_bytes_per_s", ceil.copy_bytes_per_s},
-                          {"bf16_flops", ceil.bf16_flops}, {"fp8_flops", ceil.fp8_flops}};
+    report_ceilings(ceil, report);
   } else {
     std::printf("ceilings    not measured on the %s backend\n", engine.backend.c_str());
   }

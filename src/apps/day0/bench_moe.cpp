@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/commands.h"
-#include "apps/day0/json_report.h"
+#include "apps/day0/bench_report.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -218,12 +218,8 @@ int bench_moe(const BenchMoeOptions& o) {
   if (!ctx.ok()) return fail(ctx.error().message);
   auto ceil = measure_ceilings(**ctx);
   if (!ceil.ok()) return fail(ceil.error().message);
-  std::printf("device      %s\n", ceil->device.c_str());
-  std::printf("ceilings    copy %.2f TB/s (read + write), bf16 matmul %.0f TFLOP/s, fp8 matmul %.0f TFLOP/s\n",
-              ceil->copy_bytes_per_s / 1e12, ceil->bf16_flops / 1e12, ceil->fp8_flops / 1e12);
   nlohmann::json report;
-  report["ceilings"] = {{"device", ceil->device}, {"copy_bytes_per_s", ceil->copy_bytes_per_s},
-                        {"bf16_flops", ceil->bf16_flops}, {"fp8_flops", ceil->fp8_flops}};
+  report_ceilings(*ceil, report);
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   for (const MoeShape& m : shapes)
     if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
