@@ -96,6 +96,10 @@ class Executor {
   Status capture_graphs(std::int64_t max_batch);
   Result<Tensor> step_with_graph(std::span<const SequenceStep> batch);
   Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
+  // The pool row of position `pos` through a sequence's block table.
+  std::int32_t kv_slot(std::span<const BlockId> table, std::int64_t pos) const {
+    return static_cast<std::int32_t>(table[pos / block_size_] * block_size_ + pos % block_size_);
+  }
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
   Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
                      Tensor& out);

@@ -32,8 +32,7 @@ Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int
       std::copy_n(s.block_table.begin(), n, table);
       ids.data<std::int32_t>()[r] = s.tokens[0];
       positions.data<std::int32_t>()[r] = static_cast<std::int32_t>(s.start);
-      slots.data<std::int32_t>()[r] =
-          static_cast<std::int32_t>(s.block_table[s.start / block_size_] * block_size_ + s.start % block_size_);
+      slots.data<std::int32_t>()[r] = kv_slot(s.block_table, s.start);
     } else {  // padding
       table[0] = pad_block_;
       slots.data<std::int32_t>()[r] = static_cast<std::int32_t>(pad_block_ * block_size_);

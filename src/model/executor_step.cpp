@@ -74,7 +74,7 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
       hb.ids.data<std::int32_t>()[t] = s.tokens[i];
       hb.positions.data<std::int32_t>()[t] = static_cast<std::int32_t>(pos);
       hb.q_seq.data<std::int32_t>()[t] = static_cast<std::int32_t>(b);
-      hb.slots.data<std::int32_t>()[t] = static_cast<std::int32_t>(s.block_table[pos / block_size_] * block_size_ + pos % block_size_);
+      hb.slots.data<std::int32_t>()[t] = kv_slot(s.block_table, pos);
       const bool last = i + 1 == s.tokens.size();
       if (s.logits == SequenceStep::Logits::all || (s.logits == SequenceStep::Logits::last && last))
         hb.logit_rows.data<std::int32_t>()[r++] = static_cast<std::int32_t>(t);
