@@ -163,7 +163,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
 
     auto matmul = [&] {
       Routing& r = next();
-      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts, r.n_routed};
+      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
       return mxfp4_grouped_matmul_cuda(xb, true, down, g, S, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
                                        ctx.stream());
     };

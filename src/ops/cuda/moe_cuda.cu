@@ -233,7 +233,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
   D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
                                           assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream));
-  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_n_routed};
+  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, S, slots, &p, h, stream));

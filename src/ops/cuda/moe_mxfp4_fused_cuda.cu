@@ -17,6 +17,9 @@ constexpr int kWarps = 4;          // split-K warps per CTA
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
+// Tiles in flight per warp (loads issued before the current tile is decoded). On the H200 (bench-moe, 20b shapes)
+// 2, 3, 4 and 6 were 5-20% slower than 1 at 1-64 tokens (more registers, fewer CTAs resident).
+constexpr int kDepth = 1;
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
@@ -75,7 +78,7 @@ struct KernelArgs {
   int out_rows, groups;         // w.out, w.in / 32
   const __nv_bfloat16* x;       // [*, in]
   bool inputs_are_tokens;
-  const std::int32_t *offsets, *rows, *assignments, *experts, *n_routed;
+  const std::int32_t *offsets, *rows, *assignments, *experts;
   float alpha, limit;           // SwiGLU
   void* out;
 };
@@ -134,9 +137,9 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 
 // kChunks MMAs of 8 tokens per pass over K; kDepth tiles in flight per warp. kSwiglu: bf16 h by grouped entry;
 // else f32 rows by assignment.
-template <int kChunks, bool kSwiglu, int kDepth>
+template <int kChunks, bool kSwiglu>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
-  // experts[] is -1 past the routed ones: no need to read n_routed first (one dependent load less).
+  // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
   if (e < 0) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -245,19 +248,12 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   }
 }
 
-template <int kChunks, int kDepth>
-void launch_depth(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true, kDepth><<<grid, kWarps * 32, 0, stream>>>(a);
-  else
-    mxfp4_grouped_mma_kernel<kChunks, false, kDepth><<<grid, kWarps * 32, 0, stream>>>(a);
-}
-
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  // One tile prefetched ahead: on the H200 (bench-moe, 20b shapes) 2, 3, 4 and 6 were 5-20% slower at 1-64
-  // tokens (more registers, fewer CTAs resident), so the depth is not what limits this kernel.
-  launch_depth<kChunks, 1>(a, swiglu, grid, stream);
+  if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -304,7 +300,6 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.rows, op, "rows", {DType::i32}, {A}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.assignments, op, "assignments", {DType::i32}, {A}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.experts, op, "experts", {DType::i32}, {E}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.n_routed, op, "n_routed", {DType::i32}, {1}));
   if (!inputs_are_tokens && x.size(0) < A)
     return make_error(std::string(op) + ": grouped inputs need a row per assignment (" + std::to_string(A) + ")");
   if (swiglu) {
@@ -336,7 +331,6 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
                         groups.rows.data<std::int32_t>(),
                         groups.assignments.data<std::int32_t>(),
                         groups.experts.data<std::int32_t>(),
-                        groups.n_routed.data<std::int32_t>(),
                         swiglu ? swiglu->alpha : 0.f,
                         swiglu ? swiglu->limit : 0.f,
                         out.raw()};

@@ -20,9 +20,9 @@
 namespace day0 {
 
 // group_by_expert_cuda's outputs, on the device (all i32): offsets [E + 1], rows [A], assignments [A],
-// experts [E] (routed ascending, then -1), n_routed [1].
+// experts [E] (routed ascending, then -1: the kernels stop at the first -1, so they need no routed count).
 struct DeviceExpertGroups {
-  Tensor offsets, rows, assignments, experts, n_routed;
+  Tensor offsets, rows, assignments, experts;
 };
 
 // For every routed expert e and each of its grouped entries p (device data, read by the kernel):
@@ -31,7 +31,7 @@ struct DeviceExpertGroups {
 // swiglu given (gate/up rows interleaved, as gpt-oss): out bf16 [A, w.out / 2], row p = bf16(swiglu(v));
 // swiglu null: out f32 [A, w.out], row groups.assignments[p] = v.
 // x bf16 [*, w.in]. max_tokens_per_expert bounds every expert's count (S, the batch, always does): it picks how
-// many tokens one pass carries. launch_slots: CTAs per row tile, >= n_routed (min(E, A) always is).
+// many tokens one pass carries. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is).
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,

@@ -31,7 +31,7 @@ using moetest::upload_experts;
 // Device grouping of `indices` (host, [S, k]) for E experts; `flag` receives bad ids.
 struct Groups {
   Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
-  DeviceExpertGroups view() const { return {offsets, rows, assignments, experts, n_routed}; }
+  DeviceExpertGroups view() const { return {offsets, rows, assignments, experts}; }
 };
 
 Groups group(CudaContext& ctx, const Tensor& indices, int E) {
