@@ -150,9 +150,10 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   D0_ASSIGN_OR_RETURN(Tensor v, ops_.scratch({S, kv_width}, DType::f32, "v"));
   {
     ProfileSpan span(ops_, "attention: q/k/v projections");
-    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q));
-    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k));
-    D0_RETURN_IF_ERROR(ops_.linear(h, weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v));
+    const std::vector<LinearTarget> qkv{{weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q},
+                                        {weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k},
+                                        {weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v}};
+    D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
   }
   if (a.rope.kind != RopeKind::none) {
     ProfileSpan span(ops_, "attention: rope");

@@ -52,6 +52,11 @@ struct PagedKv {
   std::int64_t block_size = 0;
 };
 
+// One output of Ops::linears: out = x W^T + bias (bias optional: an undefined Tensor).
+struct LinearTarget {
+  Tensor w, bias, out;
+};
+
 // What a backend reserves at start-up: the largest forward step and the largest MoE layer it will run.
 struct OpsPlan {
   std::int64_t max_step_tokens = 0;
@@ -140,6 +145,14 @@ class Ops {
   virtual Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
   // out = x W^T + b; W [out, in]; bias optional (undefined Tensor).
   virtual Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
+  // linear for each target, all of one input (q, k and v): a backend may run them as one kernel.
+  virtual Status linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
+    for (const LinearTarget& t : targets) {
+      Tensor out = t.out;
+      D0_RETURN_IF_ERROR(linear(x, t.w, t.bias, out));
+    }
+    return Status::success();
+  }
   // In place on x [S, n_heads * head_dim]: half-split rotation of the first rotary_dim lanes per head;
   // inv_freq f32 [rotary_dim / 2] in backend memory (see rope_inv_freq).
   virtual Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,

@@ -8,7 +8,7 @@
 // host's launch cost, as a captured decode step runs them). Timed as the median of samples of back-to-back calls
 // that cycle through 8 routings, so successive calls touch different experts and the expert bytes mostly come
 // from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
-// 2 x assignments x out x in per matrix.
+// 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h).
 #include <cstdio>
 #include <random>
 #include <set>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/commands.h"
+#include "apps/day0/bench_linear.h"
 #include "apps/day0/bench_report.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_kernels.h"
@@ -223,6 +224,7 @@ int bench_moe(const BenchMoeOptions& o) {
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   for (const MoeShape& m : shapes)
     if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
+  if (Status st = bench_dense_linears(**ctx, {1, 8, 32, 64}, *ceil, report); !st.ok()) return fail(st.error().message);
   if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;
 }

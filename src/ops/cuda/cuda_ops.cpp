@@ -8,6 +8,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/linear_small_cuda.h"
 #include "ops/cuda/weight_upload.h"
 
 namespace day0 {
@@ -321,8 +322,15 @@ Status CudaOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float 
 Status CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
   if (w.dtype() != DType::bf16)
     return make_error("cuda linear: weight must be bf16 (place_weights converts), got " + std::string(dtype_name(w.dtype())));
+  const std::vector<LinearTarget> target{{w, bias, out}};
+  if (linear_small_fits(x, target)) return linear_small_cuda(x, target, ctx_->stream());
   D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
   return gemms_->bf16.run(xb, w, bias, out);
+}
+
+Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
+  if (linear_small_fits(x, targets)) return linear_small_cuda(x, targets, ctx_->stream());
+  return Ops::linears(x, targets);
 }
 
 Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }

@@ -58,6 +58,7 @@ class CudaOps final : public Ops {
   Status embedding(const Tensor& table, const Tensor& ids, Tensor& out) override;
   Status rms_norm(const Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
+  Status linears(const Tensor& x, const std::vector<LinearTarget>& targets) override;
   Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
               float attention_factor) override;
   Status attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,

@@ -9,6 +9,7 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/mma_bf16.cuh"
 
 namespace day0 {
 namespace {
@@ -60,14 +61,6 @@ __device__ __forceinline__ GroupScale group_scale(std::uint32_t scale) {
 __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScale& s) {
   v = bf16x2_mul(v, s.first);
   return s.two ? bf16x2_mul(v, s.second) : v;
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                               std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 struct KernelArgs {

@@ -1,0 +1,196 @@
+// Small-M dense linear on tensor cores: see the header for the scheme.
+#include "ops/cuda/linear_small_cuda.h"
+
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/mma_bf16.cuh"
+
+namespace day0 {
+namespace {
+
+constexpr int kWarps = 8;       // split-K warps per CTA
+constexpr int kRowsPerCta = 16;  // the MMA's M
+constexpr int kTokensPerMma = 8;  // the MMA's N
+constexpr int kInFlight = 4;     // 32-wide k blocks whose weights a lane loads before it multiplies
+
+enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
+
+struct Target {
+  const __nv_bfloat16* w;
+  const void* bias;
+  float* out;
+  int bias_kind;
+  int n;           // output rows
+  int tile_begin;  // first CTA of this target
+};
+
+struct Args {
+  const float* x;
+  int m, k;
+  int n_targets;
+  Target t[kLinearSmallMaxTargets];
+};
+
+// Weights are read once per step: keep them out of L1, where x lives.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float bias_value(const Target& t, int row) {
+  if (t.bias_kind == kBiasF32) return static_cast<const float*>(t.bias)[row];
+  if (t.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(t.bias)[row]);
+  return 0.f;
+}
+
+// kTiles MMAs of 8 tokens: M <= 8 kTiles. Lane (g, t) of a warp owns, in every 32-wide k block, the 8 contiguous
+// values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
+// the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
+template <int kTiles>
+__global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
+  Target tg = a.t[0];
+#pragma unroll
+  for (int i = 1; i < kLinearSmallMaxTargets; ++i)
+    if (i < a.n_targets && static_cast<int>(blockIdx.x) >= a.t[i].tile_begin) tg = a.t[i];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
+  const int chunks = a.k / 8;            // 16-byte pieces of a row
+  const int k_blocks = (chunks + 3) / 4;
+  // Rows past N read the last row (in bounds) and are not stored.
+  const uint4* w_lo = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g, tg.n - 1)) * a.k);
+  const uint4* w_hi = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g + 8, tg.n - 1)) * a.k);
+  const float* x_row[kTiles];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) {
+    const int token = i * kTokensPerMma + g;
+    x_row[i] = token < a.m ? a.x + static_cast<std::int64_t>(token) * a.k : nullptr;
+  }
+  float acc[kTiles][4];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
+    uint4 lo[kInFlight], hi[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int c = (kb0 + u) * 4 + t;
+      lo[u] = hi[u] = make_uint4(0, 0, 0, 0);
+      if (c < chunks) {
+        lo[u] = load_streaming(w_lo + c);
+        hi[u] = load_streaming(w_hi + c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int c = (kb0 + u) * 4 + t;
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        std::uint32_t b[4] = {0, 0, 0, 0};
+        if (x_row[i] != nullptr && c < chunks) {
+          const float4 p = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c);
+          const float4 q = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c + 1);
+          b[0] = pack_bf16x2(p.x, p.y);
+          b[1] = pack_bf16x2(p.z, p.w);
+          b[2] = pack_bf16x2(q.x, q.y);
+          b[3] = pack_bf16x2(q.z, q.w);
+        }
+        mma_bf16_16816(acc[i], lo[u].x, hi[u].x, lo[u].y, hi[u].y, b[0], b[1]);
+        mma_bf16_16816(acc[i], lo[u].z, hi[u].z, lo[u].w, hi[u].w, b[2], b[3]);
+      }
+    }
+  }
+
+  // Split-K partials summed in warp order (deterministic); warp i finishes token tile i.
+  __shared__ float partial[kWarps][kTiles][32][4];
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) partial[warp][i][lane][j] = acc[i][j];
+  __syncthreads();
+  if (warp >= kTiles) return;
+  const int tile = warp;
+  float v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float s = partial[0][tile][lane][j];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += partial[w][tile][lane][j];
+    v[j] = s;
+  }
+  // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int row = row0 + g + (j < 2 ? 0 : 8), token = tile * kTokensPerMma + 2 * t + j % 2;
+    if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
+  }
+}
+
+}  // namespace
+
+bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets) {
+  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > kLinearSmallMaxRows || x.size(1) % 8 != 0) return false;
+  if (targets.empty() || targets.size() > static_cast<size_t>(kLinearSmallMaxTargets)) return false;
+  for (const LinearTarget& t : targets)
+    if (t.w.dtype() != DType::bf16) return false;
+  return true;
+}
+
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
+  const char* op = "linear_small_cuda";
+  if (!linear_small_fits(x, targets))
+    return make_error(std::string(op) + ": needs x f32 [M <= 32, K % 8 == 0] and 1..4 bf16 weights, got x " +
+                      shape_to_string(x.shape()) + " and " + std::to_string(targets.size()) + " weights");
+  const std::int64_t M = x.size(0), K = x.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {M, K}));
+  if (!aligned_to(x.raw(), 16)) return make_error(std::string(op) + ": x must be 16-byte aligned");
+  Args a{};
+  a.x = x.data<float>();
+  a.m = static_cast<int>(M);
+  a.k = static_cast<int>(K);
+  a.n_targets = static_cast<int>(targets.size());
+  std::int64_t tiles = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const LinearTarget& lt = targets[i];
+    if (lt.w.dim() != 2) return make_error(std::string(op) + ": weight " + std::to_string(i) + " must be [N, K]");
+    const std::int64_t N = lt.w.size(0);
+    D0_RETURN_IF_ERROR(check_cuda_tensor(lt.w, op, "weight", {DType::bf16}, {N, K}));
+    D0_RETURN_IF_ERROR(check_cuda_tensor(lt.out, op, "out", {DType::f32}, {M, N}));
+    if (!aligned_to(lt.w.raw(), 16)) return make_error(std::string(op) + ": weights must be 16-byte aligned");
+    Target& t = a.t[i];
+    t.w = static_cast<const __nv_bfloat16*>(lt.w.raw());
+    Tensor out = lt.out;  // a handle: the target's storage
+    t.out = out.data<float>();
+    t.n = static_cast<int>(N);
+    t.tile_begin = static_cast<int>(tiles);
+    if (has_values(lt.bias)) {
+      D0_RETURN_IF_ERROR(check_cuda_tensor(lt.bias, op, "bias", {DType::f32, DType::bf16}, {N}));
+      t.bias = lt.bias.raw();
+      t.bias_kind = lt.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
+    }
+    tiles += (N + kRowsPerCta - 1) / kRowsPerCta;
+    if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");
+  }
+  const dim3 grid(static_cast<unsigned>(tiles)), block(kWarps * 32);
+  switch ((M + kTokensPerMma - 1) / kTokensPerMma) {
+    case 1: linear_small_kernel<1><<<grid, block, 0, stream>>>(a); break;
+    case 2: linear_small_kernel<2><<<grid, block, 0, stream>>>(a); break;
+    case 3: linear_small_kernel<3><<<grid, block, 0, stream>>>(a); break;
+    default: linear_small_kernel<4><<<grid, block, 0, stream>>>(a); break;
+  }
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

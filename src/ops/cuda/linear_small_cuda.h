@@ -1,0 +1,32 @@
+// Dense bf16 linear for a few rows (decode): out [M, N] = x [M, K] W [N, K]^T (+ bias), M <= 32, as tensor-core
+// MMAs with the weights as the MMA's M side and the tokens as its N side, so a decode step reads every weight
+// byte once at close to HBM bandwidth (cuBLASLt's M = 1 kernels reach a fraction of it), with x converted to bf16
+// in registers (no separate conversion pass) and up to 4 weights of one input in one launch (q, k, v).
+// Scheme: a CTA of 8 warps owns 16 output rows and splits K between its warps; each lane loads 16 contiguous bytes
+// of two weight rows per 32-wide k block, 4 blocks in flight, summed across warps in a fixed order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace day0 {
+
+inline constexpr std::int64_t kLinearSmallMaxRows = 32;
+inline constexpr int kLinearSmallMaxTargets = 4;
+
+// Whether linear_small_cuda takes this call: 1 <= M <= kLinearSmallMaxRows, K a multiple of 8 (16-byte rows),
+// bf16 weights, at most kLinearSmallMaxTargets outputs. Shapes are checked by the launcher.
+bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets);
+
+// x f32 [M, K] on the device (16-byte aligned); each target's w bf16 [N, K], bias f32/bf16 [N] or undefined,
+// out f32 [M, N]. Products are x rounded to bf16 times the
+// bf16 weights, summed in f32 (the same values cuBLASLt's bf16 GEMM multiplies; the order of the sum differs).
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
+
+}  // namespace day0

@@ -1,0 +1,108 @@
+// linear_small_cuda (the decode-size tensor-core linear) against CpuOps::linear on x rounded to bf16 (the GPU is
+// given the f32 x and rounds it in registers): M from 1 to 32 (one to four token tiles, ragged), N not a multiple
+// of 16, K not a multiple of 32, biases f32/bf16/none, and up to four weights in one launch (q, k, v).
+// Skipped visibly without a GPU.
+#include "ops/cuda/linear_small_cuda.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/op_test_util.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::relative_norm_error;
+using cudatest::upload;
+using optest::random_f32;
+using optest::to_bf16;
+
+enum class Bias { none, f32, bf16 };
+
+struct Weight {
+  std::int64_t n;
+  Bias bias;
+};
+
+// One launch of linear_small_cuda over `weights` against the CPU reference, per output.
+void run_case(CudaContext& ctx, std::int64_t M, std::int64_t K, const std::vector<Weight>& weights, std::mt19937& rng) {
+  SCOPED_TRACE("M " + std::to_string(M) + " K " + std::to_string(K) + " weights " + std::to_string(weights.size()));
+  const auto mark = ctx.arena().mark();
+  const Tensor x = random_f32({M, K}, rng);
+  const Tensor d_x = upload(ctx, x);
+  std::vector<Tensor> want;
+  std::vector<LinearTarget> targets;
+  CpuOps cpu;
+  for (const Weight& wt : weights) {
+    const Tensor w = to_bf16(random_f32({wt.n, K}, rng));
+    Tensor bias;
+    if (wt.bias != Bias::none) bias = random_f32({wt.n}, rng);
+    if (wt.bias == Bias::bf16) bias = to_bf16(bias);
+    Tensor y = Tensor::zeros({M, wt.n}, DType::f32);
+    D0_ASSERT_OK(cpu.linear(to_bf16(x).to_f32(), w, bias, y));
+    want.push_back(y);
+    targets.push_back({upload(ctx, w), wt.bias == Bias::none ? Tensor() : upload(ctx, bias),
+                       poisoned(ctx, {M, wt.n}, DType::f32)});
+  }
+  ASSERT_TRUE(linear_small_fits(d_x, targets));
+  D0_ASSERT_OK(linear_small_cuda(d_x, targets, ctx.stream()));
+  for (size_t i = 0; i < targets.size(); ++i) {
+    SCOPED_TRACE("weight " + std::to_string(i) + " N " + std::to_string(weights[i].n));
+    const Tensor got = download(ctx, targets[i].out);
+    EXPECT_EQ(cudatest::count_nan(got), 0) << "unwritten (poisoned) outputs";
+    // The same bf16 products summed in f32 in another order (split-K partials, MMA trees): ~1e-7 relative.
+    EXPECT_LE(relative_norm_error(got, want[i]), 1e-5);
+  }
+  ASSERT_TRUE(ctx.arena().release(mark).ok());
+}
+
+TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_32_rows_odd_shapes_and_biases) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7101);
+  for (std::int64_t M : {1, 2, 3, 7, 8, 9, 16, 17, 24, 31, 32})
+    for (std::int64_t K : {8, 72, 200})
+      run_case(*ctx, M, K, {{33, Bias::f32}}, rng);
+  for (Bias b : {Bias::none, Bias::f32, Bias::bf16}) run_case(*ctx, 5, 136, {{1, b}, {16, b}, {47, b}}, rng);
+  // gpt-oss-20b: q/k/v (4096, 512, 512 rows of 2880) in one launch; the o projection (K = 4096); a router.
+  for (std::int64_t M : {1, 8, 32})
+    run_case(*ctx, M, 2880, {{4096, Bias::bf16}, {512, Bias::bf16}, {512, Bias::bf16}}, rng);
+  run_case(*ctx, 4, 4096, {{2880, Bias::bf16}}, rng);
+  run_case(*ctx, 3, 2880, {{32, Bias::f32}}, rng);
+  run_case(*ctx, 2, 64, {{8, Bias::none}, {8, Bias::none}, {8, Bias::none}, {8, Bias::none}}, rng);
+}
+
+TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reason) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context(std::size_t(64) << 20);
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7102);
+  const Tensor w = upload(*ctx, to_bf16(random_f32({16, 64}, rng)));
+  const Tensor x33 = upload(*ctx, random_f32({33, 64}, rng));
+  const Tensor x_odd_k = upload(*ctx, random_f32({2, 60}, rng));
+  const std::vector<LinearTarget> one{{w, Tensor(), poisoned(*ctx, {33, 16}, DType::f32)}};
+  EXPECT_FALSE(linear_small_fits(x33, one));  // more rows than the kernel's four token tiles
+  EXPECT_FALSE(linear_small_fits(x_odd_k, one));
+  const Status s = linear_small_cuda(x33, one, ctx->stream());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("M <= 32"), std::string::npos) << s.error().message;
+  const std::vector<LinearTarget> five(5, one[0]);
+  EXPECT_FALSE(linear_small_fits(upload(*ctx, random_f32({2, 64}, rng)), five));
+  // A mismatched output shape is named.
+  const Tensor x2 = upload(*ctx, random_f32({2, 64}, rng));
+  const std::vector<LinearTarget> bad{{w, Tensor(), poisoned(*ctx, {2, 15}, DType::f32)}};
+  const Status b = linear_small_cuda(x2, bad, ctx->stream());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("out"), std::string::npos) << b.error().message;
+}
+
+}  // namespace
+}  // namespace day0
