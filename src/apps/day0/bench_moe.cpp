@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -178,8 +179,15 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, ws_fused, gemms, out, ctx.stream());
     };
     // "graph": the same calls replayed from a CUDA graph (device time; how a captured decode step runs them).
-    D0_ASSIGN_OR_RETURN(double t_matmul_graph, time_graph_median(ctx, 9, matmul, calls));
-    report_row("matmul fused (graph)", t_matmul_graph, distinct * down_bytes, 2 * A * m.H * m.I);
+    // Every compiled CTA shape of the fused matmul (warps x tiles in flight), the default first.
+    for (const Mxfp4FusedTiling& tiling : kMxfp4FusedTilings) {
+      D0_RETURN_IF_ERROR(set_mxfp4_fused_tiling(tiling));
+      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
+      const std::string name = "matmul fused " + std::to_string(tiling.warps) + "x" + std::to_string(tiling.in_flight) +
+                               " (graph)";
+      report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+    }
+    D0_RETURN_IF_ERROR(set_mxfp4_fused_tiling(kMxfp4FusedTilings[0]));
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
     D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));

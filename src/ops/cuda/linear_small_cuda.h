@@ -1,4 +1,4 @@
-// Dense bf16 linear for a few rows (decode): out [M, N] = x [M, K] W [N, K]^T (+ bias), M <= 32, as tensor-core
+// Dense bf16 linear for a few rows (decode): out [M, N] = x [M, K] W [N, K]^T (+ bias), M <= 16, as tensor-core
 // MMAs with the weights as the MMA's M side and the tokens as its N side, so a decode step reads every weight
 // byte once at close to HBM bandwidth (cuBLASLt's M = 1 kernels reach a fraction of it), with x converted to bf16
 // in registers (no separate conversion pass) and up to 4 weights of one input in one launch (q, k, v).
@@ -17,7 +17,8 @@
 
 namespace day0 {
 
-inline constexpr std::int64_t kLinearSmallMaxRows = 32;
+// 16: at 32 rows cuBLASLt is faster for the o projection and lm_head (bench-moe, H200).
+inline constexpr std::int64_t kLinearSmallMaxRows = 16;
 inline constexpr int kLinearSmallMaxTargets = 4;
 
 // Whether linear_small_cuda takes this call: 1 <= M <= kLinearSmallMaxRows, K a multiple of 8 (16-byte rows),

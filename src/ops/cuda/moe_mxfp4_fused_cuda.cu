@@ -14,13 +14,9 @@
 namespace day0 {
 namespace {
 
-constexpr int kWarps = 4;          // split-K warps per CTA
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
-// Tiles in flight per warp (loads issued before the current tile is decoded). On the H200 (bench-moe, 20b shapes)
-// 2, 3, 4 and 6 were 5-20% slower than 1 at 1-64 tokens (more registers, fewer CTAs resident).
-constexpr int kDepth = 1;
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
@@ -128,9 +124,11 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
   }
 }
 
-// kChunks MMAs of 8 tokens per pass over K; kDepth tiles in flight per warp. kSwiglu: bf16 h by grouped entry;
-// else f32 rows by assignment.
-template <int kChunks, bool kSwiglu>
+// kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
+// round and issues all their loads before it decodes the first, so a lane has kInFlight 16-byte groups of each of
+// its two rows in flight (at 2880 inputs, 23 tiles: one round with 8 x 3). kSwiglu: bf16 h by grouped entry; else
+// f32 rows by assignment.
+template <int kChunks, bool kSwiglu, int kWarps, int kInFlight>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
@@ -142,21 +140,20 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
   const int in = a.groups * 32;
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
-  constexpr int kStride = kWarps * kGroupsPerTile;  // groups between a warp's consecutive tiles
+  const int first = warp * kInFlight;
+  constexpr int kRound = kWarps * kInFlight;  // tiles between a warp's rounds
 
-  // The weights' loads go out before the token bookkeeping is read.
-  TileLoad buf[kDepth];
+  TileLoad buf[kInFlight];
+  auto load_round = [&](int base) {
 #pragma unroll
-  for (int d = 0; d < kDepth; ++d) buf[d] = load_tile(a, base_g, base_h, (warp + d * kWarps) * kGroupsPerTile + t);
+    for (int u = 0; u < kInFlight; ++u) buf[u] = load_tile(a, base_g, base_h, (base + u) * kGroupsPerTile + t);
+  };
+  load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
   __shared__ float partial[kWarps][kChunks][32][4];
 
   for (int c0 = p_begin; c0 < p_end; c0 += kChunks * kTokensPerMma) {
-    if (c0 != p_begin) {
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) buf[d] = load_tile(a, base_g, base_h, (warp + d * kWarps) * kGroupsPerTile + t);
-    }
     // This lane's B operand is token g of each chunk.
     const __nv_bfloat16* xrow[kChunks];
 #pragma unroll
@@ -169,71 +166,64 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 #pragma unroll
     for (int n = 0; n < kChunks; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
-    for (int base = warp; base < tiles; base += kDepth * kWarps) {
+    for (int base = first; base < tiles; base += kRound) {
+      if (base != first || c0 != p_begin) load_round(base);
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int tile = base + d * kWarps;
-        if (tile < tiles) {
-          const TileLoad cur = buf[d];
-          const int grp = tile * kGroupsPerTile + t;
-          buf[d] = load_tile(a, base_g, base_h, grp + kDepth * kStride);  // zeros past the end
-          mma_tile<kChunks>(cur, grp, grp < a.groups, xrow, acc);
-        }
+      for (int u = 0; u < kInFlight; ++u) {
+        const int grp = (base + u) * kGroupsPerTile + t;
+        mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc);
       }
     }
 
-    // Split-K partials summed in warp order (deterministic), then the epilogue by warp 0.
+    // Split-K partials summed in warp order (deterministic); warp n finishes chunk n.
 #pragma unroll
     for (int n = 0; n < kChunks; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) partial[warp][n][lane][i] = acc[n][i];
     __syncthreads();
-    if (warp == 0) {
+    for (int n = warp; n < kChunks; n += kWarps) {
+      float v[4];
 #pragma unroll
-      for (int n = 0; n < kChunks; ++n) {
-        float v[4];
+      for (int i = 0; i < 4; ++i) {
+        float s = partial[0][n][lane][i];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float s = partial[0][n][lane][i];
+        for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
+        v[i] = s;
+      }
+      // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
+      const int r_lo = row0 + g, r_hi = row0 + g + 8;
+      const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
+      v[0] += bias_at(a, bias_base + r_lo);
+      v[1] += bias_at(a, bias_base + r_lo);
+      v[2] += bias_at(a, bias_base + r_hi);
+      v[3] += bias_at(a, bias_base + r_hi);
+      const int p_tok[2] = {c0 + n * kTokensPerMma + 2 * t, c0 + n * kTokensPerMma + 2 * t + 1};
+      if constexpr (kSwiglu) {
+        // Rows 2i (gate) and 2i + 1 (up) sit in lanes g and g + 1 (lane + 4): even-g lanes finish the pair.
+        float up[4];
 #pragma unroll
-          for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
-          v[i] = s;
-        }
-        // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
-        const int r_lo = row0 + g, r_hi = row0 + g + 8;
-        const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
-        v[0] += bias_at(a, bias_base + r_lo);
-        v[1] += bias_at(a, bias_base + r_lo);
-        v[2] += bias_at(a, bias_base + r_hi);
-        v[3] += bias_at(a, bias_base + r_hi);
-        const int p_tok[2] = {c0 + n * kTokensPerMma + 2 * t, c0 + n * kTokensPerMma + 2 * t + 1};
-        if constexpr (kSwiglu) {
-          // Rows 2i (gate) and 2i + 1 (up) sit in lanes g and g + 1 (lane + 4): even-g lanes finish the pair.
-          float up[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
-          if (g % 2 == 0) {
-            const int half_rows = a.out_rows / 2;
-            __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int p = p_tok[i % 2];
-              if (p >= p_end) continue;
-              const float gate = fminf(v[i], a.limit);  // as swiglu_clamped_kernel
-              const float u = fminf(fmaxf(up[i], -a.limit), a.limit);
-              const float glu = gate / (1.0f + expf(-a.alpha * gate));
-              const int col = (i < 2 ? r_lo : r_hi) / 2;
-              h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn((u + 1.0f) * glu);
-            }
-          }
-        } else {
-          float* y = static_cast<float*>(a.out);
+        for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
+        if (g % 2 == 0) {
+          const int half_rows = a.out_rows / 2;
+          __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out);
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int p = p_tok[i % 2];
             if (p >= p_end) continue;
-            y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
+            const float gate = fminf(v[i], a.limit);  // as swiglu_clamped_kernel
+            const float u = fminf(fmaxf(up[i], -a.limit), a.limit);
+            const float glu = gate / (1.0f + expf(-a.alpha * gate));
+            const int col = (i < 2 ? r_lo : r_hi) / 2;
+            h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn((u + 1.0f) * glu);
           }
+        }
+      } else {
+        float* y = static_cast<float*>(a.out);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int p = p_tok[i % 2];
+          if (p >= p_end) continue;
+          y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
         }
       }
     }
@@ -241,12 +231,26 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   }
 }
 
+// The CTA shapes compiled (split-K warps x tiles in flight per warp); mxfp4_fused_tiling picks one.
+template <int kChunks, int kWarps, int kInFlight>
+void launch_shape(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
+  if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true, kWarps, kInFlight><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    mxfp4_grouped_mma_kernel<kChunks, false, kWarps, kInFlight><<<grid, kWarps * 32, 0, stream>>>(a);
+}
+
+Mxfp4FusedTiling g_tiling = kMxfp4FusedTilings[0];
+
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
-  else
-    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
+  const int shape = g_tiling.warps * 16 + g_tiling.in_flight;
+  switch (shape) {
+    case 4 * 16 + 1: launch_shape<kChunks, 4, 1>(a, swiglu, grid, stream); break;
+    case 4 * 16 + 6: launch_shape<kChunks, 4, 6>(a, swiglu, grid, stream); break;
+    case 8 * 16 + 2: launch_shape<kChunks, 8, 2>(a, swiglu, grid, stream); break;
+    default: launch_shape<kChunks, 8, 3>(a, swiglu, grid, stream); break;
+  }
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -275,6 +279,18 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 }
 
 }  // namespace
+
+Status set_mxfp4_fused_tiling(Mxfp4FusedTiling tiling) {
+  for (const Mxfp4FusedTiling& t : kMxfp4FusedTilings)
+    if (t.warps == tiling.warps && t.in_flight == tiling.in_flight) {
+      g_tiling = t;
+      return Status::success();
+    }
+  return make_error("set_mxfp4_fused_tiling: " + std::to_string(tiling.warps) + " x " +
+                    std::to_string(tiling.in_flight) + " is not a compiled CTA shape");
+}
+
+Mxfp4FusedTiling mxfp4_fused_tiling() { return g_tiling; }
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,
