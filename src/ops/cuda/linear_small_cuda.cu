@@ -150,7 +150,7 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
   const char* op = "linear_small_cuda";
   if (!linear_small_fits(x, targets))
-    return make_error(std::string(op) + ": needs x f32 [M <= 32, K % 8 == 0] and 1..4 bf16 weights, got x " +
+    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxRows) + ", K % 8 == 0] and 1..4 bf16 weights, got x " +
                       shape_to_string(x.shape()) + " and " + std::to_string(targets.size()) + " weights");
   const std::int64_t M = x.size(0), K = x.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {M, K}));
@@ -183,12 +183,11 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
     if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");
   }
   const dim3 grid(static_cast<unsigned>(tiles)), block(kWarps * 32);
-  switch ((M + kTokensPerMma - 1) / kTokensPerMma) {
-    case 1: linear_small_kernel<1><<<grid, block, 0, stream>>>(a); break;
-    case 2: linear_small_kernel<2><<<grid, block, 0, stream>>>(a); break;
-    case 3: linear_small_kernel<3><<<grid, block, 0, stream>>>(a); break;
-    default: linear_small_kernel<4><<<grid, block, 0, stream>>>(a); break;
-  }
+  static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
+  if (M <= kTokensPerMma)
+    linear_small_kernel<1><<<grid, block, 0, stream>>>(a);
+  else
+    linear_small_kernel<2><<<grid, block, 0, stream>>>(a);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();
 }

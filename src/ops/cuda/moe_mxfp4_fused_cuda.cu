@@ -96,10 +96,26 @@ __device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t 
   return l;
 }
 
-// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens.
+// One chunk's B operand of a tile, loaded with the weights (decode: one chunk per pass): the 32 values of group
+// grp of this lane's token row, zeros where there is no token or no group.
+struct XTile {
+  uint4 v[4];
+};
+
+__device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp, bool live) {
+  XTile x;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    x.v[i] = live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
+  return x;
+}
+
+// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens;
+// with xpre, the one chunk's B operand comes from registers loaded ahead (load_x_tile).
 template <int kChunks>
 __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live,
-                                         const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4]) {
+                                         const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4],
+                                         const XTile* xpre = nullptr) {
   const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
   const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
 #pragma unroll
@@ -117,7 +133,12 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 #pragma unroll
       for (int n = 0; n < kChunks; ++n) {
         uint2 xv = make_uint2(0, 0);
-        if (live && xrow[n] != nullptr) xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
+        if (xpre != nullptr) {
+          const uint4& w = xpre->v[q];  // k-step 2q + half: bytes 16q + 8 half of the group
+          xv = half == 0 ? make_uint2(w.x, w.y) : make_uint2(w.z, w.w);
+        } else if (live && xrow[n] != nullptr) {
+          xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
+        }
         mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
       }
     }
@@ -168,10 +189,24 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 
     for (int base = first; base < tiles; base += kRound) {
       if (base != first || c0 != p_begin) load_round(base);
+      if constexpr (kChunks == 1) {  // decode: the tokens' values go out with the weights, not per k-step
+        XTile xt[kInFlight];
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int grp = (base + u) * kGroupsPerTile + t;
-        mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc);
+        for (int u = 0; u < kInFlight; ++u) {
+          const int grp = (base + u) * kGroupsPerTile + t;
+          xt[u] = load_x_tile(xrow[0], grp, grp < a.groups);
+        }
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int grp = (base + u) * kGroupsPerTile + t;
+          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int grp = (base + u) * kGroupsPerTile + t;
+          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc);
+        }
       }
     }
 
@@ -323,8 +358,8 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {E, w.out}));
     bias_kind = w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
   }
-  if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 8))
-    return make_error(std::string(op) + ": blocks must be 16-byte and x 8-byte aligned");
+  if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 16))
+    return make_error(std::string(op) + ": blocks and x must be 16-byte aligned");
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   if (launch_slots == 0 || A == 0) return Status::success();
