@@ -23,6 +23,9 @@ struct BackendOptions {
   // MoE calls of at most this many tokens read MXFP4 experts directly in the fused kernels (bf16 compute only);
   // larger ones convert the routed experts and run GEMMs. 0: always the GEMM path.
   std::int64_t fused_moe_max_tokens = 512;
+  // Prefill-sized attention (64+ query rows, head_dim 64) on TF32 tensor cores (Q, K, V and the softmax weights
+  // rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
+  bool attention_tensor_cores = true;
 };
 
 std::vector<std::string_view> backend_names();

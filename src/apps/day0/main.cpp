@@ -27,6 +27,8 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
   cmd->add_option("--fused-moe-tokens", o.fused_moe_tokens,
                   "cuda: MoE steps of at most this many tokens read MXFP4 experts directly (0: convert + GEMM)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
+  cmd->add_flag("--f32-attention", o.f32_attention,
+               "cuda: prefill attention in f32 on CUDA cores (default: TF32 tensor cores from 64 query rows)");
   cmd->add_option("--graph-batch", o.graph_batch,
                   "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));

@@ -18,6 +18,8 @@
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_keys.cuh"
+#include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 
@@ -29,30 +31,6 @@ constexpr int kChunk = 128;  // keys per chunk; == kThreads so each thread expon
 constexpr int kLanesPerThread = kAttentionMaxHeadDim / kThreads;
 static_assert(kChunk == kThreads, "one score per thread in the exponentiation step");
 static_assert(kAttentionMaxHeadDim % kThreads == 0, "output lanes split evenly over the threads");
-
-enum SinkKind : int { kNoSink = 0, kSinkF32 = 1, kSinkBf16 = 2, kSinkF16 = 3 };
-
-__device__ float load_sink(const void* sinks, int kind, int h) {
-  switch (kind) {
-    case kSinkF32: return static_cast<const float*>(sinks)[h];
-    case kSinkBf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(sinks)[h]);
-    case kSinkF16: return __half2float(static_cast<const __half*>(sinks)[h]);
-    default: return -INFINITY;
-  }
-}
-
-// Where the keys are: contiguous rows (tables == nullptr), or a paged pool.
-struct KeyLayout {
-  const std::int32_t* tables = nullptr;  // [B, max_blocks]
-  const std::int32_t* q_seq = nullptr;   // [S]
-  int max_blocks = 0;
-  int block_size = 1;
-};
-
-__device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int block_size, int t) {
-  if (!table) return t;
-  return static_cast<std::int64_t>(table[t / block_size]) * block_size + t % block_size;
-}
 
 struct SplitArgs {
   int splits = 1;         // blocks per (query, head); 1: this kernel writes the output itself
@@ -268,6 +246,13 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
     sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
   }
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
+  if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(k.raw(), 16) &&
+      aligned_to(v.raw(), 16)) {
+    const AttentionTcArgs ta{q.data<float>(), k.data<float>(),  v.data<float>(), q_pos.data<std::int32_t>(),
+                             sink_ptr,        sink_kind,        out.data<float>(), static_cast<int>(S),
+                             static_cast<int>(T), layout};
+    return attention_tc_cuda(ta, p, stream);
+  }
   const dim3 grid(static_cast<unsigned>(S * p.n_heads), static_cast<unsigned>(sa.splits));
   attention_kernel<<<grid, kThreads, 0, stream>>>(q.data<float>(), k.data<float>(), v.data<float>(),
                                                   q_pos.data<std::int32_t>(), sink_ptr, sink_kind, out.data<float>(),

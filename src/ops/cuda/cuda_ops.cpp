@@ -344,6 +344,7 @@ Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positio
 Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, const AttentionParams& p, std::int64_t max_keys) {
   AttentionSplit split;
   split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
+  split.tensor_cores = options_.attention_tensor_cores;
   if (split.splits > 1) {
     D0_ASSIGN_OR_RETURN(split.partials, scratch({attention_partials_floats(S, p, split.splits)}, DType::f32,
                                                 "attention split partials"));

@@ -1,0 +1,118 @@
+// The TF32 tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
+// attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 64-row tiles
+// straddle sequences, prompts continued at an offset, block sizes 16 and 7, GQA 64/8 and 8/1, windows, sinks;
+// a bad block table gives NaN rows for its sequence only. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_tc_cuda.h"
+#include "ops/op_test_util.h"
+#include "ops/paged_kv_scenario.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::count_nan;
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::relative_norm_error;
+using cudatest::upload;
+
+// Q, K, V and P rounded to TF32 (relative 2^-11 each), f32 sums: ~5e-4 relative on random data; 2e-3 bounds it
+// while a wrong mask, key or scale is off by O(1).
+constexpr double kTolerance = 2e-3;
+
+TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_windows_and_sinks) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7301);
+  struct Case {
+    AttentionParams p;
+    std::int64_t block_size;
+    std::vector<std::int64_t> lengths, queries;
+  };
+  const std::vector<Case> cases = {
+      {{64, 8, 64, 0, 0.125f}, 16, {300}, {300}},                  // one whole prompt
+      {{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}},  // tiles straddle sequences; a decode row
+      {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},        // sliding window, chunk at an offset
+      {{8, 1, 64, 0, 0.125f}, 7, {200, 64}, {130, 64}},            // block size 7, one kv head
+      {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                       // a window shorter than a key tile
+  };
+  for (const Case& c : cases)
+    for (bool sinks : {false, true}) {
+      auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
+      ASSERT_TRUE(attention_tc_fits(sc.q.size(0), c.p));
+      SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " block " << c.block_size << " window "
+                                        << c.p.sliding_window << " sinks " << sinks << " rows " << sc.q.size(0));
+      AttentionSplit split;
+      split.tensor_cores = true;
+      Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+      PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
+      D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
+                                        out, ctx->stream(), split));
+      const Tensor got = download(*ctx, out);
+      EXPECT_EQ(count_nan(got), 0);
+      const double err = relative_norm_error(got, sc.want);
+      EXPECT_LE(err, kTolerance);
+      EXPECT_GT(err, 0.0) << "TF32 rounding leaves a trace: an exact match means the f32 kernel ran";
+    }
+}
+
+TEST(CudaAttentionTc, contiguous_prefill_matches_the_cpu_attention) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7302);
+  const AttentionParams p{16, 2, 64, 0, 0.125f};
+  const std::int64_t T = 333, S = 200;  // the queries are the last S of T positions
+  const Tensor q = optest::random_f32({S, 16 * 64}, rng), k = optest::random_f32({T, 2 * 64}, rng),
+               v = optest::random_f32({T, 2 * 64}, rng), sinks = optest::random_f32({16}, rng);
+  std::vector<std::int32_t> pos(S);
+  for (std::int64_t i = 0; i < S; ++i) pos[i] = static_cast<std::int32_t>(T - S + i);
+  const Tensor q_pos = optest::i32_tensor(pos);
+  CpuOps cpu;
+  Tensor want = Tensor::zeros({S, 16 * 64}, DType::f32);
+  D0_ASSERT_OK(cpu.attention(q, k, v, q_pos, sinks, p, want));
+  AttentionSplit split;
+  split.tensor_cores = true;
+  Tensor out = poisoned(*ctx, {S, 16 * 64}, DType::f32);
+  D0_ASSERT_OK(attention_cuda(upload(*ctx, q), upload(*ctx, k), upload(*ctx, v), upload(*ctx, q_pos),
+                              upload(*ctx, sinks), p, out, ctx->stream(), split));
+  const Tensor got = download(*ctx, out);
+  EXPECT_EQ(count_nan(got), 0);
+  EXPECT_LE(relative_norm_error(got, want), kTolerance);
+}
+
+TEST(CudaAttentionTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_sequence) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7303);
+  const AttentionParams p{8, 1, 64, 0, 0.125f};
+  auto sc = optest::make_paged_scenario(rng, p, 16, {40, 60}, {40, 60}, false);
+  sc.tables.data<std::int32_t>()[1] = 1 << 20;  // sequence 0's second block (positions 16..31) is outside the pool
+  AttentionSplit split;
+  split.tensor_cores = true;
+  Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+  PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 16};
+  D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                    upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream(), split));
+  const Tensor got = download(*ctx, out);
+  const std::int64_t w = p.n_heads * p.head_dim;
+  for (std::int64_t row = 0; row < 100; ++row) {
+    // Sequence 0's rows at positions 16+ need the bad block; rows 0..15 do not; sequence 1 is untouched.
+    const bool want_nan = row >= 16 && row < 40;
+    for (std::int64_t i = 0; i < w; i += 17)
+      EXPECT_EQ(std::isnan(got.data<float>()[row * w + i]), want_nan) << "row " << row;
+  }
+}
+
+}  // namespace
+}  // namespace day0
