@@ -20,9 +20,10 @@ struct BackendOptions {
   // cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
-  // MoE calls of at most this many tokens read MXFP4 experts directly in the fused kernels (bf16 compute only);
-  // larger ones convert the routed experts and run GEMMs. 0: always the GEMM path.
-  std::int64_t fused_moe_max_tokens = 512;
+  // MoE calls of at most this many tokens read MXFP4 experts directly (bf16 compute only: the fused matmul at
+  // decode sizes, the tiled grouped GEMM at prefill sizes); larger ones convert the routed experts and run cuBLASLt
+  // GEMMs. 0: always the conversion path. The default covers every step.
+  std::int64_t fused_moe_max_tokens = std::int64_t{1} << 20;
   // Prefill-sized attention (64+ query rows, head_dim 64) on TF32 tensor cores (Q, K, V and the softmax weights
   // rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
   bool attention_tensor_cores = true;

@@ -1,6 +1,7 @@
 // day0 bench-moe: the routed-expert kernels at gpt-oss-20b and -120b shapes (random MXFP4 experts, random top-k
 // routing) from decode to prefill token counts, against the ceilings measured on the same GPU. Per point:
-//   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure;
+//   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure, in
+//           each compiled CTA shape, and the tiled grouped GEMM (prefill sizes) on the same shape;
 //   group   the device token-to-expert grouping (once per layer, shared by both matmuls);
 //   moe     the whole expert block (gate_up, SwiGLU, down, weighted sum) per path: fused MXFP4, online BF16
 //           (convert routed experts + cuBLASLt), online FP8 (convert + quantise + cuBLASLt FP8).
@@ -25,6 +26,7 @@
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/moe_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/timing.h"
 #include "quant/mxfp4.h"
 
@@ -188,6 +190,14 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
     }
     D0_RETURN_IF_ERROR(set_mxfp4_fused_tiling(kMxfp4FusedTilings[0]));
+    auto tiled = [&] {
+      Routing& r = next();
+      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+      const std::int64_t slots = mxfp4_gemm_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k);
+      return mxfp4_grouped_gemm_cuda(xb, true, down, g, slots, nullptr, y, ctx.stream());
+    };
+    D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
+    report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
     D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));

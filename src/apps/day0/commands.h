@@ -15,7 +15,8 @@ struct BackendCliOptions {
   std::string expert_compute = "bf16";  // cuda: dtype the routed MXFP4 experts are converted to
   double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
   std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
-  std::int64_t fused_moe_tokens = 512;  // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never)
+  std::int64_t fused_moe_tokens = std::int64_t{1} << 20;  // cuda: MoE calls up to this many tokens read MXFP4
+                                                          // directly (0: never)
   bool f32_attention = false;           // cuda: no TF32 tensor cores in prefill attention
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
   bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)

@@ -20,6 +20,8 @@ namespace day0 {
 inline constexpr int kAttentionTcHeadDim = 64;
 // Below this many query rows the per-query kernel (f32 throughout) serves: decode and short prompts.
 inline constexpr std::int64_t kAttentionTcMinQueries = 64;
+// CudaOps asks for the tensor cores only where steps carry at least this many query rows per sequence on average.
+inline constexpr std::int64_t kAttentionTcMinRowsPerSequence = 16;
 
 inline bool attention_tc_fits(std::int64_t S, const AttentionParams& p) {
   return S >= kAttentionTcMinQueries && p.head_dim == kAttentionTcHeadDim;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -341,10 +342,13 @@ Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positio
 }
 
 // Split-K over the keys when the step has few (query, head) pairs (decode): partials from step scratch.
-Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, const AttentionParams& p, std::int64_t max_keys) {
+// Tensor cores for prefill-shaped steps only: a 64-row tile walks every sequence among its rows, so a decode batch
+// (one row per sequence) stays on the per-query kernel (measured: 64 decode rows 3.4x slower through the tiles).
+Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
+                                                std::int64_t max_keys) {
   AttentionSplit split;
   split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
-  split.tensor_cores = options_.attention_tensor_cores;
+  split.tensor_cores = options_.attention_tensor_cores && S >= kAttentionTcMinRowsPerSequence * sequences;
   if (split.splits > 1) {
     D0_ASSIGN_OR_RETURN(split.partials, scratch({attention_partials_floats(S, p, split.splits)}, DType::f32,
                                                 "attention split partials"));
@@ -354,7 +358,7 @@ Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, const AttentionP
 
 Status CudaOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                           const AttentionParams& p, Tensor& out) {
-  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, p, k.dim() == 2 ? k.size(0) : 0));
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, 1, p, k.dim() == 2 ? k.size(0) : 0));
   return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream(), split);
 }
 
@@ -365,7 +369,8 @@ Status CudaOps::kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, 
 Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                 const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
   const std::int64_t max_keys = kv.block_tables.dim() == 2 ? kv.block_tables.size(1) * kv.block_size : 0;
-  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, p, max_keys));
+  const std::int64_t sequences = kv.block_tables.dim() == 2 ? kv.block_tables.size(0) : 1;
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, sequences, p, max_keys));
   return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream(), split);
 }
 

@@ -88,7 +88,8 @@ class CudaOps final : public Ops {
  private:
   CudaOps() = default;
   Result<Tensor> to_bf16(const Tensor& x, const char* what);
-  Result<AttentionSplit> attention_split(std::int64_t S, const AttentionParams& p, std::int64_t max_keys);
+  Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
+                                         std::int64_t max_keys);
 
   BackendOptions options_;
   std::unique_ptr<CudaContext> ctx_;

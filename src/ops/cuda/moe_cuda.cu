@@ -12,6 +12,7 @@
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/moe_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -236,8 +237,14 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, S, slots, &p, h, stream));
-  D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, S, slots, nullptr, y, stream));
+  if (A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts) {  // prefill-sized: the tiled GEMM
+    const std::int64_t tiles = mxfp4_gemm_launch_slots(slots, A);
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(xb, true, gate_up, groups, tiles, &p, h, stream));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));
+  } else {
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, S, slots, &p, h, stream));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, S, slots, nullptr, y, stream));
+  }
   return moe_combine_cuda(y, indices, weights, out, stream);
 }
 

@@ -38,11 +38,11 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
     std::vector<std::int64_t> lengths, queries;
   };
   const std::vector<Case> cases = {
-      {{64, 8, 64, 0, 0.125f}, 16, {300}, {300}},                  // one whole prompt
+      {{64, 8, 64, 0, 0.125f}, 16, {300}, {300}},                         // one whole prompt
       {{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}},  // tiles straddle sequences; a decode row
-      {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},        // sliding window, chunk at an offset
-      {{8, 1, 64, 0, 0.125f}, 7, {200, 64}, {130, 64}},            // block size 7, one kv head
-      {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                       // a window shorter than a key tile
+      {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},               // sliding window, chunk at an offset
+      {{8, 1, 64, 0, 0.125f}, 7, {200, 64}, {130, 64}},                   // block size 7, one kv head
+      {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                              // a window shorter than a key tile
   };
   for (const Case& c : cases)
     for (bool sinks : {false, true}) {
@@ -55,8 +55,8 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
       Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
       PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
       D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
-                                        out, ctx->stream(), split));
+                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p, out,
+                                        ctx->stream(), split));
       const Tensor got = download(*ctx, out);
       EXPECT_EQ(count_nan(got), 0);
       const double err = relative_norm_error(got, sc.want);

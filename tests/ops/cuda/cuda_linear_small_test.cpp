@@ -2,8 +2,6 @@
 // given the f32 x and rounds it in registers): M from 1 to 16 (one or two token tiles, ragged), N not a multiple
 // of 16, K not a multiple of 32, biases f32/bf16/none, and up to four weights in one launch (q, k, v).
 // Skipped visibly without a GPU.
-#include "ops/cuda/linear_small_cuda.h"
-
 #include <gtest/gtest.h>
 
 #include <random>
@@ -11,6 +9,7 @@
 
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/linear_small_cuda.h"
 #include "ops/op_test_util.h"
 
 namespace day0 {
@@ -48,8 +47,8 @@ void run_case(CudaContext& ctx, std::int64_t M, std::int64_t K, const std::vecto
     Tensor y = Tensor::zeros({M, wt.n}, DType::f32);
     D0_ASSERT_OK(cpu.linear(to_bf16(x).to_f32(), w, bias, y));
     want.push_back(y);
-    targets.push_back({upload(ctx, w), wt.bias == Bias::none ? Tensor() : upload(ctx, bias),
-                       poisoned(ctx, {M, wt.n}, DType::f32)});
+    targets.push_back(
+        {upload(ctx, w), wt.bias == Bias::none ? Tensor() : upload(ctx, bias), poisoned(ctx, {M, wt.n}, DType::f32)});
   }
   ASSERT_TRUE(linear_small_fits(d_x, targets));
   D0_ASSERT_OK(linear_small_cuda(d_x, targets, ctx.stream()));
@@ -69,8 +68,7 @@ TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_16_rows_odd_
   ASSERT_TRUE(ctx);
   std::mt19937 rng(7101);
   for (std::int64_t M : {1, 2, 3, 7, 8, 9, 15, 16})
-    for (std::int64_t K : {8, 72, 200})
-      run_case(*ctx, M, K, {{33, Bias::f32}}, rng);
+    for (std::int64_t K : {8, 72, 200}) run_case(*ctx, M, K, {{33, Bias::f32}}, rng);
   for (Bias b : {Bias::none, Bias::f32, Bias::bf16}) run_case(*ctx, 5, 136, {{1, b}, {16, b}, {47, b}}, rng);
   // gpt-oss-20b: q/k/v (4096, 512, 512 rows of 2880) in one launch; the o projection (K = 4096); a router.
   for (std::int64_t M : {1, 8, 16})
@@ -93,7 +91,8 @@ TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reas
   EXPECT_FALSE(linear_small_fits(x_odd_k, one));
   const Status s = linear_small_cuda(x17, one, ctx->stream());
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("M <= " + std::to_string(kLinearSmallMaxRows)), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("M <= " + std::to_string(kLinearSmallMaxRows)), std::string::npos)
+      << s.error().message;
   const std::vector<LinearTarget> five(5, one[0]);
   EXPECT_FALSE(linear_small_fits(upload(*ctx, random_f32({2, 64}, rng)), five));
   // A mismatched output shape is named.

@@ -1,8 +1,8 @@
-// The fused MXFP4 grouped expert matmul (reads the packed experts directly, tensor cores) against the CPU
-// reference on fresh random inputs: its in-register decode exactly (one-hot inputs, every scale code), its
-// products against CpuOps::expert_matmul from one token to several passes of 32, the SwiGLU epilogue, and a bad
-// expert id. The whole fused MoE is compared with CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly
-// without a GPU.
+// The MXFP4 grouped expert kernels that read the packed experts directly on tensor cores (the decode-size fused
+// matmul and the prefill-size tiled GEMM) against the CPU reference on fresh random inputs: the decode exactly
+// (one-hot inputs, every scale code), products against CpuOps::expert_matmul from one token to several passes of
+// 32 (fused) and several 128-token tiles per expert (tiled), the SwiGLU epilogue, and a bad expert id. The whole fused
+// MoE is compared with CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +13,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/op_test_util.h"
 #include "quant/mxfp4.h"
 
@@ -36,13 +37,26 @@ struct Groups {
 
 Groups group(CudaContext& ctx, const Tensor& indices, int E) {
   const std::int64_t A = indices.numel();
-  Groups g{poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {E + 1}, DType::i32), poisoned(ctx, {A}, DType::i32),
-           poisoned(ctx, {A}, DType::i32),     poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {1}, DType::i32),
+  Groups g{poisoned(ctx, {E}, DType::i32),        poisoned(ctx, {E + 1}, DType::i32), poisoned(ctx, {A}, DType::i32),
+           poisoned(ctx, {A}, DType::i32),        poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {1}, DType::i32),
            cudatest::zeroed(ctx, {1}, DType::i32)};
   EXPECT_TRUE(group_by_expert_cuda(upload(ctx, indices), E, g.counts, g.offsets, g.rows, g.assignments, g.experts,
                                    g.n_routed, g.flag, ctx.stream())
                   .ok());
   return g;
+}
+
+enum class Kernel { fused, tiled };
+
+const char* kernel_name(Kernel k) { return k == Kernel::fused ? "fused matmul" : "tiled gemm"; }
+
+// One grouped launch over A = S k assignments of E experts by either kernel.
+Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const ExpertWeights& d, const Groups& g,
+                   std::int64_t S, std::int64_t A, int E, const SwigluParams* p, Tensor& out, cudaStream_t stream) {
+  const std::int64_t routed = std::min<std::int64_t>(E, A);
+  if (kern == Kernel::fused)
+    return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), S, routed, p, out, stream);
+  return mxfp4_grouped_gemm_cuda(x, inputs_are_tokens, d, g.view(), mxfp4_gemm_launch_slots(routed, A), p, out, stream);
 }
 
 // want[s k + j] = W_{indices[s, j]} x[s] + bias, on the CPU (x already bf16-exact).
@@ -67,7 +81,7 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   std::mt19937 rng(4101);
   // Random nibbles and scale codes 1..250 (large ones take the two-multiply branch; 6 * 2^123 stays finite in
   // bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any decode error shows.
-  const int E = 3, out = 48, in = 96;
+  const int E = 3, out = 64, in = 96;
   ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
   w.blocks = Tensor::zeros({E, out, in / 32, 16}, DType::u8);
@@ -80,29 +94,32 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   for (int s = 0; s < in; ++s) indices.data<std::int32_t>()[s] = static_cast<std::int32_t>(rng() % E);
   const ExpertWeights d = upload_experts(*ctx, w);
   const Groups g = group(*ctx, indices, E);
-  Tensor y = poisoned(*ctx, {in, out}, DType::f32);
-  // 96 tokens over 3 experts: passes of 32 tokens, several per expert.
-  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, d, g.view(), in, E, nullptr, y,
-                                         ctx->stream()));
-  const Tensor got = download(*ctx, y);
-  std::vector<float> row(in);
-  std::int64_t mismatches = 0;
-  for (int s = 0; s < in; ++s) {
-    const int e = indices.data<std::int32_t>()[s];
-    for (int r = 0; r < out; ++r) {
-      const std::int64_t wr = std::int64_t(e) * out + r;
-      mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16, w.scales.data<std::uint8_t>() + wr * (in / 32),
-                       in, row.data());
-      const float v = got.data<float>()[s * out + r];
-      mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+  for (Kernel kern : {Kernel::fused, Kernel::tiled}) {
+    SCOPED_TRACE(kernel_name(kern));
+    Tensor y = poisoned(*ctx, {in, out}, DType::f32);
+    // 96 tokens over 3 experts: passes of 32 tokens, several per expert.
+    D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, in, in, E, nullptr, y, ctx->stream()));
+    const Tensor got = download(*ctx, y);
+    std::vector<float> row(in);
+    std::int64_t mismatches = 0;
+    for (int s = 0; s < in; ++s) {
+      const int e = indices.data<std::int32_t>()[s];
+      for (int r = 0; r < out; ++r) {
+        const std::int64_t wr = std::int64_t(e) * out + r;
+        mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16,
+                         w.scales.data<std::uint8_t>() + wr * (in / 32), in, row.data());
+        const float v = got.data<float>()[s * out + r];
+        mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+      }
     }
+    EXPECT_EQ(mismatches, 0);
   }
-  EXPECT_EQ(mismatches, 0);
 }
 
-void compare_with_cpu(CudaContext& ctx, int E, int k, int out, int in, std::int64_t S, DType bias_dtype,
+void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int in, std::int64_t S, DType bias_dtype,
                       std::mt19937& rng) {
-  SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " out " << out << " in " << in << " S " << S);
+  SCOPED_TRACE(::testing::Message() << kernel_name(kern) << " E " << E << " k " << k << " out " << out << " in " << in
+                                    << " S " << S);
   const ExpertWeights w = encoded_experts(E, out, in, bias_dtype, rng);
   const ExpertWeights d = upload_experts(ctx, w);
   const Tensor x = optest::to_bf16(optest::random_f32({S, in}, rng)).to_f32();  // bf16-exact, as the kernel reads it
@@ -110,8 +127,7 @@ void compare_with_cpu(CudaContext& ctx, int E, int k, int out, int in, std::int6
   random_routing(S, E, k, rng, indices, weights);
   const Groups g = group(ctx, indices, E);
   Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
-  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(ctx, optest::to_bf16(x)), true, d, g.view(), S,
-                                         std::min<std::int64_t>(E, S * k), nullptr, y, ctx.stream()));
+  D0_ASSERT_OK(run_grouped(kern, upload(ctx, optest::to_bf16(x)), true, d, g, S, S * k, E, nullptr, y, ctx.stream()));
   const Tensor got = download(ctx, y);
   EXPECT_EQ(cudatest::count_nan(got), 0);
   // 1e-5: weights and inputs are exact on both sides and every product is exact in f32; only the summation
@@ -126,9 +142,20 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_expert_matmul) {
   std::mt19937 rng(4102);
   // 96 and 160 inputs end in a part-filled tile; S 40 with E 4, k 4 puts 40 tokens on every expert (two passes).
   for (std::int64_t S : {1, 3, 8, 17, 40}) {
-    compare_with_cpu(*ctx, 4, 4, 64, 96, S, DType::f32, rng);
-    compare_with_cpu(*ctx, 32, 4, 48, 160, S, DType::bf16, rng);
+    compare_with_cpu(*ctx, Kernel::fused, 4, 4, 64, 96, S, DType::f32, rng);
+    compare_with_cpu(*ctx, Kernel::fused, 32, 4, 48, 160, S, DType::bf16, rng);
   }
+}
+
+TEST(CudaMoeFused, tiled_gemm_matches_the_cpu_expert_matmul) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4105);
+  // From a lone token (one part-filled tile) to ~300 tokens per expert (three 128-token tiles, the last ragged);
+  // 32 experts with a few tokens each: many part-filled tiles in one launch.
+  for (std::int64_t S : {1, 40, 300}) compare_with_cpu(*ctx, Kernel::tiled, 4, 4, 64, 96, S, DType::f32, rng);
+  for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, Kernel::tiled, 32, 4, 128, 160, S, DType::bf16, rng);
 }
 
 TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
@@ -136,7 +163,8 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   auto ctx = make_context(std::size_t(2) << 30);
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4103);
-  for (std::int64_t S : {1, 8}) compare_with_cpu(*ctx, 32, 4, 2880, 2880, S, DType::bf16, rng);
+  for (std::int64_t S : {1, 8}) compare_with_cpu(*ctx, Kernel::fused, 32, 4, 2880, 2880, S, DType::bf16, rng);
+  compare_with_cpu(*ctx, Kernel::tiled, 32, 4, 2880, 2880, 64, DType::bf16, rng);
 }
 
 TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
@@ -145,7 +173,7 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4104);
   CpuOps cpu;
-  const int E = 8, k = 2, I = 48, H = 64;
+  const int E = 8, k = 2, I = 64, H = 64;  // gate_up rows 128: a multiple of the tiled GEMM's 64
   const std::int64_t S = 11;
   const ExpertWeights w = encoded_experts(E, 2 * I, H, DType::bf16, rng);
   const Tensor x = optest::to_bf16(optest::random_f32({S, H}, rng, -3.f, 3.f)).to_f32();  // reaches the clamp
@@ -154,22 +182,25 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   const Groups g = group(*ctx, indices, E);
   SwigluParams p;
   p.interleaved = true;
-  Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
-  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g.view(),
-                                         S, E, &p, h, ctx->stream()));
-  const Tensor got = download(*ctx, h).to_f32();
-  // h is by grouped entry: row q holds assignment assignments[q].
-  const Tensor assignments = download(*ctx, g.assignments);
-  const Tensor per_assignment = cpu_per_assignment(x, indices, w);
-  Tensor want_by_assignment = Tensor::zeros({S * k, I}, DType::f32);
-  D0_ASSERT_OK(cpu.swiglu_clamped(per_assignment, p, want_by_assignment));
-  Tensor want = Tensor::zeros({S * k, I}, DType::f32);
-  for (std::int64_t q = 0; q < S * k; ++q)
-    std::memcpy(want.data<float>() + q * I, want_by_assignment.data<float>() + assignments.data<std::int32_t>()[q] * I,
-                I * sizeof(float));
-  EXPECT_EQ(cudatest::count_nan(got), 0);
-  // 4e-3: the output is rounded to bf16 (2^-9 relative per element); the matmul differs by summation order only.
-  EXPECT_LT(relative_norm_error(got, optest::to_bf16(want).to_f32()), 4e-3);
+  for (Kernel kern : {Kernel::fused, Kernel::tiled}) {
+    SCOPED_TRACE(kernel_name(kern));
+    Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
+    D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g, S, S * k, E, &p,
+                             h, ctx->stream()));
+    const Tensor got = download(*ctx, h).to_f32();
+    // h is by grouped entry: row q holds assignment assignments[q].
+    const Tensor assignments = download(*ctx, g.assignments);
+    const Tensor per_assignment = cpu_per_assignment(x, indices, w);
+    Tensor want_by_assignment = Tensor::zeros({S * k, I}, DType::f32);
+    D0_ASSERT_OK(cpu.swiglu_clamped(per_assignment, p, want_by_assignment));
+    Tensor want = Tensor::zeros({S * k, I}, DType::f32);
+    for (std::int64_t q = 0; q < S * k; ++q)
+      std::memcpy(want.data<float>() + q * I,
+                  want_by_assignment.data<float>() + assignments.data<std::int32_t>()[q] * I, I * sizeof(float));
+    EXPECT_EQ(cudatest::count_nan(got), 0);
+    // 4e-3: the output is rounded to bf16 (2^-9 relative per element); the matmul differs by summation order only.
+    EXPECT_LT(relative_norm_error(got, optest::to_bf16(want).to_f32()), 4e-3);
+  }
 }
 
 TEST(CudaMoeFused, a_bad_expert_id_raises_the_flag_and_leaves_the_rest_computed) {
@@ -185,8 +216,8 @@ TEST(CudaMoeFused, a_bad_expert_id_raises_the_flag_and_leaves_the_rest_computed)
   const Groups g = group(*ctx, indices, 4);
   EXPECT_EQ(cudatest::download_flag(*ctx, g.flag), 1);
   Tensor y = poisoned(*ctx, {2, 32}, DType::f32);
-  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g.view(),
-                                         2, 2, nullptr, y, ctx->stream()));
+  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g.view(), 2,
+                                         2, nullptr, y, ctx->stream()));
   const Tensor got = download(*ctx, y);
   Tensor first = Tensor::zeros({1, 1}, DType::i32);
   first.data<std::int32_t>()[0] = 2;

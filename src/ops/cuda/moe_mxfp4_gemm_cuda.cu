@@ -1,0 +1,206 @@
+// Tiled MXFP4 grouped expert GEMM for prefill-sized token counts: see moe_mxfp4_gemm_cuda.h.
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
+
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/mma_bf16.cuh"
+#include "ops/cuda/moe_mxfp4_kernels.cuh"
+
+namespace day0 {
+namespace {
+
+using namespace mxfp4_kernels;
+
+constexpr int kBM = 64;            // weight rows per CTA
+constexpr int kBN = 128;           // tokens per CTA
+constexpr int kBK = 32;            // inputs per k-step: one MXFP4 group
+constexpr int kPad = kBK + 8;      // smem row in bf16: 20 words, so fragment reads hit 32 distinct banks
+constexpr int kThreads = 256;      // 8 warps: 2 along the rows x 4 along the tokens, 32 x 32 each
+
+struct Stage {
+  __nv_bfloat16 a[kBM][kPad];  // decoded weights, row-major in k
+  __nv_bfloat16 b[kBN][kPad];  // token inputs, row-major in k
+};
+
+// What one thread fetches from global memory for a k-step: half a group of one weight row (threads 0..127) and
+// 32 bytes of token inputs (every thread).
+struct Fetch {
+  uint2 w;
+  std::uint32_t scale;
+  uint4 x0, x1;
+};
+
+__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int half, const __nv_bfloat16* xrow,
+                                       int x_part, int grp) {
+  Fetch f;
+  f.w = make_uint2(0, 0);
+  f.scale = 127;
+  if (threadIdx.x < 2 * kBM) {
+    f.w = __ldg(reinterpret_cast<const uint2*>(a.blocks + w_row_base + grp) + half);
+    f.scale = __ldg(a.scales + w_row_base + grp);
+  }
+  f.x0 = f.x1 = make_uint4(0, 0, 0, 0);
+  if (xrow != nullptr) {
+    const uint4* src = reinterpret_cast<const uint4*>(xrow + grp * kBK) + 2 * x_part;
+    f.x0 = __ldg(src);
+    f.x1 = __ldg(src + 1);
+  }
+  return f;
+}
+
+// Decodes the fetched half group (16 values) into the stage and stores the inputs.
+__device__ __forceinline__ void stage_store(Stage& st, const Fetch& f, int w_row, int half, int x_token, int x_part) {
+  if (threadIdx.x < 2 * kBM) {
+    const GroupScale sc = group_scale(f.scale);
+    std::uint32_t out[8];
+    const std::uint32_t words[2] = {f.w.x, f.w.y};
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const std::uint32_t lo = words[q] & 0x0F0F0F0Fu, hi = (words[q] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) out[4 * q + b] = scaled(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b), sc);
+    }
+    uint4* dst = reinterpret_cast<uint4*>(&st.a[w_row][16 * half]);
+    dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+    dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
+  }
+  uint4* xd = reinterpret_cast<uint4*>(&st.b[x_token][16 * x_part]);
+  xd[0] = f.x0;
+  xd[1] = f.x1;
+}
+
+template <bool kSwiglu>
+__global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs a, int n_experts) {
+  __shared__ __align__(16) Stage stages[2];
+  // Which (routed expert, token tile) this CTA takes: the routed experts' tile counts, read in parallel and
+  // prefix-summed over the block (experts[] lists the routed ones ascending, then -1).
+  __shared__ int scan[kThreads];
+  __shared__ int pick_e, pick_begin, pick_end;
+  if (threadIdx.x == 0) pick_e = -1;
+  int tiles_before = 0;
+  for (int c0 = 0; c0 < n_experts; c0 += kThreads) {
+    const int i = c0 + static_cast<int>(threadIdx.x);
+    int ei = -1, b = 0, n = 0, tiles = 0;
+    if (i < n_experts) ei = a.experts[i];
+    if (ei >= 0) {
+      b = a.offsets[ei];
+      n = a.offsets[ei + 1] - b;
+      tiles = (n + kBN - 1) / kBN;
+    }
+    scan[threadIdx.x] = tiles;
+    __syncthreads();
+    for (int off = 1; off < kThreads; off <<= 1) {  // inclusive Hillis-Steele scan
+      const int v = threadIdx.x >= off ? scan[threadIdx.x - off] : 0;
+      __syncthreads();
+      scan[threadIdx.x] += v;
+      __syncthreads();
+    }
+    const int end = tiles_before + scan[threadIdx.x], start = end - tiles;
+    const int y = static_cast<int>(blockIdx.y);
+    if (tiles > 0 && y >= start && y < end) {
+      pick_e = ei;
+      pick_begin = b + (y - start) * kBN;
+      pick_end = min(b + n, pick_begin + kBN);
+    }
+    tiles_before += scan[kThreads - 1];
+    __syncthreads();
+    if (pick_e >= 0) break;  // uniform: shared, read after the barrier
+  }
+  const int e = pick_e, p_begin = pick_begin, p_end = pick_end;
+  if (e < 0) return;  // past the routed work (the grid is sized for the most there can be)
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int wm = warp / 4, wn = warp % 4;  // this warp's 32 rows and 32 tokens
+  const int row0 = blockIdx.x * kBM;
+  const int in = a.groups * kBK;
+
+  // Loader roles: threads 0..127 decode half a group of row tid / 2; every thread stores 32 bytes of token tid / 2.
+  const int w_row = tid / 2, half = tid % 2;
+  const std::int64_t w_row_base = (static_cast<std::int64_t>(e) * a.out_rows + row0 + min(w_row, kBM - 1)) * a.groups;
+  const int x_token = tid / 2, x_part = tid % 2;
+  const __nv_bfloat16* xrow = nullptr;
+  if (p_begin + x_token < p_end) {
+    const int p = p_begin + x_token;
+    xrow = a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
+  }
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+  Fetch f = fetch(a, w_row_base, half, xrow, x_part, 0);
+  stage_store(stages[0], f, w_row, half, x_token, x_part);
+  __syncthreads();
+  for (int grp = 0; grp < a.groups; ++grp) {
+    const int cur = grp & 1;
+    if (grp + 1 < a.groups) f = fetch(a, w_row_base, half, xrow, x_part, grp + 1);  // in flight during the MMAs
+    const Stage& st = stages[cur];
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      std::uint32_t af[2][4], bfr[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = wm * 32 + i * 16 + g;
+        af[i][0] = *reinterpret_cast<const std::uint32_t*>(&st.a[r][kk * 16 + 2 * t]);
+        af[i][1] = *reinterpret_cast<const std::uint32_t*>(&st.a[r + 8][kk * 16 + 2 * t]);
+        af[i][2] = *reinterpret_cast<const std::uint32_t*>(&st.a[r][kk * 16 + 8 + 2 * t]);
+        af[i][3] = *reinterpret_cast<const std::uint32_t*>(&st.a[r + 8][kk * 16 + 8 + 2 * t]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n = wn * 32 + j * 8 + g;
+        bfr[j][0] = *reinterpret_cast<const std::uint32_t*>(&st.b[n][kk * 16 + 2 * t]);
+        bfr[j][1] = *reinterpret_cast<const std::uint32_t*>(&st.b[n][kk * 16 + 8 + 2 * t]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_bf16_16816(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j][0], bfr[j][1]);
+    }
+    if (grp + 1 < a.groups) stage_store(stages[cur ^ 1], f, w_row, half, x_token, x_part);
+    __syncthreads();
+  }
+
+  // acc[i][j]: rows row0 + 32 wm + 16 i + g (+ 8), tokens p_begin + 32 wn + 8 j + 2t (+ 1).
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r_lo = row0 + wm * 32 + i * 16 + g;
+      const int p0 = p_begin + wn * 32 + j * 8 + 2 * t;
+      store_outputs<kSwiglu>(a, e, r_lo, r_lo + 8, p0, p0 + 1, p_end, acc[i][j]);
+    }
+}
+
+}  // namespace
+
+std::int64_t mxfp4_gemm_launch_slots(std::int64_t routed_experts_bound, std::int64_t assignments) {
+  return routed_experts_bound + (assignments + kBN - 1) / kBN;
+}
+
+Status mxfp4_grouped_gemm_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
+                               const DeviceExpertGroups& groups, std::int64_t launch_slots,
+                               const SwigluParams* swiglu, Tensor& out, cudaStream_t stream) {
+  const char* op = "mxfp4_grouped_gemm_cuda";
+  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
+  if (w.out % kBM != 0)
+    return make_error(std::string(op) + ": out must be a multiple of " + std::to_string(kBM) + ", got " +
+                      std::to_string(w.out));
+  if (launch_slots < 0 || launch_slots > 65535)
+    return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
+  if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
+  const dim3 grid(static_cast<unsigned>(w.out / kBM), static_cast<unsigned>(launch_slots));
+  if (swiglu)
+    mxfp4_grouped_gemm_kernel<true><<<grid, kThreads, 0, stream>>>(args, w.n_experts);
+  else
+    mxfp4_grouped_gemm_kernel<false><<<grid, kThreads, 0, stream>>>(args, w.n_experts);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_gemm_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

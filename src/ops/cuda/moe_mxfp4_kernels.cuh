@@ -1,0 +1,165 @@
+// What the MXFP4 grouped expert kernels share (the decode-size fused matmul and the prefill-size tiled GEMM):
+// the exact E2M1 -> bf16 decode in registers, their arguments, and the bias read.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
+
+namespace day0::mxfp4_kernels {
+
+enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
+
+// The E2M1 pair of packed byte b (lo / hi: the word's low and high nibbles, one per byte) as one bf16x2 holding
+// value * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2 bits, mantissa 1 bit) to bits 8..6. In bf16
+// that is exactly FP4 * 2^-126 (0.5 becomes the subnormal 2^-127), so one multiply by 2^(scale - 1) finishes it.
+__device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::uint32_t lo, std::uint32_t hi, int b) {
+  // [lo.b, 0, hi.b, 0]: PTX prmt's selector 8 replicates the sign of byte 0 of lo, which is 0 (nibbles < 16).
+  std::uint32_t v;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(v) : "r"(lo), "r"(hi), "r"(static_cast<unsigned>(b | 0x80 | ((4 + b) << 8) | 0x8000)));
+  const std::uint32_t a = v << 6, s = v << 12;
+  constexpr std::uint32_t kMag = 0x7DC07DC0u;  // bits 6-8, 10-14 (zero in a), 22-24, 26-30 (zero in a)
+  return (a & kMag) | (s & ~kMag);
+}
+
+// bf16x2 factor 2^(scale - 1) (both halves) for scale <= 128; larger scales take two multiplies (see decode).
+__device__ __forceinline__ std::uint32_t pow2_bf16x2(int exponent_field) {
+  const std::uint32_t h = static_cast<std::uint32_t>(exponent_field) << 7;
+  return h | (h << 16);
+}
+
+__device__ __forceinline__ std::uint32_t bf16x2_mul(std::uint32_t a, std::uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const std::uint32_t*>(&r);
+}
+
+// A group's scale byte as the one or two bf16x2 factors that turn value * 2^-126 into value * 2^(scale - 127).
+struct GroupScale {
+  std::uint32_t first, second;
+  bool two;
+};
+
+__device__ __forceinline__ GroupScale group_scale(std::uint32_t scale) {
+  if (scale <= 128) return {pow2_bf16x2(static_cast<int>(scale) + 126), 0, false};  // 2^(scale - 1)
+  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};           // 2^126, then 2^(scale - 127)
+}
+
+__device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScale& s) {
+  v = bf16x2_mul(v, s.first);
+  return s.two ? bf16x2_mul(v, s.second) : v;
+}
+
+struct KernelArgs {
+  const uint4* blocks;          // [E, out, groups] 16-byte groups
+  const std::uint8_t* scales;   // [E, out, groups]
+  const void* bias;             // [E, out] or null
+  int bias_kind;
+  int out_rows, groups;         // w.out, w.in / 32
+  const __nv_bfloat16* x;       // [*, in]
+  bool inputs_are_tokens;
+  const std::int32_t *offsets, *rows, *assignments, *experts;
+  float alpha, limit;           // SwiGLU
+  void* out;
+};
+
+__device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
+  if (a.bias_kind == kBiasF32) return static_cast<const float*>(a.bias)[i];
+  if (a.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[i]);
+  return 0.f;
+}
+
+// Adds the bias to one MMA accumulator (v[0], v[1]: row r_lo, grouped entries p0, p1; v[2], v[3]: row r_hi, the
+// same entries) and stores the entries below p_end: SwiGLU of each (gate, up) row pair into bf16 h by entry, or
+// f32 rows by assignment. Every lane of the warp calls it: a pair's rows sit in lanes g and g + 1 (lane + 4).
+template <bool kSwiglu>
+__device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1,
+                                              int p_end, const float (&acc)[4]) {
+  const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
+  float v[4] = {acc[0] + bias_at(a, bias_base + r_lo), acc[1] + bias_at(a, bias_base + r_lo),
+                acc[2] + bias_at(a, bias_base + r_hi), acc[3] + bias_at(a, bias_base + r_hi)};
+  const int p_tok[2] = {p0, p1};
+  const int g = (threadIdx.x % 32) / 4;
+  if constexpr (kSwiglu) {
+    float up[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
+    if (g % 2 == 0) {
+      const int half_rows = a.out_rows / 2;
+      __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int p = p_tok[i % 2];
+        if (p >= p_end) continue;
+        const float gate = fminf(v[i], a.limit);  // as swiglu_clamped_kernel
+        const float u = fminf(fmaxf(up[i], -a.limit), a.limit);
+        const float glu = gate / (1.0f + expf(-a.alpha * gate));
+        const int col = (i < 2 ? r_lo : r_hi) / 2;
+        h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn((u + 1.0f) * glu);
+      }
+    }
+  } else {
+    float* y = static_cast<float*>(a.out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int p = p_tok[i % 2];
+      if (p >= p_end) continue;
+      y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
+    }
+  }
+}
+
+// The launchers' shared checks (MXFP4 experts, grouping tensors, x, out for the SwiGLU or plain form, bias) and
+// the kernel arguments they describe.
+inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
+                                              const ExpertWeights& w, const DeviceExpertGroups& groups,
+                                              const SwigluParams* swiglu, const Tensor& out) {
+  if (w.storage != ExpertStorage::mxfp4)
+    return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
+  D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
+  const std::int64_t E = w.n_experts, A = groups.rows.numel();
+  if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::bf16}, {x.size(0), w.in}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.offsets, op, "offsets", {DType::i32}, {E + 1}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.rows, op, "rows", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.assignments, op, "assignments", {DType::i32}, {A}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(groups.experts, op, "experts", {DType::i32}, {E}));
+  if (!inputs_are_tokens && x.size(0) < A)
+    return make_error(std::string(op) + ": grouped inputs need a row per assignment (" + std::to_string(A) + ")");
+  if (swiglu) {
+    if (!swiglu->interleaved)
+      return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {A, w.out / 2}));
+  } else {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {A, w.out}));
+  }
+  int bias_kind = kNoBias;
+  if (has_values(w.bias)) {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {E, w.out}));
+    bias_kind = w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
+  }
+  if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 16))
+    return make_error(std::string(op) + ": blocks and x must be 16-byte aligned");
+  Tensor o = out;  // a handle: the kernels write the caller's storage
+  return KernelArgs{static_cast<const uint4*>(w.blocks.raw()),
+                    w.scales.data<std::uint8_t>(),
+                    bias_kind == kNoBias ? nullptr : w.bias.raw(),
+                    bias_kind,
+                    w.out,
+                    w.in / 32,
+                    static_cast<const __nv_bfloat16*>(x.raw()),
+                    inputs_are_tokens,
+                    groups.offsets.data<std::int32_t>(),
+                    groups.rows.data<std::int32_t>(),
+                    groups.assignments.data<std::int32_t>(),
+                    groups.experts.data<std::int32_t>(),
+                    swiglu ? swiglu->alpha : 0.f,
+                    swiglu ? swiglu->limit : 0.f,
+                    o.raw()};
+}
+
+}  // namespace day0::mxfp4_kernels
