@@ -20,6 +20,10 @@ using namespace mxfp4_kernels;
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
+// CTA shape: split-K warps x tiles each warp loads before it decodes. On the H200 (bench-moe, 20b and 120b down
+// shapes, 1-512 tokens) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 (those 2-75% slower).
+constexpr int kWarps = 4;
+constexpr int kInFlight = 1;
 
 // One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
 struct TileLoad {
@@ -89,10 +93,9 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 }
 
 // kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
-// round and issues all their loads before it decodes the first, so a lane has kInFlight 16-byte groups of each of
-// its two rows in flight (at 2880 inputs, 23 tiles: one round with 8 x 3). kSwiglu: bf16 h by grouped entry; else
-// f32 rows by assignment.
-template <int kChunks, bool kSwiglu, int kWarps, int kInFlight>
+// round and issues all their loads before it decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows
+// by assignment.
+template <int kChunks, bool kSwiglu>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
@@ -176,26 +179,12 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   }
 }
 
-// The CTA shapes compiled (split-K warps x tiles in flight per warp); mxfp4_fused_tiling picks one.
-template <int kChunks, int kWarps, int kInFlight>
-void launch_shape(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true, kWarps, kInFlight><<<grid, kWarps * 32, 0, stream>>>(a);
-  else
-    mxfp4_grouped_mma_kernel<kChunks, false, kWarps, kInFlight><<<grid, kWarps * 32, 0, stream>>>(a);
-}
-
-Mxfp4FusedTiling g_tiling = kMxfp4FusedTilings[0];
-
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  const int shape = g_tiling.warps * 16 + g_tiling.in_flight;
-  switch (shape) {
-    case 4 * 16 + 1: launch_shape<kChunks, 4, 1>(a, swiglu, grid, stream); break;
-    case 4 * 16 + 6: launch_shape<kChunks, 4, 6>(a, swiglu, grid, stream); break;
-    case 8 * 16 + 2: launch_shape<kChunks, 8, 2>(a, swiglu, grid, stream); break;
-    default: launch_shape<kChunks, 8, 3>(a, swiglu, grid, stream); break;
-  }
+  if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
+  else
+    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -224,18 +213,6 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 }
 
 }  // namespace
-
-Status set_mxfp4_fused_tiling(Mxfp4FusedTiling tiling) {
-  for (const Mxfp4FusedTiling& t : kMxfp4FusedTilings)
-    if (t.warps == tiling.warps && t.in_flight == tiling.in_flight) {
-      g_tiling = t;
-      return Status::success();
-    }
-  return make_error("set_mxfp4_fused_tiling: " + std::to_string(tiling.warps) + " x " +
-                    std::to_string(tiling.in_flight) + " is not a compiled CTA shape");
-}
-
-Mxfp4FusedTiling mxfp4_fused_tiling() { return g_tiling; }
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,

@@ -25,15 +25,6 @@ struct DeviceExpertGroups {
   Tensor offsets, rows, assignments, experts;
 };
 
-// CTA shape of the grouped matmul: split-K warps x tiles each warp loads before it decodes. The first is the
-// default; the others are compiled for bench-moe to compare (set_mxfp4_fused_tiling; not thread-safe).
-struct Mxfp4FusedTiling {
-  int warps, in_flight;
-};
-inline constexpr Mxfp4FusedTiling kMxfp4FusedTilings[] = {{4, 1}, {8, 3}, {8, 2}, {4, 6}};
-Status set_mxfp4_fused_tiling(Mxfp4FusedTiling tiling);
-Mxfp4FusedTiling mxfp4_fused_tiling();
-
 // For every routed expert e and each of its grouped entries p (device data, read by the kernel):
 //   v = W_e . x[input row] + bias_e   (f32 accumulation; input row = groups.rows[p] when inputs_are_tokens,
 //                                      else p: an earlier fused matmul's grouped output)
