@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/mma_sync.cuh"
 
 namespace day0 {
 namespace {
@@ -15,20 +16,6 @@ constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;           // keys per tile
 constexpr int kStride = kD + 4;     // smem row stride in floats: conflict-free fragment reads
 constexpr int kThreads = 32 * kWarps;
-
-__device__ __forceinline__ std::uint32_t tf32(float v) {
-  std::uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-
-__device__ __forceinline__ void mma_tf32_1688(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                              std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __global__ void __launch_bounds__(kThreads) attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window,
                                                                 float scale) {

@@ -7,7 +7,7 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/mma_bf16.cuh"
+#include "ops/cuda/mma_sync.cuh"
 
 namespace day0 {
 namespace {

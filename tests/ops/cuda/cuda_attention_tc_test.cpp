@@ -12,6 +12,7 @@
 #include "ops/cuda/attention_tc_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/paged_kv_scenario.h"
+#include "paged_attention_run.h"
 
 namespace day0 {
 namespace {
@@ -52,12 +53,7 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
                                         << c.p.sliding_window << " sinks " << sinks << " rows " << sc.q.size(0));
       AttentionSplit split;
       split.tensor_cores = true;
-      Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-      PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
-      D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                        upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p, out,
-                                        ctx->stream(), split));
-      const Tensor got = download(*ctx, out);
+      const Tensor got = cudatest::run_paged_attention(*ctx, sc, sinks, split);
       EXPECT_EQ(count_nan(got), 0);
       const double err = relative_norm_error(got, sc.want);
       EXPECT_LE(err, kTolerance);
@@ -100,11 +96,7 @@ TEST(CudaAttentionTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_
   sc.tables.data<std::int32_t>()[1] = 1 << 20;  // sequence 0's second block (positions 16..31) is outside the pool
   AttentionSplit split;
   split.tensor_cores = true;
-  Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-  PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 16};
-  D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                    upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream(), split));
-  const Tensor got = download(*ctx, out);
+  const Tensor got = cudatest::run_paged_attention(*ctx, sc, false, split);
   const std::int64_t w = p.n_heads * p.head_dim;
   for (std::int64_t row = 0; row < 100; ++row) {
     // Sequence 0's rows at positions 16+ need the bad block; rows 0..15 do not; sequence 1 is untouched.

@@ -9,6 +9,7 @@
 #include "ops/cuda/attention_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/paged_kv_scenario.h"
+#include "paged_attention_run.h"
 
 namespace day0 {
 namespace {
@@ -54,12 +55,7 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
                                           << " splits " << split.splits);
         if (split.splits > 1)
           split.partials = poisoned(*ctx, {attention_partials_floats(sc.q.size(0), c.p, split.splits)}, DType::f32);
-        Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-        PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), c.block_size};
-        D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                          upload(*ctx, sc.q_pos), kv, sinks ? upload(*ctx, sc.sinks) : Tensor(), c.p,
-                                          out, ctx->stream(), split));
-        const Tensor got = download(*ctx, out);
+        const Tensor got = cudatest::run_paged_attention(*ctx, sc, sinks, split);
         EXPECT_EQ(count_nan(got), 0);
         EXPECT_LE(relative_norm_error(got, sc.want), kTolerance);
       }
@@ -87,11 +83,7 @@ TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_f
     AttentionSplit split;
     split.splits = splits;
     if (splits > 1) split.partials = poisoned(*ctx, {attention_partials_floats(2, p, splits)}, DType::f32);
-    Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
-    PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), 4};
-    D0_ASSERT_OK(paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                      upload(*ctx, sc.q_pos), kv, Tensor(), p, out, ctx->stream(), split));
-    const Tensor got = download(*ctx, out);
+    const Tensor got = cudatest::run_paged_attention(*ctx, sc, false, split);
     const std::int64_t w = p.n_heads * p.head_dim;
     for (std::int64_t i = 0; i < w; ++i) EXPECT_TRUE(std::isnan(got.data<float>()[i])) << "splits " << splits;
     for (std::int64_t i = w; i < 2 * w; ++i) EXPECT_EQ(got.data<float>()[i], got.data<float>()[i]);  // not NaN
