@@ -37,23 +37,30 @@ struct SplitArgs {
   float* partials = nullptr;  // [S * n_heads * splits][d + 2]: m, l, unnormalised output
 };
 
+// kG query heads per block, all of one KV head (kG = 1, or the whole GQA group): each key and value row is read
+// once for the kG heads. Per head the arithmetic is the same sequence of operations whatever kG is.
+template <int kG>
 __global__ void __launch_bounds__(kThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                      const std::int32_t* __restrict__ q_pos, const void* __restrict__ sinks, int sink_kind,
                      float* __restrict__ out, int T, int n_heads, int group, int d, int window, float scale,
                      KeyLayout layout, SplitArgs split) {
-  __shared__ float qs[kAttentionMaxHeadDim];
-  __shared__ float ps[kChunk];
+  __shared__ float qs[kG][kAttentionMaxHeadDim];
+  __shared__ float ps[kG][kChunk];
   __shared__ std::int64_t rows[kChunk];
   const int tid = threadIdx.x;
-  const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
-  const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_heads);
-  const int kvh = h / group;
+  const int blocks_per_query = n_heads / kG;
+  const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(blocks_per_query)) * kG;  // first head
+  const std::int64_t s = blockIdx.x / static_cast<unsigned>(blocks_per_query);
+  const int kvh = h0 / group;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * d;
   const std::int64_t kv_width = static_cast<std::int64_t>(n_heads / group) * d;
-  float* o = out + s * q_width + static_cast<std::int64_t>(h) * d;
-  float* part = split.splits > 1 ? split.partials + (static_cast<std::int64_t>(blockIdx.x) * split.splits + blockIdx.y) * (d + 2)
-                                 : nullptr;
+  // Output row and split partials of head h0 + g (partials: [S * n_heads * splits][d + 2] by (query, head)).
+  auto o_of = [&](int g) { return out + s * q_width + static_cast<std::int64_t>(h0 + g) * d; };
+  auto part_of = [&](int g) -> float* {
+    if (split.splits <= 1) return nullptr;
+    return split.partials + ((s * n_heads + h0 + g) * split.splits + blockIdx.y) * (d + 2);
+  };
 
   const int pos = q_pos[s];
   const std::int32_t* table =
@@ -64,10 +71,12 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = tid; b <= pos / layout.block_size; b += kThreads)
       bad |= table[b] < 0 || (static_cast<std::int64_t>(table[b]) + 1) * layout.block_size > T;
   if (__syncthreads_or(bad)) {
-    if (part) {
-      if (tid == 0) part[0] = NAN;  // the merge turns the row into NaN
-    } else {
-      for (int i = tid; i < d; i += kThreads) o[i] = NAN;
+    for (int g = 0; g < kG; ++g) {
+      if (float* part = part_of(g)) {
+        if (tid == 0) part[0] = NAN;  // the merge turns the row into NaN
+      } else {
+        for (int i = tid; i < d; i += kThreads) o_of(g)[i] = NAN;
+      }
     }
     return;
   }
@@ -82,20 +91,26 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * span;
   const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);  // past the keys: an empty split
   const int hi = static_cast<int>(std::int64_t(lo) + span - 1 < pos ? std::int64_t(lo) + span - 1 : pos);
-  const float* qv = q + s * q_width + static_cast<std::int64_t>(h) * d;
-  for (int i = tid; i < d; i += kThreads) qs[i] = qv[i];
+  for (int g = 0; g < kG; ++g) {
+    const float* qv = q + s * q_width + static_cast<std::int64_t>(h0 + g) * d;
+    for (int i = tid; i < d; i += kThreads) qs[g][i] = qv[i];
+  }
   const float* kbase = k + static_cast<std::int64_t>(kvh) * d;
   const float* vbase = v + static_cast<std::int64_t>(kvh) * d;
   const bool vec4 = d % 4 == 0 && kv_width % 4 == 0 && (reinterpret_cast<std::uintptr_t>(k) % 16) == 0;
 
-  float m = -INFINITY, l = 0.f;
-  if (sink_kind != kNoSink && !part) {  // with splits, the merge adds the sink once
-    m = load_sink(sinks, sink_kind, h);
-    l = 1.f;  // exp(sink - m) with m = sink
-  }
-  float acc[kLanesPerThread];
+  float m[kG], l[kG];
+  float acc[kG][kLanesPerThread];
 #pragma unroll
-  for (int r = 0; r < kLanesPerThread; ++r) acc[r] = 0.f;
+  for (int g = 0; g < kG; ++g) {
+    m[g] = -INFINITY, l[g] = 0.f;
+    if (sink_kind != kNoSink && split.splits <= 1) {  // with splits, the merge adds the sink once
+      m[g] = load_sink(sinks, sink_kind, h0 + g);
+      l[g] = 1.f;  // exp(sink - m) with m = sink
+    }
+#pragma unroll
+    for (int r = 0; r < kLanesPerThread; ++r) acc[g][r] = 0.f;
+  }
   __syncthreads();  // qs ready
 
   for (int c0 = lo; c0 <= hi; c0 += kChunk) {
@@ -105,62 +120,95 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t row = key_row(table, layout.block_size, c0 + tid);
       rows[tid] = row;
       const float* kr = kbase + row * kv_width;
-      float dot = 0.f;
+      float dot[kG];
+#pragma unroll
+      for (int g = 0; g < kG; ++g) dot[g] = 0.f;
       if (vec4) {
         for (int i = 0; i < d; i += 4) {
           const float4 kk = *reinterpret_cast<const float4*>(kr + i);
-          dot += qs[i] * kk.x;
-          dot += qs[i + 1] * kk.y;
-          dot += qs[i + 2] * kk.z;
-          dot += qs[i + 3] * kk.w;
+#pragma unroll
+          for (int g = 0; g < kG; ++g) {
+            dot[g] += qs[g][i] * kk.x;
+            dot[g] += qs[g][i + 1] * kk.y;
+            dot[g] += qs[g][i + 2] * kk.z;
+            dot[g] += qs[g][i + 3] * kk.w;
+          }
         }
       } else {
-        for (int i = 0; i < d; ++i) dot += qs[i] * kr[i];
+        for (int i = 0; i < d; ++i) {
+          const float kv = kr[i];
+#pragma unroll
+          for (int g = 0; g < kG; ++g) dot[g] += qs[g][i] * kv;
+        }
       }
-      ps[tid] = dot * scale;
+#pragma unroll
+      for (int g = 0; g < kG; ++g) ps[g][tid] = dot[g] * scale;
     }
     __syncthreads();  // scores ready
-    float m_new = m;
-    for (int j = 0; j < n; ++j) m_new = fmaxf(m_new, ps[j]);
+    float m_new[kG];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      m_new[g] = m[g];
+      for (int j = 0; j < n; ++j) m_new[g] = fmaxf(m_new[g], ps[g][j]);
+    }
     __syncthreads();  // every thread has read the scores before they are overwritten by probabilities
-    if (tid < n) ps[tid] = expf(ps[tid] - m_new);
+    if (tid < n)
+#pragma unroll
+      for (int g = 0; g < kG; ++g) ps[g][tid] = expf(ps[g][tid] - m_new[g]);
     // m is -inf only before the first chunk without a sink: nothing accumulated yet, so nothing to rescale
     // (and exp(-inf - -inf) would be NaN if m_new were -inf too).
-    const float corr = m == -INFINITY ? 0.f : expf(m - m_new);
+    float corr[kG];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) corr[g] = m[g] == -INFINITY ? 0.f : expf(m[g] - m_new[g]);
     __syncthreads();  // probabilities ready
-    float psum = 0.f;
-    for (int j = 0; j < n; ++j) psum += ps[j];
-    l = l * corr + psum;
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      float psum = 0.f;
+      for (int j = 0; j < n; ++j) psum += ps[g][j];
+      l[g] = l[g] * corr[g] + psum;
+    }
 #pragma unroll
     for (int r = 0; r < kLanesPerThread; ++r) {
       const int i = tid + r * kThreads;
       if (i < d) {
-        float a = acc[r] * corr;
+        float a[kG];
+#pragma unroll
+        for (int g = 0; g < kG; ++g) a[g] = acc[g][r] * corr[g];
         const float* vc = vbase + i;
 #pragma unroll 8
-        for (int j = 0; j < n; ++j) a += ps[j] * vc[rows[j] * kv_width];
-        acc[r] = a;
+        for (int j = 0; j < n; ++j) {
+          const float vj = vc[rows[j] * kv_width];
+#pragma unroll
+          for (int g = 0; g < kG; ++g) a[g] += ps[g][j] * vj;
+        }
+#pragma unroll
+        for (int g = 0; g < kG; ++g) acc[g][r] = a[g];
       }
     }
-    m = m_new;
+#pragma unroll
+    for (int g = 0; g < kG; ++g) m[g] = m_new[g];
     __syncthreads();  // everyone is done with ps and rows before the next chunk's land in them
   }
-  if (part) {
-    if (tid == 0) {
-      part[0] = m;  // -inf: this split had no keys
-      part[1] = l;
-    }
 #pragma unroll
-    for (int r = 0; r < kLanesPerThread; ++r) {
-      const int i = tid + r * kThreads;
-      if (i < d) part[2 + i] = acc[r];
-    }
-    return;
-  }
+  for (int g = 0; g < kG; ++g) {
+    if (float* part = part_of(g)) {
+      if (tid == 0) {
+        part[0] = m[g];  // -inf: this split had no keys
+        part[1] = l[g];
+      }
 #pragma unroll
-  for (int r = 0; r < kLanesPerThread; ++r) {
-    const int i = tid + r * kThreads;
-    if (i < d) o[i] = acc[r] / l;
+      for (int r = 0; r < kLanesPerThread; ++r) {
+        const int i = tid + r * kThreads;
+        if (i < d) part[2 + i] = acc[g][r];
+      }
+    } else {
+      float* o = o_of(g);
+#pragma unroll
+      for (int r = 0; r < kLanesPerThread; ++r) {
+        const int i = tid + r * kThreads;
+        if (i < d) o[i] = acc[g][r] / l[g];
+      }
+    }
   }
 }
 
@@ -253,14 +301,21 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              static_cast<int>(T), layout};
     return attention_tc_cuda(ta, p, stream);
   }
-  const dim3 grid(static_cast<unsigned>(S * p.n_heads), static_cast<unsigned>(sa.splits));
-  attention_kernel<<<grid, kThreads, 0, stream>>>(q.data<float>(), k.data<float>(), v.data<float>(),
-                                                  q_pos.data<std::int32_t>(), sink_ptr, sink_kind, out.data<float>(),
-                                                  static_cast<int>(T), p.n_heads, p.n_heads / p.n_kv_heads,
-                                                  p.head_dim, p.sliding_window, p.scale, layout, sa);
+  const int group = p.n_heads / p.n_kv_heads;
+  const bool whole_group = attention_reads_kv_once(S, p);
+  const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)), static_cast<unsigned>(sa.splits));
+  if (whole_group)
+    attention_kernel<kAttentionGroupHeads><<<grid, kThreads, 0, stream>>>(
+        q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
+        out.data<float>(), static_cast<int>(T), p.n_heads, group, p.head_dim, p.sliding_window, p.scale, layout, sa);
+  else
+    attention_kernel<1><<<grid, kThreads, 0, stream>>>(q.data<float>(), k.data<float>(), v.data<float>(),
+                                                       q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
+                                                       out.data<float>(), static_cast<int>(T), p.n_heads, group,
+                                                       p.head_dim, p.sliding_window, p.scale, layout, sa);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
   if (sa.splits > 1) {
-    attention_merge_kernel<<<grid.x, kThreads, 0, stream>>>(sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr,
+    attention_merge_kernel<<<static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream>>>(sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr,
                                                             sink_kind, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
@@ -287,9 +342,13 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 
 }  // namespace
 
+bool attention_reads_kv_once(std::int64_t S, const AttentionParams& p) {
+  return p.n_kv_heads > 0 && p.n_heads == kAttentionGroupHeads * p.n_kv_heads && S >= kAttentionGroupMinQueries;
+}
+
 int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_keys, int sm_count) {
   const std::int64_t keys = p.sliding_window > 0 ? std::min<std::int64_t>(max_keys, p.sliding_window) : max_keys;
-  const std::int64_t pairs = std::max<std::int64_t>(1, S * p.n_heads);
+  const std::int64_t pairs = std::max<std::int64_t>(1, S * (attention_reads_kv_once(S, p) ? p.n_kv_heads : p.n_heads));
   // Enough blocks for about 4 per SM, and no split shorter than one chunk of keys.
   const std::int64_t want = (4 * std::int64_t(std::max(sm_count, 1)) + pairs - 1) / pairs;
   const std::int64_t most = std::max<std::int64_t>(1, keys / kChunk);

@@ -26,6 +26,14 @@ struct AttentionSplit {
   bool tensor_cores = false;
 };
 
+// Blocks over (query, KV head) that serve the whole GQA group (8 query heads per KV head, as gpt-oss) read each
+// key and value row once instead of once per query head: used from kAttentionGroupMinQueries queries (batched
+// decode, where the KV of many sequences does not stay in L2 between the heads' blocks). One block per (query,
+// head) below that, where more blocks keep the SMs busy. Same operations per head either way (bit-identical).
+inline constexpr int kAttentionGroupHeads = 8;
+inline constexpr std::int64_t kAttentionGroupMinQueries = 8;
+bool attention_reads_kv_once(std::int64_t S, const AttentionParams& p);
+
 // Splits that give about 4 blocks per SM for S queries whose key ranges are at most max_keys long (the window
 // bounds them too), never below one 128-key chunk per split.
 int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_keys, int sm_count);

@@ -1,6 +1,7 @@
 // CUDA paged attention and KV slot writes against the CPU reference on fresh random scenarios: batches of
 // sequences of different lengths (decode rows, prefill chunks at an offset, whole prompts), shuffled block
-// tables with padding, block sizes 1/16/7, GQA 64/8 at d=64 (gpt-oss) and small odd shapes, windows, sinks.
+// tables with padding, block sizes 1/16/7, GQA 64/8 at d=64 (gpt-oss) and small odd shapes, windows, sinks;
+// decode batches of 8+ rows run one block per (query, KV head) for the whole group.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -41,6 +42,9 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
       {{6, 3, 24, 5, 0.2f}, 7, {50, 8, 14}, {3, 8, 1}},
       {{64, 8, 64, 0, 0.125f}, 16, {2000}, {1}},  // decode at a long context: the split-K case
       {{8, 1, 64, 0, 0.125f}, 16, {1500, 700, 3}, {1, 1, 1}},
+      // A decode batch of 9 with 8 query heads per KV head: blocks per (query, KV head) (attention_reads_kv_once).
+      {{64, 8, 64, 0, 0.125f}, 16, {300, 17, 64, 5, 90, 33, 200, 7, 1000}, {1, 1, 1, 1, 1, 1, 1, 1, 1}},
+      {{16, 2, 64, 128, 0.125f}, 16, {300, 17, 64, 5, 90, 33, 200, 7, 1000}, {1, 1, 1, 1, 1, 1, 1, 2, 1}},
   };
   // splits 0: what attention_splits picks for an H200 (132 SMs); others forced, more than some rows have keys.
   for (const Case& c : cases)
