@@ -65,7 +65,8 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
       auto small = [&] { return linear_small_cuda(x, sets[static_cast<size_t>(i++ % copies)], ctx.stream()); };
       auto cublas = [&]() -> Status {
         D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, ctx.stream()));
-        for (LinearTarget& t : sets[static_cast<size_t>(i++ % copies)]) D0_RETURN_IF_ERROR(gemm.run(xb, t.w, t.bias, t.out));
+        for (LinearTarget& t : sets[static_cast<size_t>(i++ % copies)])
+          D0_RETURN_IF_ERROR(gemm.run(xb, t.w, t.bias, t.out));
         return Status::success();
       };
       D0_RETURN_IF_ERROR(cublas());  // plans the GEMMs outside the capture
@@ -80,8 +81,12 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
         const double bw = bytes / s;
         std::printf("%7lld %-20s %-16s %10.1f %10.1f %10.0f %9.1f%%\n", static_cast<long long>(M), d.name, p.name,
                     s * 1e6, bytes / 1e6, bw / 1e9, 100 * bw / ceil.copy_bytes_per_s);
-        report["dense_linears"].push_back({{"linear", d.name}, {"rows", M}, {"path", p.name}, {"seconds", s},
-                                           {"weight_bytes", bytes}, {"bytes_per_s", bw},
+        report["dense_linears"].push_back({{"linear", d.name},
+                                           {"rows", M},
+                                           {"path", p.name},
+                                           {"seconds", s},
+                                           {"weight_bytes", bytes},
+                                           {"bytes_per_s", bw},
                                            {"of_copy_bandwidth", bw / ceil.copy_bytes_per_s}});
       }
       D0_RETURN_IF_ERROR(ctx.synchronize());

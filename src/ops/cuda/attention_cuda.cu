@@ -296,14 +296,14 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
   if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(k.raw(), 16) &&
       aligned_to(v.raw(), 16)) {
-    const AttentionTcArgs ta{q.data<float>(), k.data<float>(),  v.data<float>(), q_pos.data<std::int32_t>(),
-                             sink_ptr,        sink_kind,        out.data<float>(), static_cast<int>(S),
-                             static_cast<int>(T), layout};
+    const AttentionTcArgs ta{q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(),
+                             sink_ptr, sink_kind, out.data<float>(), static_cast<int>(S), static_cast<int>(T), layout};
     return attention_tc_cuda(ta, p, stream);
   }
   const int group = p.n_heads / p.n_kv_heads;
   const bool whole_group = attention_reads_kv_once(S, p);
-  const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)), static_cast<unsigned>(sa.splits));
+  const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)),
+                  static_cast<unsigned>(sa.splits));
   if (whole_group)
     attention_kernel<kAttentionGroupHeads><<<grid, kThreads, 0, stream>>>(
         q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
@@ -315,8 +315,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                                                        p.head_dim, p.sliding_window, p.scale, layout, sa);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
   if (sa.splits > 1) {
-    attention_merge_kernel<<<static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream>>>(sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr,
-                                                            sink_kind, out.data<float>());
+    attention_merge_kernel<<<static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream>>>(
+        sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr, sink_kind, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
   return Status::success();

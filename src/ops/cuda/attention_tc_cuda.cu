@@ -17,8 +17,8 @@ constexpr int kKeys = 64;           // keys per tile
 constexpr int kStride = kD + 4;     // smem row stride in floats: conflict-free fragment reads
 constexpr int kThreads = 32 * kWarps;
 
-__global__ void __launch_bounds__(kThreads) attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window,
-                                                                float scale) {
+__global__ void __launch_bounds__(kThreads)
+    attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
   __shared__ __align__(16) float ks[kKeys][kStride];
   __shared__ __align__(16) float vs[kKeys][kStride];
   __shared__ int pos_s[kRows], seq_s[kRows], first_s[kRows];
@@ -145,7 +145,10 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(AttentionTcArgs 
                                  : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to;
           const float v = ok ? sc[j][e] * scale : -INFINITY;
           sc[j][e] = v;
-          if (hi_row) mx_hi = fmaxf(mx_hi, v); else mx_lo = fmaxf(mx_lo, v);
+          if (hi_row)
+            mx_hi = fmaxf(mx_hi, v);
+          else
+            mx_lo = fmaxf(mx_lo, v);
         }
       // Row max across the 4 lanes of a row (t), then the online-softmax update.
 #pragma unroll
@@ -230,8 +233,7 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
                       std::to_string(kAttentionTcMinQueries) + " queries");
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
-  attention_tc_kernel<<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window,
-                                                     p.scale);
+  attention_tc_kernel<<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_tc_kernel");
   return Status::success();
 }

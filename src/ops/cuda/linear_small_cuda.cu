@@ -12,10 +12,10 @@
 namespace day0 {
 namespace {
 
-constexpr int kWarps = 8;       // split-K warps per CTA
-constexpr int kRowsPerCta = 16;  // the MMA's M
+constexpr int kWarps = 8;         // split-K warps per CTA
+constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
-constexpr int kInFlight = 4;     // 32-wide k blocks whose weights a lane loads before it multiplies
+constexpr int kInFlight = 4;      // 32-wide k blocks whose weights a lane loads before it multiplies
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
@@ -66,11 +66,12 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
     if (i < a.n_targets && static_cast<int>(blockIdx.x) >= a.t[i].tile_begin) tg = a.t[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
-  const int chunks = a.k / 8;            // 16-byte pieces of a row
+  const int chunks = a.k / 8;  // 16-byte pieces of a row
   const int k_blocks = (chunks + 3) / 4;
   // Rows past N read the last row (in bounds) and are not stored.
   const uint4* w_lo = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g, tg.n - 1)) * a.k);
-  const uint4* w_hi = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g + 8, tg.n - 1)) * a.k);
+  const uint4* w_hi =
+      reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g + 8, tg.n - 1)) * a.k);
   const float* x_row[kTiles];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) {
@@ -150,8 +151,9 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
   const char* op = "linear_small_cuda";
   if (!linear_small_fits(x, targets))
-    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxRows) + ", K % 8 == 0] and 1..4 bf16 weights, got x " +
-                      shape_to_string(x.shape()) + " and " + std::to_string(targets.size()) + " weights");
+    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxRows) +
+                      ", K % 8 == 0] and 1..4 bf16 weights, got x " + shape_to_string(x.shape()) + " and " +
+                      std::to_string(targets.size()) + " weights");
   const std::int64_t M = x.size(0), K = x.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {M, K}));
   if (!aligned_to(x.raw(), 16)) return make_error(std::string(op) + ": x must be 16-byte aligned");

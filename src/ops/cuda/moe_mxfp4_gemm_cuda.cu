@@ -15,11 +15,11 @@ namespace {
 
 using namespace mxfp4_kernels;
 
-constexpr int kBM = 64;            // weight rows per CTA
-constexpr int kBN = 128;           // tokens per CTA
-constexpr int kBK = 32;            // inputs per k-step: one MXFP4 group
-constexpr int kPad = kBK + 8;      // smem row in bf16: 20 words, so fragment reads hit 32 distinct banks
-constexpr int kThreads = 256;      // 8 warps: 2 along the rows x 4 along the tokens, 32 x 32 each
+constexpr int kBM = 64;        // weight rows per CTA
+constexpr int kBN = 128;       // tokens per CTA
+constexpr int kBK = 32;        // inputs per k-step: one MXFP4 group
+constexpr int kPad = kBK + 8;  // smem row in bf16: 20 words, so fragment reads hit 32 distinct banks
+constexpr int kThreads = 256;  // 8 warps: 2 along the rows x 4 along the tokens, 32 x 32 each
 
 struct Stage {
   __nv_bfloat16 a[kBM][kPad];  // decoded weights, row-major in k
@@ -34,8 +34,8 @@ struct Fetch {
   uint4 x0, x1;
 };
 
-__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int half, const __nv_bfloat16* xrow,
-                                       int x_part, int grp) {
+__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int half,
+                                       const __nv_bfloat16* xrow, int x_part, int grp) {
   Fetch f;
   f.w = make_uint2(0, 0);
   f.scale = 127;
@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) mma_bf16_16816(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j][0], bfr[j][1]);
+        for (int j = 0; j < 4; ++j)
+          mma_bf16_16816(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j][0], bfr[j][1]);
     }
     if (grp + 1 < a.groups) stage_store(stages[cur ^ 1], f, w_row, half, x_token, x_part);
     __syncthreads();
@@ -184,8 +185,8 @@ std::int64_t mxfp4_gemm_launch_slots(std::int64_t routed_experts_bound, std::int
 }
 
 Status mxfp4_grouped_gemm_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
-                               const DeviceExpertGroups& groups, std::int64_t launch_slots,
-                               const SwigluParams* swiglu, Tensor& out, cudaStream_t stream) {
+                               const DeviceExpertGroups& groups, std::int64_t launch_slots, const SwigluParams* swiglu,
+                               Tensor& out, cudaStream_t stream) {
   const char* op = "mxfp4_grouped_gemm_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
   if (w.out % kBM != 0)

@@ -29,7 +29,7 @@ std::int64_t mxfp4_gemm_launch_slots(std::int64_t routed_experts_bound, std::int
 // As mxfp4_grouped_matmul_cuda (moe_mxfp4_fused_cuda.h); w.out a multiple of 64; launch_slots from
 // mxfp4_gemm_launch_slots (at most 65535).
 Status mxfp4_grouped_gemm_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
-                               const DeviceExpertGroups& groups, std::int64_t launch_slots,
-                               const SwigluParams* swiglu, Tensor& out, cudaStream_t stream);
+                               const DeviceExpertGroups& groups, std::int64_t launch_slots, const SwigluParams* swiglu,
+                               Tensor& out, cudaStream_t stream);
 
 }  // namespace day0

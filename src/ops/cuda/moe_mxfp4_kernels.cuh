@@ -21,7 +21,9 @@ enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::uint32_t lo, std::uint32_t hi, int b) {
   // [lo.b, 0, hi.b, 0]: PTX prmt's selector 8 replicates the sign of byte 0 of lo, which is 0 (nibbles < 16).
   std::uint32_t v;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(v) : "r"(lo), "r"(hi), "r"(static_cast<unsigned>(b | 0x80 | ((4 + b) << 8) | 0x8000)));
+  asm("prmt.b32 %0, %1, %2, %3;"
+      : "=r"(v)
+      : "r"(lo), "r"(hi), "r"(static_cast<unsigned>(b | 0x80 | ((4 + b) << 8) | 0x8000)));
   const std::uint32_t a = v << 6, s = v << 12;
   constexpr std::uint32_t kMag = 0x7DC07DC0u;  // bits 6-8, 10-14 (zero in a), 22-24, 26-30 (zero in a)
   return (a & kMag) | (s & ~kMag);
@@ -34,7 +36,8 @@ __device__ __forceinline__ std::uint32_t pow2_bf16x2(int exponent_field) {
 }
 
 __device__ __forceinline__ std::uint32_t bf16x2_mul(std::uint32_t a, std::uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  __nv_bfloat162 r =
+      __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
   return *reinterpret_cast<const std::uint32_t*>(&r);
 }
 
@@ -46,7 +49,7 @@ struct GroupScale {
 
 __device__ __forceinline__ GroupScale group_scale(std::uint32_t scale) {
   if (scale <= 128) return {pow2_bf16x2(static_cast<int>(scale) + 126), 0, false};  // 2^(scale - 1)
-  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};           // 2^126, then 2^(scale - 127)
+  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};            // 2^126, then 2^(scale - 127)
 }
 
 __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScale& s) {
@@ -55,15 +58,15 @@ __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScal
 }
 
 struct KernelArgs {
-  const uint4* blocks;          // [E, out, groups] 16-byte groups
-  const std::uint8_t* scales;   // [E, out, groups]
-  const void* bias;             // [E, out] or null
+  const uint4* blocks;         // [E, out, groups] 16-byte groups
+  const std::uint8_t* scales;  // [E, out, groups]
+  const void* bias;            // [E, out] or null
   int bias_kind;
-  int out_rows, groups;         // w.out, w.in / 32
-  const __nv_bfloat16* x;       // [*, in]
+  int out_rows, groups;    // w.out, w.in / 32
+  const __nv_bfloat16* x;  // [*, in]
   bool inputs_are_tokens;
   const std::int32_t *offsets, *rows, *assignments, *experts;
-  float alpha, limit;           // SwiGLU
+  float alpha, limit;  // SwiGLU
   void* out;
 };
 
@@ -77,8 +80,8 @@ __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
 // same entries) and stores the entries below p_end: SwiGLU of each (gate, up) row pair into bf16 h by entry, or
 // f32 rows by assignment. Every lane of the warp calls it: a pair's rows sit in lanes g and g + 1 (lane + 4).
 template <bool kSwiglu>
-__device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1,
-                                              int p_end, const float (&acc)[4]) {
+__device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1, int p_end,
+                                              const float (&acc)[4]) {
   const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
   float v[4] = {acc[0] + bias_at(a, bias_base + r_lo), acc[1] + bias_at(a, bias_base + r_lo),
                 acc[2] + bias_at(a, bias_base + r_hi), acc[3] + bias_at(a, bias_base + r_hi)};

@@ -14,9 +14,9 @@ inline Tensor run_paged_attention(CudaContext& ctx, const optest::PagedScenario&
                                   const AttentionSplit& split) {
   Tensor out = poisoned(ctx, sc.want.shape(), DType::f32);
   PagedKv kv{upload(ctx, sc.tables), upload(ctx, sc.q_seq), sc.block_size};
-  const Status st = paged_attention_cuda(upload(ctx, sc.q), upload(ctx, sc.k_pool), upload(ctx, sc.v_pool),
-                                         upload(ctx, sc.q_pos), kv, sinks ? upload(ctx, sc.sinks) : Tensor(), sc.p,
-                                         out, ctx.stream(), split);
+  const Status st =
+      paged_attention_cuda(upload(ctx, sc.q), upload(ctx, sc.k_pool), upload(ctx, sc.v_pool), upload(ctx, sc.q_pos), kv,
+                           sinks ? upload(ctx, sc.sinks) : Tensor(), sc.p, out, ctx.stream(), split);
   EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message);
   return download(ctx, out);
 }
