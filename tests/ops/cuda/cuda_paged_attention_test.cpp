@@ -75,6 +75,18 @@ TEST(CudaPagedAttention, decode_splits_spread_long_contexts_over_the_sms) {
   EXPECT_EQ(attention_splits(1, windowed, 8192, 132), 1);  // the window bounds the keys
 }
 
+TEST(CudaPagedAttention, batched_decode_serves_a_whole_gqa_group_per_block_and_splits_by_those_blocks) {
+  const AttentionParams gpt_oss{64, 8, 64, 0, 0.125f};
+  EXPECT_FALSE(attention_reads_kv_once(1, gpt_oss));  // batch 1: a block per head keeps more SMs busy
+  EXPECT_FALSE(attention_reads_kv_once(7, gpt_oss));
+  EXPECT_TRUE(attention_reads_kv_once(8, gpt_oss));
+  EXPECT_TRUE(attention_reads_kv_once(64, gpt_oss));
+  EXPECT_FALSE(attention_reads_kv_once(64, AttentionParams{4, 2, 16, 0, 1.f}));  // groups of 2: per head
+  // 64 queries x 8 KV heads = 512 blocks: 2 splits give ~4 per SM (per-head blocks would need none).
+  EXPECT_EQ(attention_splits(64, gpt_oss, 1024, 132), 2);
+  EXPECT_EQ(attention_splits(4, gpt_oss, 1024, 132), 3);  // 256 per-head blocks: (528 + 255) / 256
+}
+
 TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_queries) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
