@@ -33,19 +33,14 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(7301);
-  struct Case {
-    AttentionParams p;
-    std::int64_t block_size;
-    std::vector<std::int64_t> lengths, queries;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<cudatest::PagedCase> cases = {
       {{64, 8, 64, 0, 0.125f}, 16, {300}, {300}},                         // one whole prompt
       {{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}},  // tiles straddle sequences; a decode row
       {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},               // sliding window, chunk at an offset
       {{8, 1, 64, 0, 0.125f}, 7, {200, 64}, {130, 64}},                   // block size 7, one kv head
       {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                              // a window shorter than a key tile
   };
-  for (const Case& c : cases)
+  for (const cudatest::PagedCase& c : cases)
     for (bool sinks : {false, true}) {
       auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
       ASSERT_TRUE(attention_tc_fits(sc.q.size(0), c.p));

@@ -30,12 +30,7 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(21);
-  struct Case {
-    AttentionParams p;
-    std::int64_t block_size;
-    std::vector<std::int64_t> lengths, queries;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<cudatest::PagedCase> cases = {
       {{4, 2, 16, 0, 0.25f}, 1, {5, 3, 9}, {1, 3, 2}},
       {{64, 8, 64, 0, 0.125f}, 16, {300, 17, 1, 64}, {1, 17, 1, 40}},
       {{64, 8, 64, 128, 0.125f}, 16, {400, 129, 33}, {1, 70, 33}},
@@ -47,7 +42,7 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
       {{16, 2, 64, 128, 0.125f}, 16, {300, 17, 64, 5, 90, 33, 200, 7, 1000}, {1, 1, 1, 1, 1, 1, 1, 2, 1}},
   };
   // splits 0: what attention_splits picks for an H200 (132 SMs); others forced, more than some rows have keys.
-  for (const Case& c : cases)
+  for (const cudatest::PagedCase& c : cases)
     for (bool sinks : {false, true})
       for (int forced : {1, 0, 3, 16}) {
         auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
