@@ -28,6 +28,13 @@ using cudatest::upload;
 // while a wrong mask, key or scale is off by O(1).
 constexpr double kTolerance = 2e-3;
 
+TEST(CudaAttentionTc, serves_prefill_shapes_only) {
+  const AttentionParams gpt_oss{64, 8, 64, 0, 0.125f};
+  EXPECT_FALSE(attention_tc_fits(63, gpt_oss));
+  EXPECT_TRUE(attention_tc_fits(64, gpt_oss));
+  EXPECT_FALSE(attention_tc_fits(4096, AttentionParams{4, 2, 16, 0, 1.f}));  // head_dim 16: the f32 kernel
+}
+
 TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_windows_and_sinks) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();

@@ -78,6 +78,20 @@ TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_16_rows_odd_
   run_case(*ctx, 2, 64, {{8, Bias::none}, {8, Bias::none}, {8, Bias::none}, {8, Bias::none}}, rng);
 }
 
+TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_gemm) {
+  // Host tensors: linear_small_fits looks at shapes and dtypes only, so this runs without a GPU.
+  const Tensor w = Tensor::zeros({8, 64}, DType::bf16), w32 = Tensor::zeros({8, 64}, DType::f32);
+  const std::vector<LinearTarget> one{{w, Tensor(), Tensor()}};
+  for (std::int64_t M = 1; M <= kLinearSmallMaxRows; ++M)
+    EXPECT_TRUE(linear_small_fits(Tensor::zeros({M, 64}, DType::f32), one)) << M;
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({kLinearSmallMaxRows + 1, 64}, DType::f32), one));
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 60}, DType::f32), one));  // rows not 16-byte multiples
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), {{w32, Tensor(), Tensor()}}));
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), {}));
+  EXPECT_TRUE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), std::vector<LinearTarget>(4, one[0])));
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), std::vector<LinearTarget>(5, one[0])));
+}
+
 TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reason) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context(std::size_t(64) << 20);
