@@ -358,7 +358,8 @@ Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, std::int64_t seq
 
 Status CudaOps::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const Tensor& sinks,
                           const AttentionParams& p, Tensor& out) {
-  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, 1, p, k.dim() == 2 ? k.size(0) : 0));
+  D0_ASSIGN_OR_RETURN(AttentionSplit split,
+                      attention_split(q.dim() == 2 ? q.size(0) : 0, 1, p, k.dim() == 2 ? k.size(0) : 0));
   return attention_cuda(q, k, v, q_pos, sinks, p, out, ctx_->stream(), split);
 }
 

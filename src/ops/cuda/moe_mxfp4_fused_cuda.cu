@@ -53,7 +53,8 @@ __device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp,
   XTile x;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    x.v[i] = live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
+    x.v[i] = live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i)
+                                     : make_uint4(0, 0, 0, 0);
   return x;
 }
 
