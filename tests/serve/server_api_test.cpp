@@ -176,7 +176,9 @@ TEST_F(ServerApi, metrics_count_requests_tokens_and_latencies) {
   const double before = metric(server_->port(), "day0_generation_tokens_total");
   post_ok("/v1/completions", R"({"prompt": "x = ", "max_tokens": 4, "temperature": 0, "ignore_eos": true})");
   EXPECT_EQ(metric(server_->port(), "day0_generation_tokens_total"), before + 4);
-  EXPECT_GE(metric(server_->port(), "day0_requests_total{route=\"/v1/completions\",status=\"200\"}"), 1);
+  // Counted once the response is out, so the client can read /metrics first: wait for it.
+  const std::string answered = "day0_requests_total{route=\"/v1/completions\",status=\"200\"}";
+  EXPECT_TRUE(wait_metric_at_least(server_->port(), answered, 1));
   EXPECT_GE(metric(server_->port(), "day0_time_to_first_token_seconds_count"), 1);
   EXPECT_GE(metric(server_->port(), "day0_inter_token_latency_seconds_count"), 3);
   EXPECT_EQ(metric(server_->port(), "day0_ready"), 1);

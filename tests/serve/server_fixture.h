@@ -192,6 +192,18 @@ inline bool wait_metric(int port, const std::string& sample, double value,
   return false;
 }
 
+// Polls /metrics until `sample` is at least `value`, or times out: for counters the server bumps after the
+// response has gone out (the HTTP request counter is counted by the logger, after the client may have read it).
+inline bool wait_metric_at_least(int port, const std::string& sample, double value,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (metric(port, sample) >= value) return true;  // NaN (absent) compares false
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 // A client that sends one raw request and can vanish at any moment (no HTTP library in between).
 class RawClient {
  public:
