@@ -32,6 +32,15 @@ inline Tensor to_bf16(const Tensor& f32) {
   return t;
 }
 
+// The bias variants the linear and GEMM tests cover, and one made at random (undefined for none).
+enum class Bias { none, f32, bf16 };
+
+inline Tensor random_bias(std::int64_t n, Bias kind, std::mt19937& rng) {
+  if (kind == Bias::none) return Tensor();
+  const Tensor b = random_f32({n}, rng);
+  return kind == Bias::bf16 ? to_bf16(b) : b;
+}
+
 // Element values as double, for f32 and bf16 tensors.
 inline std::vector<double> to_double(const Tensor& t) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));

@@ -26,7 +26,7 @@ using cudatest::poisoned;
 using cudatest::relative_norm_error;
 using cudatest::upload;
 
-enum class Bias { none, f32, bf16 };
+using optest::Bias;
 
 // E4M3 operands as the MoE makes them: x rows quantised per token (amax/448 scales), w rows converted from MXFP4
 // (power-of-two scales); `dq` holds the dequantised values (q * scale) for the reference.
@@ -79,11 +79,7 @@ void run_case(CudaContext& ctx, const GemmCase& c, std::mt19937& rng, Worst& wor
   Fp8Operand x = activations(c.M, c.K, rng), w = mxfp4_weights(c.N, c.K, rng);
   dequantise(x);
   dequantise(w);
-  Tensor bias;
-  if (c.bias != Bias::none) {
-    bias = optest::random_f32({c.N}, rng);
-    if (c.bias == Bias::bf16) bias = optest::to_bf16(bias);
-  }
+  const Tensor bias = optest::random_bias(c.N, c.bias, rng);
   Tensor want = Tensor::zeros({c.M, c.N}, DType::f32);
   const Tensor bias32 = c.bias == Bias::none ? Tensor() : bias.to_f32();
   for (std::int64_t m = 0; m < c.M; ++m)

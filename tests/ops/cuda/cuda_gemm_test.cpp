@@ -23,7 +23,7 @@ using cudatest::upload;
 using optest::random_f32;
 using optest::to_bf16;
 
-enum class Bias { none, f32, bf16 };
+using optest::Bias;
 
 struct GemmCase {
   std::int64_t M, N, K;
@@ -35,11 +35,7 @@ void run_case(CudaContext& ctx, GemmBf16& gemm, const GemmCase& c, std::mt19937&
   SCOPED_TRACE("M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K) + " out " +
                std::string(dtype_name(c.out)) + " bias " + std::to_string(int(c.bias)));
   const Tensor x_bf16 = to_bf16(random_f32({c.M, c.K}, rng)), w_bf16 = to_bf16(random_f32({c.N, c.K}, rng));
-  Tensor bias;
-  if (c.bias != Bias::none) {
-    bias = random_f32({c.N}, rng);
-    if (c.bias == Bias::bf16) bias = to_bf16(bias);
-  }
+  const Tensor bias = optest::random_bias(c.N, c.bias, rng);
   // The reference sees exactly the values the GPU sees: x rounded to bf16 first, then widened.
   CpuOps cpu;
   Tensor want = Tensor::zeros({c.M, c.N}, DType::f32);

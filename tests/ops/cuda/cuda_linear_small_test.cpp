@@ -23,7 +23,7 @@ using cudatest::upload;
 using optest::random_f32;
 using optest::to_bf16;
 
-enum class Bias { none, f32, bf16 };
+using optest::Bias;
 
 struct Weight {
   std::int64_t n;
@@ -41,9 +41,7 @@ void run_case(CudaContext& ctx, std::int64_t M, std::int64_t K, const std::vecto
   CpuOps cpu;
   for (const Weight& wt : weights) {
     const Tensor w = to_bf16(random_f32({wt.n, K}, rng));
-    Tensor bias;
-    if (wt.bias != Bias::none) bias = random_f32({wt.n}, rng);
-    if (wt.bias == Bias::bf16) bias = to_bf16(bias);
+    const Tensor bias = optest::random_bias(wt.n, wt.bias, rng);
     Tensor y = Tensor::zeros({M, wt.n}, DType::f32);
     D0_ASSERT_OK(cpu.linear(to_bf16(x).to_f32(), w, bias, y));
     want.push_back(y);
