@@ -321,17 +321,22 @@ Status CudaOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float 
 }
 
 Status CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
-  if (w.dtype() != DType::bf16)
-    return make_error("cuda linear: weight must be bf16 (place_weights converts), got " + std::string(dtype_name(w.dtype())));
-  const std::vector<LinearTarget> target{{w, bias, out}};
-  if (linear_small_fits(x, target)) return linear_small_cuda(x, target, ctx_->stream());
-  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
-  return gemms_->bf16.run(xb, w, bias, out);
+  return linears(x, {{w, bias, out}});
 }
 
+// Decode sizes: one small-M kernel for every target; else x converted to bf16 once and a GEMM per target.
 Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
+  for (const LinearTarget& t : targets)
+    if (t.w.dtype() != DType::bf16)
+      return make_error("cuda linear: weight must be bf16 (place_weights converts), got " +
+                        std::string(dtype_name(t.w.dtype())));
   if (linear_small_fits(x, targets)) return linear_small_cuda(x, targets, ctx_->stream());
-  return Ops::linears(x, targets);
+  D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
+  for (const LinearTarget& t : targets) {
+    Tensor out = t.out;  // a handle: the GEMM writes the target's storage
+    D0_RETURN_IF_ERROR(gemms_->bf16.run(xb, t.w, t.bias, out));
+  }
+  return Status::success();
 }
 
 Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
