@@ -27,6 +27,10 @@ struct BackendOptions {
   // Prefill-sized attention (64+ query rows, head_dim 64) on TF32 tensor cores (Q, K, V and the softmax weights
   // rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
   bool attention_tensor_cores = true;
+  // Every token's arithmetic independent of what else is in its step (RELIABILITY D3): dense linears through the
+  // small-M kernel in 16-row slices, MoE through the fused MXFP4 kernel at every size (bf16 compute only), attention
+  // on the f32 kernel with key splits of a fixed length. Slower prefill and long-context decode; off by default.
+  bool batch_invariant = false;
 };
 
 std::vector<std::string_view> backend_names();

@@ -49,8 +49,11 @@ std::vector<GreedyResult> solo_runs(const LoadOptions& o, const std::vector<std:
 
 // The same prompts together: prefill in chunks of at most `chunk` tokens per sequence per step, sequences
 // joining the batch at different steps, decode rows of early sequences sharing steps with later prefills.
-void check_batched_equals_solo(const LoadOptions& base, double tolerance) {
-  const std::vector<std::vector<std::int32_t>> prompts = {prompt(5, 1), prompt(23, 2), prompt(1, 3), prompt(40, 4)};
+const std::vector<std::vector<std::int32_t>> kPrompts = {prompt(5, 1), prompt(23, 2), prompt(1, 3), prompt(40, 4)};
+
+void check_batched_equals_solo(const LoadOptions& base, double tolerance,
+                               const std::vector<std::vector<std::int32_t>>& prompts = kPrompts,
+                               std::int64_t chunk = 9) {
   const int kNew = 6;
   const auto solo = solo_runs(base, prompts, kNew);
 
@@ -74,7 +77,6 @@ void check_batched_equals_solo(const LoadOptions& base, double tolerance) {
   };
   std::vector<Seq> seqs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) seqs[i] = {prompts[i], 0, {}, static_cast<int>(i)};
-  const std::int64_t kChunk = 9;
   for (int step = 0; step < 40; ++step) {
     std::vector<SequenceStep> batch;
     std::vector<size_t> who;
@@ -83,7 +85,7 @@ void check_batched_equals_solo(const LoadOptions& base, double tolerance) {
       if (step < s.joins_at || static_cast<int>(s.generated.size()) == kNew) continue;
       if (s.computed == 0 && !cache.contains(static_cast<SeqId>(i)))
         ASSERT_TRUE(cache.allocate(static_cast<SeqId>(i), s.tokens).ok());
-      const std::int64_t n = std::min<std::int64_t>(kChunk, static_cast<std::int64_t>(s.tokens.size()) - s.computed);
+      const std::int64_t n = std::min<std::int64_t>(chunk, static_cast<std::int64_t>(s.tokens.size()) - s.computed);
       const bool finishes_prompt = s.computed + n == static_cast<std::int64_t>(s.tokens.size());
       batch.push_back({std::span(s.tokens).subspan(s.computed, n), s.computed, cache.block_table(SeqId(i)),
                        finishes_prompt ? SequenceStep::Logits::last : SequenceStep::Logits::none});
@@ -133,6 +135,21 @@ TEST(CudaExecutorBatch, cuda_batched_steps_give_each_sequence_its_solo_logits) {
   o.backend_options.memory_fraction = 0.2;
   // cuBLASLt may pick another algorithm for another M (rows in the step): bf16 GEMMs then round differently.
   check_batched_equals_solo(o, 1e-2);
+}
+
+// Batch-invariant mode: every row the same to the bit as alone. A 70-token prompt prefilled in chunks of 64
+// puts decode rows into steps of 64+ rows, where the default mode switches kernels (cuBLASLt GEMMs, the tiled
+// MoE GEMM, TF32 attention) and solo decode steps do not.
+TEST(CudaExecutorBatch, batch_invariant_steps_give_each_sequence_its_solo_logits_exactly) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  LoadOptions o;
+  o.backend = "cuda";
+  o.max_tokens = 128;
+  o.backend_options.memory_fraction = 0.2;
+  o.backend_options.batch_invariant = true;
+  std::vector<std::vector<std::int32_t>> prompts = kPrompts;
+  prompts.push_back(prompt(70, 5));
+  check_batched_equals_solo(o, 0.0, prompts, 64);
 }
 
 // Decode steps that replay a captured step graph (3 sequences: the bucket of 4, one padding row) against the same

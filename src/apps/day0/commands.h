@@ -18,6 +18,7 @@ struct BackendCliOptions {
   std::int64_t fused_moe_tokens = std::int64_t{1} << 20;  // cuda: MoE calls up to this many tokens read MXFP4
                                                           // directly (0: never)
   bool f32_attention = false;           // cuda: no TF32 tensor cores in prefill attention
+  bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
   bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)
 };

@@ -29,6 +29,9 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_flag("--f32-attention", o.f32_attention,
                "cuda: prefill attention in f32 on CUDA cores (default: TF32 tensor cores from 64 query rows)");
+  cmd->add_flag("--batch-invariant", o.batch_invariant,
+               "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
+               "batched; slower prefill; MXFP4 experts with bf16 compute)");
   cmd->add_option("--graph-batch", o.graph_batch,
                   "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));

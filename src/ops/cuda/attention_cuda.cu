@@ -34,6 +34,7 @@ static_assert(kAttentionMaxHeadDim % kThreads == 0, "output lanes split evenly o
 
 struct SplitArgs {
   int splits = 1;         // blocks per (query, head); 1: this kernel writes the output itself
+  int keys_per_split = 0;  // > 0: fixed split length (AttentionSplit)
   float* partials = nullptr;  // [S * n_heads * splits][d + 2]: m, l, unnormalised output
 };
 
@@ -88,6 +89,7 @@ __global__ void __launch_bounds__(kThreads)
   const int n_keys = pos - first + 1;
   int span = (n_keys + split.splits - 1) / split.splits;
   if (n_keys >= split.splits * kChunk) span = (span + kChunk - 1) / kChunk * kChunk;
+  if (split.keys_per_split > 0) span = split.keys_per_split;
   const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * span;
   const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);  // past the keys: an empty split
   const int hi = static_cast<int>(std::int64_t(lo) + span - 1 < pos ? std::int64_t(lo) + span - 1 : pos);
@@ -285,11 +287,15 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                       " heads exceed one grid");
   if (split.splits < 1 || split.splits > 65535)
     return make_error(std::string(op) + ": splits must be in [1, 65535], got " + std::to_string(split.splits));
+  if (split.keys_per_split < 0 || (split.keys_per_split > 0 && split.splits < 2))
+    return make_error(std::string(op) + ": fixed-length splits need keys_per_split > 0 and 2+ splits, got " +
+                      std::to_string(split.keys_per_split) + " and " + std::to_string(split.splits));
   SplitArgs sa;
   if (split.splits > 1) {
     const std::int64_t need = attention_partials_floats(S, p, split.splits);
     D0_RETURN_IF_ERROR(check_cuda_tensor(split.partials, op, "partials", {DType::f32}, {need}));
     sa.splits = split.splits;
+    sa.keys_per_split = split.keys_per_split;
     // A Tensor is a handle: the split owns no data, the scratch it names is written here.
     sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
   }
@@ -353,6 +359,12 @@ int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_
   const std::int64_t want = (4 * std::int64_t(std::max(sm_count, 1)) + pairs - 1) / pairs;
   const std::int64_t most = std::max<std::int64_t>(1, keys / kChunk);
   return static_cast<int>(std::clamp<std::int64_t>(std::min(want, most), 1, 1024));
+}
+
+int attention_invariant_splits(const AttentionParams& p, std::int64_t max_keys) {
+  const std::int64_t keys = p.sliding_window > 0 ? std::min<std::int64_t>(max_keys, p.sliding_window) : max_keys;
+  const std::int64_t n = (keys + kAttentionInvariantKeysPerSplit - 1) / kAttentionInvariantKeysPerSplit;
+  return static_cast<int>(std::clamp<std::int64_t>(n, 2, 65535));
 }
 
 std::int64_t attention_partials_floats(std::int64_t S, const AttentionParams& p, int splits) {

@@ -24,7 +24,15 @@ struct AttentionSplit {
   int splits = 1;
   Tensor partials;
   bool tensor_cores = false;
+  // 0: each query's keys are shared out over the splits. > 0: split y takes keys [y n, (y + 1) n) of the query's
+  // range whatever the splits (those past its keys are empty), so its sums do not depend on the other queries.
+  int keys_per_split = 0;
 };
+
+// Batch-invariant attention: fixed-length splits, at least 2 so every query takes the merge (one code path).
+// 2,048 keys: a 128K-token context is 64 splits; decode of short contexts gets fewer blocks (slower).
+inline constexpr int kAttentionInvariantKeysPerSplit = 2048;
+int attention_invariant_splits(const AttentionParams& p, std::int64_t max_keys);
 
 // Blocks over (query, KV head) that serve the whole GQA group (8 query heads per KV head, as gpt-oss) read each
 // key and value row once instead of once per query head: used from kAttentionGroupMinQueries queries (batched

@@ -2,6 +2,7 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
@@ -78,6 +79,14 @@ Status CudaOps::plan(const OpsPlan& plan) {
   MoeWorkspaceShape shape{plan.n_experts,         plan.top_k,    plan.hidden,
                           plan.intermediate,       plan.max_step_tokens, options_.expert_compute,
                           plan.expert_storage,    options_.fused_moe_max_tokens};
+  if (options_.batch_invariant) {  // one MoE kernel for every step size: the fused MXFP4 one
+    if (plan.expert_storage != ExpertStorage::mxfp4 || options_.expert_compute != ExpertCompute::bf16)
+      return make_error("cuda: batch-invariant mode needs MXFP4 experts computed in bf16, got " +
+                        std::string(expert_storage_name(plan.expert_storage)) + " experts and " +
+                        std::string(expert_compute_name(options_.expert_compute)) + " compute");
+    shape.fused_max_tokens = plan.max_step_tokens;
+    shape.batch_invariant = true;
+  }
   if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
   D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
   persistent_by_use_["moe workspace"] += ws.device_bytes;
@@ -330,6 +339,13 @@ Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& target
     if (t.w.dtype() != DType::bf16)
       return make_error("cuda linear: weight must be bf16 (place_weights converts), got " +
                         std::string(dtype_name(t.w.dtype())));
+  if (options_.batch_invariant) {  // one kernel for every row count: the small-M one, 16 rows per slice
+    if (!linear_small_fits(x, targets, std::numeric_limits<std::int64_t>::max()))
+      return make_error("cuda linear: batch-invariant mode needs K a multiple of 8 and at most " +
+                        std::to_string(kLinearSmallMaxTargets) + " outputs per call, got x " +
+                        shape_to_string(x.shape()));
+    return linear_small_cuda(x, targets, ctx_->stream());
+  }
   if (linear_small_fits(x, targets)) return linear_small_cuda(x, targets, ctx_->stream());
   D0_ASSIGN_OR_RETURN(Tensor xb, to_bf16(x, "linear input"));
   for (const LinearTarget& t : targets) {
@@ -352,8 +368,13 @@ Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positio
 Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                                 std::int64_t max_keys) {
   AttentionSplit split;
-  split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
-  split.tensor_cores = options_.attention_tensor_cores && S >= kAttentionTcMinRowsPerSequence * sequences;
+  if (options_.batch_invariant) {  // splits of a fixed length, always merged: a query's sums ignore the batch
+    split.keys_per_split = kAttentionInvariantKeysPerSplit;
+    split.splits = attention_invariant_splits(p, max_keys);
+  } else {
+    split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
+    split.tensor_cores = options_.attention_tensor_cores && S >= kAttentionTcMinRowsPerSequence * sequences;
+  }
   if (split.splits > 1) {
     D0_ASSIGN_OR_RETURN(split.partials, scratch({attention_partials_floats(S, p, split.splits)}, DType::f32,
                                                 "attention split partials"));

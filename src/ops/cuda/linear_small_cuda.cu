@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
 
 #include "ops/cuda/cuda_check.h"
@@ -72,10 +73,12 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
   const uint4* w_lo = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g, tg.n - 1)) * a.k);
   const uint4* w_hi =
       reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g + 8, tg.n - 1)) * a.k);
+  // Rows beyond 16 come in slices of 16 (grid.y), each computed as if it were the whole call.
+  const int token0 = static_cast<int>(blockIdx.y) * kLinearSmallMaxRows;
   const float* x_row[kTiles];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) {
-    const int token = i * kTokensPerMma + g;
+    const int token = token0 + i * kTokensPerMma + g;
     x_row[i] = token < a.m ? a.x + static_cast<std::int64_t>(token) * a.k : nullptr;
   }
   float acc[kTiles][4];
@@ -133,15 +136,17 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
   // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int row = row0 + g + (j < 2 ? 0 : 8), token = tile * kTokensPerMma + 2 * t + j % 2;
+    const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + tile * kTokensPerMma + 2 * t + j % 2;
     if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
   }
 }
 
 }  // namespace
 
-bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets) {
-  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > kLinearSmallMaxRows || x.size(1) % 8 != 0) return false;
+bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets, std::int64_t max_rows) {
+  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > std::min(max_rows, kLinearSmallMaxSlicedRows) ||
+      x.size(1) % 8 != 0)
+    return false;
   if (targets.empty() || targets.size() > static_cast<size_t>(kLinearSmallMaxTargets)) return false;
   for (const LinearTarget& t : targets)
     if (t.w.dtype() != DType::bf16) return false;
@@ -150,8 +155,8 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
   const char* op = "linear_small_cuda";
-  if (!linear_small_fits(x, targets))
-    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxRows) +
+  if (!linear_small_fits(x, targets, kLinearSmallMaxSlicedRows))
+    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxSlicedRows) +
                       ", K % 8 == 0] and 1..4 bf16 weights, got x " + shape_to_string(x.shape()) + " and " +
                       std::to_string(targets.size()) + " weights");
   const std::int64_t M = x.size(0), K = x.size(1);
@@ -184,7 +189,8 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
     tiles += (N + kRowsPerCta - 1) / kRowsPerCta;
     if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");
   }
-  const dim3 grid(static_cast<unsigned>(tiles)), block(kWarps * 32);
+  const std::int64_t slices = (M + kLinearSmallMaxRows - 1) / kLinearSmallMaxRows;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), block(kWarps * 32);
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   if (M <= kTokensPerMma)
     linear_small_kernel<1><<<grid, block, 0, stream>>>(a);

@@ -20,13 +20,17 @@ namespace day0 {
 // 16: at 32 rows cuBLASLt is faster for the o projection and lm_head (bench-moe, H200).
 inline constexpr std::int64_t kLinearSmallMaxRows = 16;
 inline constexpr int kLinearSmallMaxTargets = 4;
+// More rows run as slices of 16 (one grid row each, every slice reading the weights again): a row's result is
+// the same whatever M (batch-invariant mode takes every call here).
+inline constexpr std::int64_t kLinearSmallMaxSlicedRows = std::int64_t{65535} * kLinearSmallMaxRows;
 
-// Whether linear_small_cuda takes this call: 1 <= M <= kLinearSmallMaxRows, K a multiple of 8 (16-byte rows),
-// bf16 weights, at most kLinearSmallMaxTargets outputs. Shapes are checked by the launcher.
-bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets);
+// Whether linear_small_cuda takes this call: 1 <= M <= max_rows, K a multiple of 8 (16-byte rows), bf16 weights,
+// at most kLinearSmallMaxTargets outputs. Shapes are checked by the launcher.
+bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets,
+                       std::int64_t max_rows = kLinearSmallMaxRows);
 
-// x f32 [M, K] on the device (16-byte aligned); each target's w bf16 [N, K], bias f32/bf16 [N] or undefined,
-// out f32 [M, N]. Products are x rounded to bf16 times the
+// x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias
+// f32/bf16 [N] or undefined, out f32 [M, N]. Products are x rounded to bf16 times the
 // bf16 weights, summed in f32 (the same values cuBLASLt's bf16 GEMM multiplies; the order of the sum differs).
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
 

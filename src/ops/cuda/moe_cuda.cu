@@ -237,7 +237,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
-  if (A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts) {  // prefill-sized: the tiled GEMM
+  if (!ws.shape.batch_invariant && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts) {  // prefill-sized
     const std::int64_t tiles = mxfp4_gemm_launch_slots(slots, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(xb, true, gate_up, groups, tiles, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));
@@ -293,6 +293,9 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   if (A > 0 && S <= ws.fused_tokens && gate_up.storage == ExpertStorage::mxfp4 && p.interleaved &&
       indices.device() == Device::cuda)
     return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, stream);
+  if (s.batch_invariant)
+    return make_error(std::string(op) + ": batch-invariant mode runs MoE on the fused MXFP4 kernel only (MXFP4 "
+                      "experts, bf16 compute, interleaved gate/up, router on the device); this call needs another path");
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream));
   if (A == 0) return Status::success();
 

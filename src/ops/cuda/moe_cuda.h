@@ -53,6 +53,8 @@ struct MoeWorkspaceShape {
   // Calls of at most this many tokens take the fused MXFP4 path (moe_mxfp4_fused_cuda.h: no conversion, no host
   // sync) when the experts are MXFP4, the compute bf16 and the router's choices on the device; 0 turns it off.
   std::int64_t fused_max_tokens = 0;
+  // Every call on the fused kernel (never the tiled GEMM, whose sums differ); other paths are an error.
+  bool batch_invariant = false;
 };
 
 // Stored experts run in the compute their storage is: bf16 with bf16, fp8_rowwise with fp8 (MXFP4 with either).

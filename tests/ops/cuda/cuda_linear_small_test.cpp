@@ -1,5 +1,6 @@
 // linear_small_cuda (the decode-size tensor-core linear) against CpuOps::linear on x rounded to bf16 (the GPU is
-// given the f32 x and rounds it in registers): M from 1 to 16 (one or two token tiles, ragged), N not a multiple
+// given the f32 x and rounds it in registers): M from 1 to 16 (one or two token tiles, ragged) and in slices of 16
+// beyond, N not a multiple
 // of 16, K not a multiple of 32, biases f32/bf16/none, and up to four weights in one launch (q, k, v).
 // Skipped visibly without a GPU.
 #include <gtest/gtest.h>
@@ -48,7 +49,7 @@ void run_case(CudaContext& ctx, std::int64_t M, std::int64_t K, const std::vecto
     targets.push_back(
         {upload(ctx, w), wt.bias == Bias::none ? Tensor() : upload(ctx, bias), poisoned(ctx, {M, wt.n}, DType::f32)});
   }
-  ASSERT_TRUE(linear_small_fits(d_x, targets));
+  ASSERT_TRUE(linear_small_fits(d_x, targets, kLinearSmallMaxSlicedRows));
   D0_ASSERT_OK(linear_small_cuda(d_x, targets, ctx.stream()));
   for (size_t i = 0; i < targets.size(); ++i) {
     SCOPED_TRACE("weight " + std::to_string(i) + " N " + std::to_string(weights[i].n));
@@ -76,6 +77,32 @@ TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_16_rows_odd_
   run_case(*ctx, 2, 64, {{8, Bias::none}, {8, Bias::none}, {8, Bias::none}, {8, Bias::none}}, rng);
 }
 
+// More than 16 rows run in slices of 16 (batch-invariant mode): each row equals the CPU reference and, to the bit,
+// the same row computed alone (what makes a token's result independent of its step's size).
+TEST(CudaLinearSmall, rows_beyond_16_run_in_slices_each_row_bit_identical_to_a_one_row_call) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7103);
+  for (std::int64_t M : {17, 40, 100}) run_case(*ctx, M, 200, {{33, Bias::f32}, {70, Bias::none}}, rng);
+  run_case(*ctx, 64, 2880, {{4096, Bias::bf16}, {512, Bias::bf16}, {512, Bias::bf16}}, rng);
+
+  const std::int64_t M = 40, K = 2880, N = 96;
+  const Tensor x = random_f32({M, K}, rng);
+  const Tensor w = upload(*ctx, to_bf16(random_f32({N, K}, rng)));
+  const Tensor bias = upload(*ctx, optest::random_bias(N, Bias::bf16, rng));
+  std::vector<LinearTarget> all{{w, bias, poisoned(*ctx, {M, N}, DType::f32)}};
+  D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x), all, ctx->stream()));
+  const Tensor got = download(*ctx, all[0].out);
+  for (std::int64_t r : {0, 7, 8, 15, 16, 31, 39}) {
+    std::vector<LinearTarget> one{{w, bias, poisoned(*ctx, {1, N}, DType::f32)}};
+    D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x.slice_rows(r, r + 1)), one, ctx->stream()));
+    const Tensor alone = download(*ctx, one[0].out);
+    for (std::int64_t n = 0; n < N; ++n)
+      ASSERT_EQ(got.data<float>()[r * N + n], alone.data<float>()[n]) << "row " << r << " output " << n;
+  }
+}
+
 TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_gemm) {
   // Host tensors: linear_small_fits looks at shapes and dtypes only, so this runs without a GPU.
   const Tensor w = Tensor::zeros({8, 64}, DType::bf16), w32 = Tensor::zeros({8, 64}, DType::f32);
@@ -83,6 +110,9 @@ TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_g
   for (std::int64_t M = 1; M <= kLinearSmallMaxRows; ++M)
     EXPECT_TRUE(linear_small_fits(Tensor::zeros({M, 64}, DType::f32), one)) << M;
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({kLinearSmallMaxRows + 1, 64}, DType::f32), one));
+  EXPECT_TRUE(linear_small_fits(Tensor::zeros({kLinearSmallMaxRows + 1, 64}, DType::f32), one, 1 << 20));
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({kLinearSmallMaxSlicedRows + 1, 8}, DType::f32), one,
+                                 kLinearSmallMaxSlicedRows + 1));  // more slices than one grid holds
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 60}, DType::f32), one));  // rows not 16-byte multiples
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), {{w32, Tensor(), Tensor()}}));
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), {}));
@@ -99,12 +129,13 @@ TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reas
   const Tensor x17 = upload(*ctx, random_f32({kLinearSmallMaxRows + 1, 64}, rng));
   const Tensor x_odd_k = upload(*ctx, random_f32({2, 60}, rng));
   const std::vector<LinearTarget> one{{w, Tensor(), poisoned(*ctx, {kLinearSmallMaxRows + 1, 16}, DType::f32)}};
-  EXPECT_FALSE(linear_small_fits(x17, one));  // more rows than the kernel takes
+  EXPECT_FALSE(linear_small_fits(x17, one));  // more rows than decode calls route here (slices: allowed)
   EXPECT_FALSE(linear_small_fits(x_odd_k, one));
-  const Status s = linear_small_cuda(x17, one, ctx->stream());
+  const std::vector<LinearTarget> odd{{upload(*ctx, to_bf16(random_f32({16, 60}, rng))), Tensor(),
+                                       poisoned(*ctx, {2, 16}, DType::f32)}};
+  const Status s = linear_small_cuda(x_odd_k, odd, ctx->stream());
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("M <= " + std::to_string(kLinearSmallMaxRows)), std::string::npos)
-      << s.error().message;
+  EXPECT_NE(s.error().message.find("K % 8 == 0"), std::string::npos) << s.error().message;
   const std::vector<LinearTarget> five(5, one[0]);
   EXPECT_FALSE(linear_small_fits(upload(*ctx, random_f32({2, 64}, rng)), five));
   // A mismatched output shape is named.
