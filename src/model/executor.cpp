@@ -156,12 +156,11 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
     D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
   }
   if (a.rope.kind != RopeKind::none) {
-    ProfileSpan span(ops_, "attention: rope");
+    ProfileSpan span(ops_, "attention: rope and kv write");
     const float factor = static_cast<float>(a.rope.attention_factor);
-    D0_RETURN_IF_ERROR(ops_.rope(q, a.n_heads, a.head_dim, positions, inv_freq_[layer], factor));
-    D0_RETURN_IF_ERROR(ops_.rope(k, a.n_kv_heads, a.head_dim, positions, inv_freq_[layer], factor));
-  }
-  {
+    D0_RETURN_IF_ERROR(ops_.rope_kv_write(q, a.n_heads, k, a.n_kv_heads, v, a.head_dim, positions, inv_freq_[layer],
+                                          factor, slots, k_pool_[layer], v_pool_[layer]));
+  } else {
     ProfileSpan span(ops_, "attention: kv write");
     D0_RETURN_IF_ERROR(ops_.kv_write(k, v, slots, k_pool_[layer], v_pool_[layer]));
   }

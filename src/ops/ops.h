@@ -163,6 +163,14 @@ class Ops {
                            const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
   // Rows k, v [S, w] into slots (i32 [S]) of the pools k_pool, v_pool [n_slots, w] (vLLM's reshape_and_cache).
   virtual Status kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool) = 0;
+  // rope on q and on k, then kv_write of k and v: a backend may run them as one kernel (decode).
+  virtual Status rope_kv_write(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
+                               const Tensor& positions, const Tensor& inv_freq, float attention_factor,
+                               const Tensor& slots, Tensor& k_pool, Tensor& v_pool) {
+    D0_RETURN_IF_ERROR(rope(q, n_heads, head_dim, positions, inv_freq, attention_factor));
+    D0_RETURN_IF_ERROR(rope(k, n_kv_heads, head_dim, positions, inv_freq, attention_factor));
+    return kv_write(k, v, slots, k_pool, v_pool);
+  }
   // As attention, over paged keys: query s sees positions [0, q_pos[s]] (window and sinks as above) of its
   // sequence kv.q_seq[s]; queries of many sequences of different lengths in one call.
   virtual Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,

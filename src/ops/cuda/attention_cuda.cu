@@ -125,7 +125,9 @@ __global__ void __launch_bounds__(kThreads)
       float dot[kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) dot[g] = 0.f;
+      // Unrolled so the row's loads are all in flight at once (one latency, not d / 4); same order of sums.
       if (vec4) {
+#pragma unroll 16
         for (int i = 0; i < d; i += 4) {
           const float4 kk = *reinterpret_cast<const float4*>(kr + i);
 #pragma unroll
@@ -177,7 +179,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int g = 0; g < kG; ++g) a[g] = acc[g][r] * corr[g];
         const float* vc = vbase + i;
-#pragma unroll 8
+        // 32 value rows in flight per thread (8 left decode latency-bound: 16 round trips per 128-key chunk).
+#pragma unroll 32
         for (int j = 0; j < n; ++j) {
           const float vj = vc[rows[j] * kv_width];
 #pragma unroll

@@ -1,11 +1,16 @@
 // RoPE on the GPU, in place: one block per token; thread (i, head group) computes the angle's cos and sin
-// once and rotates lane pairs (i, i + half) of its heads. Arithmetic mirrors CpuOps::rope exactly.
+// once and rotates lane pairs (i, i + half) of its heads. Arithmetic mirrors CpuOps::rope exactly. The fused form
+// (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools.
+#include <string>
+
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 
 namespace day0 {
 namespace {
+
+constexpr int kRopeMaxHalf = 1024;
 
 __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int n_heads, int head_dim, int half,
@@ -29,7 +34,87 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restric
   }
 }
 
+// The rotation of one lane pair, as rope_kernel (no FMA contraction: the CPU reference does not contract).
+__device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, float sn) {
+  const float a = v[i], b = v[i + half];
+  v[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
+  v[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+}
+
+// One block per token: cos and sin once per lane pair (shared), q's and k's heads rotated in place, then the
+// token's k and v rows copied into its pool slot (a slot outside the pool is skipped and raises error_flag).
+__global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+                                     const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                                     int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
+                                     const std::int32_t* __restrict__ slots, std::int64_t n_slots,
+                                     float* __restrict__ k_pool, float* __restrict__ v_pool,
+                                     std::int32_t* __restrict__ error_flag) {
+  __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
+  const std::int64_t s = blockIdx.x;
+  const float pos = static_cast<float>(positions[s]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = pos * inv_freq[i];  // as rope_kernel: f32 angle, cos/sin in double
+    cs[i] = static_cast<float>(cos(static_cast<double>(angle))) * attention_factor;
+    sn[i] = static_cast<float>(sin(static_cast<double>(angle))) * attention_factor;
+  }
+  __syncthreads();
+  float* qr = q + s * n_heads * head_dim;
+  for (int p = threadIdx.x; p < n_heads * half; p += blockDim.x) {
+    const int i = p % half;
+    rotate_pair(qr + (p / half) * head_dim, i, half, cs[i], sn[i]);
+  }
+  const std::int64_t width = static_cast<std::int64_t>(n_kv_heads) * head_dim;
+  float* kr = k + s * width;
+  for (int p = threadIdx.x; p < n_kv_heads * half; p += blockDim.x) {
+    const int i = p % half;
+    rotate_pair(kr + (p / half) * head_dim, i, half, cs[i], sn[i]);
+  }
+  __syncthreads();  // the rotated k row (global, this block's) is complete before it is copied
+  const std::int64_t slot = slots[s];
+  if (slot < 0 || slot >= n_slots) {
+    if (threadIdx.x == 0) *error_flag = 1;
+    return;
+  }
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    k_pool[slot * width + c] = kr[c];
+    v_pool[slot * width + c] = v[s * width + c];
+  }
+}
+
 }  // namespace
+
+Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
+                          const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
+                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream) {
+  const char* op = "rope_kv_write_cuda";
+  if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
+    return make_error(std::string(op) + ": head counts and head_dim must be positive");
+  if (q.dim() != 2 || k_pool.dim() != 2 || inv_freq.dim() != 1)
+    return make_error(std::string(op) + ": q and the pools must be 2-D, inv_freq 1-D");
+  const std::int64_t S = q.size(0), width = std::int64_t(n_kv_heads) * head_dim, n_slots = k_pool.size(0);
+  const std::int64_t half = inv_freq.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, std::int64_t(n_heads) * head_dim}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(inv_freq, op, "inv_freq", {DType::f32}, {half}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {DType::f32}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  if (2 * half > head_dim)
+    return make_error(std::string(op) + ": rotary dim " + std::to_string(2 * half) + " exceeds head_dim " +
+                      std::to_string(head_dim));
+  if (half > kRopeMaxHalf) return make_error(std::string(op) + ": rotary dim above 2048 is not supported");
+  if (S == 0) return Status::success();
+  if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
+  rope_kv_write_kernel<<<static_cast<unsigned>(S), 256, 0, stream>>>(
+      q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(),
+      n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
+      k_pool.data<float>(), v_pool.data<float>(), error_flag.data<std::int32_t>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel");
+  return Status::success();
+}
 
 Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
                  float attention_factor, cudaStream_t stream) {
@@ -44,7 +129,7 @@ Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, 
   if (2 * half > head_dim)
     return make_error("rope_cuda: rotary dim " + std::to_string(2 * half) + " exceeds head_dim " +
                       std::to_string(head_dim));
-  if (half > 1024) return make_error("rope_cuda: rotary dim above 2048 is not supported");
+  if (half > kRopeMaxHalf) return make_error("rope_cuda: rotary dim above 2048 is not supported");
   if (S == 0 || half == 0) return Status::success();
   if (S > 2147483647) return make_error("rope_cuda: too many tokens for one grid");
   // At least `half` threads; up to 256, a whole number of heads per pass.
