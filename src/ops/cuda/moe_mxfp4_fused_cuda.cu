@@ -49,22 +49,42 @@ struct XTile {
   uint4 v[4];
 };
 
-__device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp, bool live) {
+// Token values as bf16 pairs: bf16 rows as they are, f32 rows rounded to nearest even (what
+// convert_f32_to_bf16_cuda stores), so both give the same bits.
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// Values 4i..4i+3 of p (16-byte aligned for f32, 8 for bf16) as 4 bf16.
+__device__ __forceinline__ uint2 load_x4(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+__device__ __forceinline__ uint2 load_x4(const float* p) {
+  const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+  return make_uint2(pack_bf16x2(f.x, f.y), pack_bf16x2(f.z, f.w));
+}
+
+// Values 0..7 of p as 8 bf16.
+__device__ __forceinline__ uint4 load_x8(const __nv_bfloat16* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint4 load_x8(const float* p) {
+  const uint2 a = load_x4(p), b = load_x4(p + 4);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+template <class TIn>
+__device__ __forceinline__ XTile load_x_tile(const TIn* xrow, int grp, bool live) {
   XTile x;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    x.v[i] = live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i)
-                                     : make_uint4(0, 0, 0, 0);
+    x.v[i] = live && xrow != nullptr ? load_x8(xrow + grp * 32 + 8 * i) : make_uint4(0, 0, 0, 0);
   return x;
 }
 
 // Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens;
 // with xpre, the one chunk's B operand comes from registers loaded ahead (load_x_tile).
-template <int kChunks>
-__device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live,
-                                         const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4],
-                                         const XTile* xpre = nullptr) {
-  const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
+template <int kChunks, bool kMayBeTwo, class TIn>
+__device__ __forceinline__ void mma_tile_scaled(const TileLoad& cur, const GroupScale& fg, const GroupScale& fh,
+                                                int grp, bool live, const TIn* const (&xrow)[kChunks],
+                                                float (&acc)[kChunks][4], const XTile* xpre) {
   const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
@@ -73,10 +93,10 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
       const int b = 2 * half;
-      const std::uint32_t a0 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
-      const std::uint32_t a1 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
-      const std::uint32_t a2 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
-      const std::uint32_t a3 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
+      const std::uint32_t a0 = scaled_if<kMayBeTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
+      const std::uint32_t a1 = scaled_if<kMayBeTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
+      const std::uint32_t a2 = scaled_if<kMayBeTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
+      const std::uint32_t a3 = scaled_if<kMayBeTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
       const int value = grp * 32 + 8 * q + 4 * half;
 #pragma unroll
       for (int n = 0; n < kChunks; ++n) {
@@ -85,7 +105,7 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
           const uint4& w = xpre->v[q];  // k-step 2q + half: bytes 16q + 8 half of the group
           xv = half == 0 ? make_uint2(w.x, w.y) : make_uint2(w.z, w.w);
         } else if (live && xrow[n] != nullptr) {
-          xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
+          xv = load_x4(xrow[n] + value);
         }
         mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
       }
@@ -93,10 +113,22 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
   }
 }
 
+// The whole warp calls this (MMAs are warp-wide): one vote picks the one-multiply decode unless a lane's group
+// has a scale above 128.
+template <int kChunks, class TIn>
+__device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live, const TIn* const (&xrow)[kChunks],
+                                         float (&acc)[kChunks][4], const XTile* xpre = nullptr) {
+  const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
+  if (__any_sync(0xffffffffu, fg.two || fh.two))
+    mma_tile_scaled<kChunks, true>(cur, fg, fh, grp, live, xrow, acc, xpre);
+  else
+    mma_tile_scaled<kChunks, false>(cur, fg, fh, grp, live, xrow, acc, xpre);
+}
+
 // kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
 // round and issues all their loads before it decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows
-// by assignment.
-template <int kChunks, bool kSwiglu>
+// by assignment. TIn: the inputs' type (f32 tokens are rounded to bf16 as they load).
+template <int kChunks, bool kSwiglu, class TIn>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
@@ -123,12 +155,13 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 
   for (int c0 = p_begin; c0 < p_end; c0 += kChunks * kTokensPerMma) {
     // This lane's B operand is token g of each chunk.
-    const __nv_bfloat16* xrow[kChunks];
+    const TIn* xrow[kChunks];
 #pragma unroll
     for (int n = 0; n < kChunks; ++n) {
       const int p = c0 + n * kTokensPerMma + g;
       xrow[n] = nullptr;
-      if (p < p_end) xrow[n] = a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
+      if (p < p_end)
+        xrow[n] = static_cast<const TIn*>(a.x) + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
     }
     float acc[kChunks][4];
 #pragma unroll
@@ -182,10 +215,14 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
-  if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
+  if (swiglu && a.x_f32)
+    mxfp4_grouped_mma_kernel<kChunks, true, float><<<grid, kWarps * 32, 0, stream>>>(a);
+  else if (swiglu)
+    mxfp4_grouped_mma_kernel<kChunks, true, __nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(a);
+  else if (a.x_f32)
+    mxfp4_grouped_mma_kernel<kChunks, false, float><<<grid, kWarps * 32, 0, stream>>>(a);
   else
-    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
+    mxfp4_grouped_mma_kernel<kChunks, false, __nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -220,7 +257,7 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
                                  cudaStream_t stream) {
   const char* op = "mxfp4_grouped_matmul_cuda";
-  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
+  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out, true));
   if (w.out % kRowsPerCta != 0)
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)
