@@ -20,10 +20,13 @@ using namespace mxfp4_kernels;
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
-// CTA shape: split-K warps x tiles each warp loads before it decodes. On the H200 (bench-moe, 20b and 120b down
-// shapes, 1-512 tokens) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 (those 2-75% slower).
+// CTA shape: split-K warps, each with kStages tiles of weights in flight through cp.async into shared memory (the
+// loads of register-staged tiles stalled each warp on one tile at a time; staging more in registers cost
+// occupancy: 4 x 6 measured 15% slower than 4 x 1).
 constexpr int kWarps = 4;
-constexpr int kInFlight = 1;
+constexpr int kStages = 6;  // a 2880-wide row is 23 tiles: 6 per warp, all in flight at once
+constexpr int kStagedBytes = kWarps * kStages * 2 * 32 * 16;
+constexpr int kMinCtasPerSm = 5;  // <= 102 registers: 20 warps per SM to cover the token loads' latency  // [warp][stage][row g, g + 8][lane] 16-byte groups
 
 // One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
 struct TileLoad {
@@ -31,16 +34,26 @@ struct TileLoad {
   std::uint32_t sg, sh;
 };
 
-__device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h,
-                                              int grp) {
-  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
-  if (grp < a.groups) {
-    l.g = __ldg(a.blocks + base_g + grp);
-    l.h = __ldg(a.blocks + base_h + grp);
-    l.sg = __ldg(a.scales + base_g + grp);
-    l.sh = __ldg(a.scales + base_h + grp);
-  }
-  return l;
+// 16 bytes global -> shared without passing through registers; src_bytes 0 fills zeros (the source is not read).
+__device__ __forceinline__ void cp_async16(uint4* smem, const uint4* gmem, int src_bytes) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Starts this lane's loads of one tile: its two groups into its own shared slots (each lane reads back only what
+// it staged, so no barrier), its two scale bytes into one register (row g's in bits 0-7, row g + 8's in 16-23).
+__device__ __forceinline__ void stage_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h, int grp,
+                                           uint4* slot, int lane, std::uint32_t& scales) {
+  const bool ok = grp < a.groups;
+  const int gi = ok ? grp : 0;
+  cp_async16(slot + lane, a.blocks + base_g + gi, ok ? 16 : 0);
+  cp_async16(slot + 32 + lane, a.blocks + base_h + gi, ok ? 16 : 0);
+  scales = ok ? __ldg(a.scales + base_g + grp) | (std::uint32_t{__ldg(a.scales + base_h + grp)} << 16) : 0x007F007Fu;
 }
 
 // One chunk's B operand of a tile, loaded with the weights (decode: one chunk per pass): the 32 values of group
@@ -125,11 +138,11 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
     mma_tile_scaled<kChunks, false>(cur, fg, fh, grp, live, xrow, acc, xpre);
 }
 
-// kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
-// round and issues all their loads before it decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows
-// by assignment. TIn: the inputs' type (f32 tokens are rounded to bf16 as they load).
+// kChunks MMAs of 8 tokens per pass over K. kWarps warps split K (warp w takes tiles w, w + kWarps, ...), each
+// keeping kStages tiles in flight. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment. TIn: the inputs'
+// type (f32 tokens are rounded to bf16 as they load).
 template <int kChunks, bool kSwiglu, class TIn>
-__global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, kMinCtasPerSm) mxfp4_grouped_mma_kernel(KernelArgs a) {
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
   if (e < 0) return;
@@ -140,15 +153,18 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
   const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
   const int in = a.groups * 32;
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
-  const int first = warp * kInFlight;
-  constexpr int kRound = kWarps * kInFlight;  // tiles between a warp's rounds
+  const int n_mine = warp < tiles ? (tiles - warp + kWarps - 1) / kWarps : 0;  // this warp's tiles
+  auto grp_of = [&](int j) { return (warp + j * kWarps) * kGroupsPerTile + t; };
 
-  TileLoad buf[kInFlight];
-  auto load_round = [&](int base) {
+  extern __shared__ uint4 staged[];
+  uint4* my = staged + warp * kStages * 64;
+  std::uint32_t scales[kStages];  // slot s's scale bytes (unrolled loops: register indices)
+  // The first tiles' loads go out before the token bookkeeping is read.
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) buf[u] = load_tile(a, base_g, base_h, (base + u) * kGroupsPerTile + t);
-  };
-  load_round(first);  // the weights' loads go out before the token bookkeeping is read
+  for (int s = 0; s < kStages; ++s) {
+    if (s < n_mine) stage_tile(a, base_g, base_h, grp_of(s), my + s * 64, lane, scales[s]);
+    cp_async_commit();
+  }
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
   __shared__ float partial[kWarps][kChunks][32][4];
@@ -166,29 +182,31 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
     float acc[kChunks][4];
 #pragma unroll
     for (int n = 0; n < kChunks; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-
-    for (int base = first; base < tiles; base += kRound) {
-      if (base != first || c0 != p_begin) load_round(base);
-      if constexpr (kChunks == 1) {  // decode: the tokens' values go out with the weights, not per k-step
-        XTile xt[kInFlight];
+    if (c0 != p_begin) {  // a further pass: the weights again (from L2)
 #pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          xt[u] = load_x_tile(xrow[0], grp, grp < a.groups);
-        }
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
-        }
-      } else {
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc);
-        }
+      for (int s = 0; s < kStages; ++s) {
+        if (s < n_mine) stage_tile(a, base_g, base_h, grp_of(s), my + s * 64, lane, scales[s]);
+        cp_async_commit();
       }
     }
+    for (int j0 = 0; j0 < n_mine; j0 += kStages) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        const int j = j0 + s;
+        if (j < n_mine) {
+          const int grp = grp_of(j);
+          // Decode: the token's values (L2) load while the weights' wait runs; other warps cover the rest.
+          XTile xt{};
+          if constexpr (kChunks == 1) xt = load_x_tile(xrow[0], grp, grp < a.groups);
+          cp_async_wait<kStages - 1>();  // tile j (the oldest group) has landed
+          const TileLoad cur{my[s * 64 + lane], my[s * 64 + 32 + lane], scales[s] & 0xFFu, scales[s] >> 16};
+          mma_tile<kChunks>(cur, grp, grp < a.groups, xrow, acc, kChunks == 1 ? &xt : nullptr);
+          if (j + kStages < n_mine) stage_tile(a, base_g, base_h, grp_of(j + kStages), my + s * 64, lane, scales[s]);
+        }
+        cp_async_commit();  // every slot step commits (maybe empty), so the wait count stays kStages - 1
+      }
+    }
+    cp_async_wait<0>();
 
     // Split-K partials summed in warp order (deterministic); warp n finishes chunk n.
 #pragma unroll
@@ -216,13 +234,13 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   if (swiglu && a.x_f32)
-    mxfp4_grouped_mma_kernel<kChunks, true, float><<<grid, kWarps * 32, 0, stream>>>(a);
+    mxfp4_grouped_mma_kernel<kChunks, true, float><<<grid, kWarps * 32, kStagedBytes, stream>>>(a);
   else if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true, __nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(a);
+    mxfp4_grouped_mma_kernel<kChunks, true, __nv_bfloat16><<<grid, kWarps * 32, kStagedBytes, stream>>>(a);
   else if (a.x_f32)
-    mxfp4_grouped_mma_kernel<kChunks, false, float><<<grid, kWarps * 32, 0, stream>>>(a);
+    mxfp4_grouped_mma_kernel<kChunks, false, float><<<grid, kWarps * 32, kStagedBytes, stream>>>(a);
   else
-    mxfp4_grouped_mma_kernel<kChunks, false, __nv_bfloat16><<<grid, kWarps * 32, 0, stream>>>(a);
+    mxfp4_grouped_mma_kernel<kChunks, false, __nv_bfloat16><<<grid, kWarps * 32, kStagedBytes, stream>>>(a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
