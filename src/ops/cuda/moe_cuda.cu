@@ -223,13 +223,14 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   return Status::success();
 }
 
-// The fused MXFP4 path (moe_mxfp4_fused_cuda.h): grouping on the device, gate_up + SwiGLU (x rounded to bf16 as
-// it loads; the tiled GEMM converts it first), down, and
+// The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
 // the weighted sum in expert order. Bad expert ids are left ungrouped and raise ws.error_flag (reported at sync).
 Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
                      cudaStream_t stream) {
   const std::int64_t S = x.size(0), A = S * ws.shape.k;
+  Tensor xb = ws.xs.slice_rows(0, S);
+  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
   D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
                                           assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream));
@@ -238,12 +239,10 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   if (!ws.shape.batch_invariant && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts) {  // prefill-sized
     const std::int64_t tiles = mxfp4_gemm_launch_slots(slots, A);
-    Tensor xb = ws.xs.slice_rows(0, S);
-    D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(xb, true, gate_up, groups, tiles, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));
   } else {
-    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(x, true, gate_up, groups, S, slots, &p, h, stream));  // f32 x
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, S, slots, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, S, slots, nullptr, y, stream));
   }
   return moe_combine_cuda(y, indices, weights, out, stream);

@@ -32,8 +32,7 @@ struct DeviceExpertGroups {
 //                                      else p: an earlier fused matmul's grouped output)
 // swiglu given (gate/up rows interleaved, as gpt-oss): out bf16 [A, w.out / 2], row p = bf16(swiglu(v));
 // swiglu null: out f32 [A, w.out], row groups.assignments[p] = v.
-// x bf16 [*, w.in], or f32 tokens (inputs_are_tokens; rounded to bf16 as they load, the same bits as converting
-// first: decode skips a conversion launch). max_tokens_per_expert bounds every expert's count (S, the batch, always does): it picks how
+// x bf16 [*, w.in]. max_tokens_per_expert bounds every expert's count (S, the batch, always does): it picks how
 // many tokens one pass carries. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is).
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,

@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
   const __nv_bfloat16* xrow = nullptr;
   if (p_begin + x_token < p_end) {
     const int p = p_begin + x_token;
-    xrow = static_cast<const __nv_bfloat16*>(a.x) + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
+    xrow = a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
   }
 
   float acc[2][4][4];

@@ -57,23 +57,13 @@ __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScal
   return s.two ? bf16x2_mul(v, s.second) : v;
 }
 
-// scaled() for callers that know whether any of their groups has a scale above 128 (kMayBeTwo): weights' scales
-// almost never are, and the decode-size kernel is bound by instruction issue, so the common case skips the
-// second multiply and the select (a warp vote per tile decides).
-template <bool kMayBeTwo>
-__device__ __forceinline__ std::uint32_t scaled_if(std::uint32_t v, const GroupScale& s) {
-  if constexpr (kMayBeTwo) return scaled(v, s);
-  return bf16x2_mul(v, s.first);
-}
-
 struct KernelArgs {
   const uint4* blocks;         // [E, out, groups] 16-byte groups
   const std::uint8_t* scales;  // [E, out, groups]
   const void* bias;            // [E, out] or null
   int bias_kind;
   int out_rows, groups;    // w.out, w.in / 32
-  const void* x;           // [*, in], bf16 or (x_f32) f32: converted to bf16 (RNE) in registers
-  bool x_f32;
+  const __nv_bfloat16* x;  // [*, in]
   bool inputs_are_tokens;
   const std::int32_t *offsets, *rows, *assignments, *experts;
   float alpha, limit;  // SwiGLU
@@ -130,18 +120,13 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
 // the kernel arguments they describe.
 inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
                                               const ExpertWeights& w, const DeviceExpertGroups& groups,
-                                              const SwigluParams* swiglu, const Tensor& out,
-                                              bool f32_x_allowed = false) {
+                                              const SwigluParams* swiglu, const Tensor& out) {
   if (w.storage != ExpertStorage::mxfp4)
     return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   const std::int64_t E = w.n_experts, A = groups.rows.numel();
   if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");
-  if (f32_x_allowed && x.dtype() == DType::f32 && !inputs_are_tokens)
-    return make_error(std::string(op) + ": f32 x only as tokens (grouped inputs are the SwiGLU's bf16 rows)");
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", f32_x_allowed ? std::initializer_list<DType>{DType::bf16, DType::f32}
-                                                                 : std::initializer_list<DType>{DType::bf16},
-                                       {x.size(0), w.in}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::bf16}, {x.size(0), w.in}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.offsets, op, "offsets", {DType::i32}, {E + 1}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.rows, op, "rows", {DType::i32}, {A}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.assignments, op, "assignments", {DType::i32}, {A}));
@@ -169,8 +154,7 @@ inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, b
                     bias_kind,
                     w.out,
                     w.in / 32,
-                    x.raw(),
-                    x.dtype() == DType::f32,
+                    static_cast<const __nv_bfloat16*>(x.raw()),
                     inputs_are_tokens,
                     groups.offsets.data<std::int32_t>(),
                     groups.rows.data<std::int32_t>(),
