@@ -1,6 +1,6 @@
 // bench-moe's dense section: gpt-oss-20b's decode linears at a few row counts, per path, as CUDA-graph replays
-// (device time). Weights are random bf16, with enough copies cycled that each call reads them from HBM, not the
-// L2 (60 MB on an H200). GB/s counts the weight bytes once per call.
+// (device time). Weights and inputs are random (fill_uniform_cuda), with enough copies cycled that each call reads
+// them from HBM, not the L2 (60 MB on an H200). GB/s counts the weight bytes once per call.
 #include "apps/day0/bench_linear.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/linear_small_cuda.h"
+#include "ops/cuda/random_fill_cuda.h"
 #include "ops/cuda/timing.h"
 
 namespace day0::app {
@@ -23,9 +24,11 @@ struct DenseShape {
   std::int64_t in;
 };
 
-Result<Tensor> device_filled(CudaContext& ctx, const Shape& shape, DType dtype, int byte, const std::string& what) {
+// Random operands (random_fill_cuda.h says why not memset ones); each buffer takes the next seed.
+Result<Tensor> device_filled(CudaContext& ctx, const Shape& shape, DType dtype, float scale, std::uint64_t& seed,
+                             const std::string& what) {
   D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, dtype, what));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(t.raw(), byte, t.nbytes(), ctx.stream()));
+  D0_RETURN_IF_ERROR(fill_uniform_cuda(t, seed++, scale, ctx.stream()));
   return t;
 }
 
@@ -41,6 +44,7 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
   std::printf("%7s %-20s %-16s %10s %10s %10s %10s\n", "rows", "linear", "path", "us", "weight MB", "GB/s", "of copy");
   GemmBf16 gemm(ctx);
   DeviceArena& arena = ctx.arena();
+  std::uint64_t seed = 100;
   for (const DenseShape& d : shapes) {
     const DeviceArena::Mark mark = arena.mark();
     double bytes = 0;
@@ -49,14 +53,14 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
     std::vector<std::vector<LinearTarget>> sets(copies);
     for (int c = 0; c < copies; ++c)
       for (std::int64_t n : d.outs) {
-        D0_ASSIGN_OR_RETURN(Tensor w, device_filled(ctx, {n, d.in}, DType::bf16, 0x3c, "bench weight"));
-        D0_ASSIGN_OR_RETURN(Tensor b, device_filled(ctx, {n}, DType::bf16, 0x3c, "bench bias"));
+        D0_ASSIGN_OR_RETURN(Tensor w, device_filled(ctx, {n, d.in}, DType::bf16, 0.05f, seed, "bench weight"));
+        D0_ASSIGN_OR_RETURN(Tensor b, device_filled(ctx, {n}, DType::bf16, 0.1f, seed, "bench bias"));
         sets[c].push_back({w, b, Tensor()});
       }
     for (std::int64_t M : rows) {
       const DeviceArena::Mark point = arena.mark();
-      D0_ASSIGN_OR_RETURN(Tensor x, device_filled(ctx, {M, d.in}, DType::f32, 0x3c, "bench x"));
-      D0_ASSIGN_OR_RETURN(Tensor xb, device_filled(ctx, {M, d.in}, DType::bf16, 0x3c, "bench x bf16"));
+      D0_ASSIGN_OR_RETURN(Tensor x, device_filled(ctx, {M, d.in}, DType::f32, 1.f, seed, "bench x"));
+      D0_ASSIGN_OR_RETURN(Tensor xb, device_filled(ctx, {M, d.in}, DType::bf16, 1.f, seed, "bench x bf16"));
       for (auto& set : sets)
         for (LinearTarget& t : set) {
           D0_ASSIGN_OR_RETURN(t.out, arena.allocate({M, t.w.size(0)}, DType::f32, "bench out"));

@@ -4,6 +4,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/gemm_fp8.h"
+#include "ops/cuda/random_fill_cuda.h"
 #include "ops/cuda/timing.h"
 
 namespace day0 {
@@ -31,8 +32,9 @@ Result<DeviceCeilings> measure_ceilings(CudaContext& ctx) {
       D0_ASSIGN_OR_RETURN(Tensor x, arena.allocate({n, n}, DType::bf16, "ceiling x"));
       D0_ASSIGN_OR_RETURN(Tensor w, arena.allocate({n, n}, DType::bf16, "ceiling w"));
       D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({n, n}, DType::bf16, "ceiling y"));
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x.raw(), 0x3c, x.nbytes(), ctx.stream()));  // ~1.0-ish bf16 pairs
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(w.raw(), 0x3c, w.nbytes(), ctx.stream()));
+      // Random operands: constant ones draw less power and run faster than any model's data.
+      D0_RETURN_IF_ERROR(fill_uniform_cuda(x, 1, 1.f, ctx.stream()));
+      D0_RETURN_IF_ERROR(fill_uniform_cuda(w, 2, 1.f, ctx.stream()));
       GemmBf16 gemm(ctx);
       D0_ASSIGN_OR_RETURN(double s, time_median(ctx, 10, [&] { return gemm.run(x, w, Tensor(), y); }));
       c.bf16_flops = flops / s;
@@ -43,8 +45,8 @@ Result<DeviceCeilings> measure_ceilings(CudaContext& ctx) {
       D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({n}, DType::f32, "ceiling sx"));
       D0_ASSIGN_OR_RETURN(Tensor sw, arena.allocate({n}, DType::f32, "ceiling sw"));
       D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({n, n}, DType::f32, "ceiling y32"));
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x.raw(), 0x38, x.nbytes(), ctx.stream()));  // e4m3 1.0
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(w.raw(), 0x38, w.nbytes(), ctx.stream()));
+      D0_RETURN_IF_ERROR(fill_uniform_cuda(x, 3, 448.f, ctx.stream()));  // e4m3's whole range
+      D0_RETURN_IF_ERROR(fill_uniform_cuda(w, 4, 448.f, ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sw.raw(), 0, sw.nbytes(), ctx.stream()));
       GemmFp8 gemm(ctx);

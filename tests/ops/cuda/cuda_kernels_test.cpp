@@ -1,5 +1,6 @@
 // CUDA elementwise and row kernels against the CPU reference ops on fresh seeded random inputs: embedding,
-// residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU. Outputs are NaN-poisoned before each launch,
+// residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU, and the
+// benchmarks' uniform fill. Outputs are NaN-poisoned before each launch,
 // so an element a kernel fails to write fails the comparison. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/random_fill_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/rope.h"
 #include "quant/mxfp4.h"
@@ -230,6 +232,35 @@ TEST(CudaKernels, rope_kv_write_rotates_q_and_k_as_rope_and_writes_k_v_into_thei
                                     c.attention_factor, upload(*ctx, optest::i32_tensor({1, 9, 2})), kp, vp, flag,
                                     ctx->stream()));
     EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+  }
+}
+
+// Benchmark operands: in range, centred, repeatable for a seed, different for another seed, in every dtype.
+TEST(CudaKernels, fill_uniform_is_uniform_in_range_and_repeatable_per_seed) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  for (DType dt : {DType::f32, DType::bf16, DType::f8_e4m3}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const float scale = dt == DType::f8_e4m3 ? 448.f : 2.f;
+    Tensor a = poisoned(*ctx, {4096}, dt), b = poisoned(*ctx, {4096}, dt), c = poisoned(*ctx, {4096}, dt);
+    D0_ASSERT_OK(fill_uniform_cuda(a, 7, scale, ctx->stream()));
+    D0_ASSERT_OK(fill_uniform_cuda(b, 7, scale, ctx->stream()));
+    D0_ASSERT_OK(fill_uniform_cuda(c, 8, scale, ctx->stream()));
+    const Tensor ha = download(*ctx, a).to_f32(), hb = download(*ctx, b).to_f32(), hc = download(*ctx, c).to_f32();
+    double sum = 0, abs_sum = 0;
+    std::int64_t same_as_other_seed = 0;
+    for (std::int64_t i = 0; i < 4096; ++i) {
+      const float v = ha.data<float>()[i];
+      ASSERT_TRUE(v >= -scale && v <= scale) << i << ": " << v;
+      ASSERT_EQ(v, hb.data<float>()[i]) << i;
+      same_as_other_seed += v == hc.data<float>()[i];
+      sum += v;
+      abs_sum += std::fabs(v);
+    }
+    EXPECT_LT(std::fabs(sum / 4096), 0.05 * scale);           // mean 0 (sd of the mean ~0.009 scale)
+    EXPECT_NEAR(abs_sum / 4096, 0.5 * scale, 0.05 * scale);  // E|U(-s, s)| = s / 2
+    EXPECT_LT(same_as_other_seed, 400);                       // fp8 ties are common, not the rule
   }
 }
 
