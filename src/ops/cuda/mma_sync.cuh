@@ -33,4 +33,15 @@ __device__ __forceinline__ void mma_tf32_1688(float (&c)[4], std::uint32_t a0, s
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 b16 matrices from shared memory in one instruction: lane L gives the address of row L % 8 of matrix
+// L / 8 (16 contiguous bytes, 16-byte aligned); register i receives matrix i in the fragment layout above (lane
+// 4 g + t: row g, columns 2t, 2t + 1). Same values as four 32-bit loads per lane, a quarter of the instructions.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
 }  // namespace day0

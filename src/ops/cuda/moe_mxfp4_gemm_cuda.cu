@@ -20,29 +20,26 @@ constexpr int kBN = 128;       // tokens per CTA
 constexpr int kBK = 32;        // inputs per k-step: one MXFP4 group
 constexpr int kPad = kBK + 8;  // smem row in bf16: 20 words, so fragment reads hit 32 distinct banks
 constexpr int kThreads = 256;  // 8 warps: 2 along the rows x 4 along the tokens, 32 x 32 each
+static_assert(kThreads == 4 * kBM && kThreads == 2 * kBN, "loaders: a quarter group of a row, half a token each");
 
 struct Stage {
   __nv_bfloat16 a[kBM][kPad];  // decoded weights, row-major in k
   __nv_bfloat16 b[kBN][kPad];  // token inputs, row-major in k
 };
 
-// What one thread fetches from global memory for a k-step: half a group of one weight row (threads 0..127) and
-// 32 bytes of token inputs (every thread).
+// What one thread fetches from global memory for a k-step: a quarter group of one weight row (8 values) and 32
+// bytes of token inputs. Every thread decodes, so no warp idles at the barrier while others decode.
 struct Fetch {
-  uint2 w;
+  std::uint32_t w;
   std::uint32_t scale;
   uint4 x0, x1;
 };
 
-__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int half,
+__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int quarter,
                                        const __nv_bfloat16* xrow, int x_part, int grp) {
   Fetch f;
-  f.w = make_uint2(0, 0);
-  f.scale = 127;
-  if (threadIdx.x < 2 * kBM) {
-    f.w = __ldg(reinterpret_cast<const uint2*>(a.blocks + w_row_base + grp) + half);
-    f.scale = __ldg(a.scales + w_row_base + grp);
-  }
+  f.w = __ldg(reinterpret_cast<const std::uint32_t*>(a.blocks + w_row_base + grp) + quarter);
+  f.scale = __ldg(a.scales + w_row_base + grp);
   f.x0 = f.x1 = make_uint4(0, 0, 0, 0);
   if (xrow != nullptr) {
     const uint4* src = reinterpret_cast<const uint4*>(xrow + grp * kBK) + 2 * x_part;
@@ -52,22 +49,15 @@ __device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_b
   return f;
 }
 
-// Decodes the fetched half group (16 values) into the stage and stores the inputs.
-__device__ __forceinline__ void stage_store(Stage& st, const Fetch& f, int w_row, int half, int x_token, int x_part) {
-  if (threadIdx.x < 2 * kBM) {
-    const GroupScale sc = group_scale(f.scale);
-    std::uint32_t out[8];
-    const std::uint32_t words[2] = {f.w.x, f.w.y};
+// Decodes the fetched quarter group (8 values) into the stage and stores the inputs.
+__device__ __forceinline__ void stage_store(Stage& st, const Fetch& f, int w_row, int quarter, int x_token,
+                                            int x_part) {
+  const GroupScale sc = group_scale(f.scale);
+  std::uint32_t out[4];
+  const std::uint32_t lo = f.w & 0x0F0F0F0Fu, hi = (f.w >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const std::uint32_t lo = words[q] & 0x0F0F0F0Fu, hi = (words[q] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-      for (int b = 0; b < 4; ++b) out[4 * q + b] = scaled(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b), sc);
-    }
-    uint4* dst = reinterpret_cast<uint4*>(&st.a[w_row][16 * half]);
-    dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-    dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
-  }
+  for (int b = 0; b < 4; ++b) out[b] = scaled(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b), sc);
+  *reinterpret_cast<uint4*>(&st.a[w_row][8 * quarter]) = make_uint4(out[0], out[1], out[2], out[3]);
   uint4* xd = reinterpret_cast<uint4*>(&st.b[x_token][16 * x_part]);
   xd[0] = f.x0;
   xd[1] = f.x1;
@@ -117,9 +107,9 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
   const int row0 = blockIdx.x * kBM;
   const int in = a.groups * kBK;
 
-  // Loader roles: threads 0..127 decode half a group of row tid / 2; every thread stores 32 bytes of token tid / 2.
-  const int w_row = tid / 2, half = tid % 2;
-  const std::int64_t w_row_base = (static_cast<std::int64_t>(e) * a.out_rows + row0 + min(w_row, kBM - 1)) * a.groups;
+  // Loader roles: thread tid decodes a quarter group of row tid / 4 and stores 32 bytes of token tid / 2.
+  const int w_row = tid / 4, quarter = tid % 4;
+  const std::int64_t w_row_base = (static_cast<std::int64_t>(e) * a.out_rows + row0 + w_row) * a.groups;
   const int x_token = tid / 2, x_part = tid % 2;
   const __nv_bfloat16* xrow = nullptr;
   if (p_begin + x_token < p_end) {
@@ -133,29 +123,27 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  Fetch f = fetch(a, w_row_base, half, xrow, x_part, 0);
-  stage_store(stages[0], f, w_row, half, x_token, x_part);
+  Fetch f = fetch(a, w_row_base, quarter, xrow, x_part, 0);
+  stage_store(stages[0], f, w_row, quarter, x_token, x_part);
   __syncthreads();
   for (int grp = 0; grp < a.groups; ++grp) {
     const int cur = grp & 1;
-    if (grp + 1 < a.groups) f = fetch(a, w_row_base, half, xrow, x_part, grp + 1);  // in flight during the MMAs
+    if (grp + 1 < a.groups) f = fetch(a, w_row_base, quarter, xrow, x_part, grp + 1);  // in flight during the MMAs
     const Stage& st = stages[cur];
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
+      // Fragments by ldmatrix (the same values as 32-bit loads of rows g / g + 8, columns 2t and 2t + 8).
+      // A, rows r0..r0+15: matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+      // B, tokens n0..n0+15: (tokens 0-7, k 0-7), (0-7, k 8-15), (8-15, k 0-7), (8-15, k 8-15) = two j tiles.
       std::uint32_t af[2][4], bfr[4][2];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int r = wm * 32 + i * 16 + g;
-        af[i][0] = *reinterpret_cast<const std::uint32_t*>(&st.a[r][kk * 16 + 2 * t]);
-        af[i][1] = *reinterpret_cast<const std::uint32_t*>(&st.a[r + 8][kk * 16 + 2 * t]);
-        af[i][2] = *reinterpret_cast<const std::uint32_t*>(&st.a[r][kk * 16 + 8 + 2 * t]);
-        af[i][3] = *reinterpret_cast<const std::uint32_t*>(&st.a[r + 8][kk * 16 + 8 + 2 * t]);
-      }
+      for (int i = 0; i < 2; ++i)
+        ldmatrix_x4(af[i], &st.a[wm * 32 + i * 16 + lane % 8 + (lane / 8) % 2 * 8][kk * 16 + lane / 16 * 8]);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int n = wn * 32 + j * 8 + g;
-        bfr[j][0] = *reinterpret_cast<const std::uint32_t*>(&st.b[n][kk * 16 + 2 * t]);
-        bfr[j][1] = *reinterpret_cast<const std::uint32_t*>(&st.b[n][kk * 16 + 8 + 2 * t]);
+      for (int j = 0; j < 4; j += 2) {
+        std::uint32_t r[4];
+        ldmatrix_x4(r, &st.b[wn * 32 + j * 8 + lane % 8 + lane / 16 * 8][kk * 16 + (lane / 8) % 2 * 8]);
+        bfr[j][0] = r[0], bfr[j][1] = r[1], bfr[j + 1][0] = r[2], bfr[j + 1][1] = r[3];
       }
 #pragma unroll
       for (int i = 0; i < 2; ++i)
@@ -163,7 +151,7 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
         for (int j = 0; j < 4; ++j)
           mma_bf16_16816(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j][0], bfr[j][1]);
     }
-    if (grp + 1 < a.groups) stage_store(stages[cur ^ 1], f, w_row, half, x_token, x_part);
+    if (grp + 1 < a.groups) stage_store(stages[cur ^ 1], f, w_row, quarter, x_token, x_part);
     __syncthreads();
   }
 
