@@ -398,6 +398,14 @@ TEST(Day0CliInspectPublished, CpuAndCudaCoverEveryOpAndCudaReportsItsWorkspaceWi
 
 // --- 5. the tiny fixture, clean ---
 
+// --batch-invariant is a backend option: accepted everywhere, a no-op on the CPU (its ops are per row already).
+TEST(Day0CliTinyModel, BatchInvariantIsAcceptedAndChangesNothingOnTheCpu) {
+  const Proc plain = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "6"});
+  const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "6", "--batch-invariant"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(word_after(p.out, "\ngenerated ids: "), word_after(plain.out, "\ngenerated ids: "));
+}
+
 TEST(Day0CliTinyModel, InspectFindsZeroProblems) {
   const Proc p = day0({"inspect", kTiny});
   EXPECT_EQ(p.exit_code, 0) << p.err;

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   r->add_option("--max-tokens", run.max_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   add_backend_options(r, run.engine);
   r->add_flag("--profile", run.engine.profile,
-              "Time each part of a layer (projections, attention, router, experts, ...) on the device's clock");
+              "Time each part of a layer (projections, attention, router, experts, ...) on the device's clock, "
+              "after one untimed warm-up generation of the same prompt");
 
   day0::app::CompareOptions compare;
   auto* c = app.add_subcommand("compare", "Per-tap comparison against reference dumps");
