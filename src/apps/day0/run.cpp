@@ -47,7 +47,7 @@ int run(const RunOptions& o) {
   };
   if (o.engine.profile) {
     // The spans time warm work: one untimed pass first, as kernels load lazily on first launch and cuBLASLt plans
-    // each new shape on first use (a cold 4,096-token prefill spent ~40 ms there, 15% of it, in the q GEMM's span).
+    // each new shape on first use (a fresh process's 4,096-token prefill put ~65 ms into its first q GEMMs).
     model->ops->enable_profiling(false);
     auto warm = greedy_generate(*model->executor, ids, o.max_tokens, false);
     if (!warm.ok()) return fail(warm.error().message);
