@@ -122,8 +122,8 @@ int bench(const BenchOptions& o) {
   // A prefill's time is also the time to first token of that prompt (its last row's logits give the token). The
   // first run of a size is cold (CUDA loads kernels lazily, cuBLASLt plans each new shape): reported apart; the
   // figure is the median of the warm runs, as llama-bench and vLLM's benchmarks warm up first.
-  std::printf("\n%-8s %10s %12s %14s %12s %12s\n", "prefill", "tokens", "TTFT s", "tok/s", "of bf16 rate",
-              "cold TTFT s");
+  std::printf("\n%-8s %10s %12s %14s %12s %12s %12s\n", "prefill", "tokens", "TTFT s", "tok/s", "of bf16 rate",
+              "of fp8 rate", "cold TTFT s");
   constexpr int kPrefillRuns = 3;
   for (std::int64_t n : o.prefill) {
     const auto prompt = random_tokens(rng, n, spec.vocab_size);
@@ -140,12 +140,14 @@ int bench(const BenchOptions& o) {
     std::sort(runs.begin(), runs.end());
     const double s = runs[runs.size() / 2];
     const double frac = ceil.bf16_flops > 0 ? prefill_flops(spec, n) / s / ceil.bf16_flops : 0;
-    std::printf("%-8s %10lld %12.4f %14.1f %11.1f%% %12.4f\n", "", static_cast<long long>(n), s, n / s, 100 * frac,
-                cold);
+    const double frac8 = ceil.fp8_flops > 0 ? prefill_flops(spec, n) / s / ceil.fp8_flops : 0;
+    std::printf("%-8s %10lld %12.4f %14.1f %11.1f%% %11.1f%% %12.4f\n", "", static_cast<long long>(n), s, n / s,
+                100 * frac, 100 * frac8, cold);
     report["prefill"].push_back({{"tokens", n},
                                  {"seconds", s},
                                  {"tokens_per_s", n / s},
                                  {"of_bf16_rate", frac},
+                                 {"of_fp8_rate", frac8},
                                  {"cold_seconds", cold},
                                  {"warm_runs", kPrefillRuns}});
   }
