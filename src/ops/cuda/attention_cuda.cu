@@ -125,7 +125,8 @@ __global__ void __launch_bounds__(kThreads)
       float dot[kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) dot[g] = 0.f;
-      // Unrolled so the row's loads are all in flight at once (one latency, not d / 4); same order of sums.
+      // Unrolled so the row's loads can all be in flight together (same order of sums; measured no faster at
+      // decode, perf-notes v4, but no slower).
       if (vec4) {
 #pragma unroll 16
         for (int i = 0; i < d; i += 4) {
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int g = 0; g < kG; ++g) a[g] = acc[g][r] * corr[g];
         const float* vc = vbase + i;
-        // 32 value rows in flight per thread (8 left decode latency-bound: 16 round trips per 128-key chunk).
+        // Up to 32 value rows in flight per thread (was 8; measured no faster at decode, perf-notes v4).
 #pragma unroll 32
         for (int j = 0; j < n; ++j) {
           const float vj = vc[rows[j] * kv_width];
