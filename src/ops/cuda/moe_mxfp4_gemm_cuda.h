@@ -1,10 +1,11 @@
 // Tiled MXFP4 grouped expert GEMM for prefill-sized token counts (issue 7, item 4 as bf16 tensor-core MMAs): the
 // decode-size fused kernel re-decodes its weights for every 32 tokens; this one decodes each weight tile once per
 // 128 tokens into shared memory. CTA = 8 warps on 64 weight rows x 128 tokens of one routed expert, K in steps of
-// one MXFP4 group (32 inputs): each step's weights are fetched (half a group per thread), decoded exactly to bf16
-// (the same bits as the fused kernel and mxfp4_experts_to_bf16_cuda) and stored with the token inputs in a
-// double-buffered stage while the MMAs (mma.sync m16n8k16, f32 accumulation) run on the other. Same inputs,
-// outputs and epilogue (bias, SwiGLU of interleaved rows, rows by assignment) as mxfp4_grouped_matmul_cuda.
+// one MXFP4 group (32 inputs): each step's weights are fetched (a quarter group per thread), decoded exactly to
+// bf16 (the same bits as the fused kernel and mxfp4_experts_to_bf16_cuda) and stored with the token inputs in a
+// double-buffered stage while the MMAs (mma.sync m16n8k16 on ldmatrix fragments, f32 accumulation) run on the
+// other. Same inputs, outputs and epilogue (bias, SwiGLU of interleaved rows, rows by assignment) as
+// mxfp4_grouped_matmul_cuda.
 #pragma once
 
 #include <cuda_runtime.h>
