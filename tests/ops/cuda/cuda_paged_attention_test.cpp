@@ -4,6 +4,7 @@
 // decode batches of 8+ rows run one block per (query, KV head) for the whole group.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 
 #include "cuda_test_util.h"
@@ -68,6 +69,49 @@ TEST(CudaPagedAttention, decode_splits_spread_long_contexts_over_the_sms) {
   AttentionParams windowed = p;
   windowed.sliding_window = 128;
   EXPECT_EQ(attention_splits(1, windowed, 8192, 132), 1);  // the window bounds the keys
+}
+
+// Batch-invariant mode: splits of a fixed length (at least 2, so every query merges), bounded by the window.
+TEST(CudaPagedAttention, invariant_splits_have_a_fixed_length_and_always_merge) {
+  const AttentionParams p{64, 8, 64, 0, 0.125f};
+  EXPECT_EQ(attention_invariant_splits(p, 100), 2);
+  EXPECT_EQ(attention_invariant_splits(p, 8192), 8192 / kAttentionInvariantKeysPerSplit);
+  EXPECT_EQ(attention_invariant_splits(p, 131072), 131072 / kAttentionInvariantKeysPerSplit);
+  AttentionParams windowed = p;
+  windowed.sliding_window = 128;
+  EXPECT_EQ(attention_invariant_splits(windowed, 131072), 2);
+}
+
+// Fixed-length splits: a query's output is the same to the bit however many splits the step has (the extra ones
+// are empty) and matches the CPU, on the GQA-group kernel (9 decode rows); a fixed length without 2+ splits is
+// refused.
+TEST(CudaPagedAttention, fixed_length_splits_give_each_query_the_same_bits_whatever_the_split_count) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(25);
+  const AttentionParams p{64, 8, 64, 0, 0.125f};
+  auto sc = optest::make_paged_scenario(rng, p, 16, {2000, 300, 5, 90, 33, 700, 7, 1000, 64},
+                                        {1, 1, 1, 1, 1, 1, 1, 1, 1}, true);
+  std::vector<Tensor> outs;
+  for (int splits : {8, 16, 40}) {
+    AttentionSplit split;
+    split.splits = splits;
+    split.keys_per_split = 256;
+    split.partials = poisoned(*ctx, {attention_partials_floats(sc.q.size(0), p, splits)}, DType::f32);
+    outs.push_back(cudatest::run_paged_attention(*ctx, sc, true, split));
+    EXPECT_LE(relative_norm_error(outs.back(), sc.want), kTolerance) << splits << " splits";
+  }
+  for (size_t i = 1; i < outs.size(); ++i)
+    EXPECT_EQ(std::memcmp(outs[i].raw(), outs[0].raw(), outs[0].nbytes()), 0) << "split count " << i;
+  AttentionSplit bad;
+  bad.keys_per_split = 256;  // one split: nothing to merge
+  Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
+  PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), sc.block_size};
+  const Status st = paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
+                                         upload(*ctx, sc.q_pos), kv, upload(*ctx, sc.sinks), p, out, ctx->stream(), bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("keys_per_split"), std::string::npos) << st.error().message;
 }
 
 TEST(CudaPagedAttention, batched_decode_serves_a_whole_gqa_group_per_block_and_splits_by_those_blocks) {
