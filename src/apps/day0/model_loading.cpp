@@ -70,6 +70,18 @@ Status print_profile(Ops& ops) {
   return Status::success();
 }
 
+void print_kernel_times(const std::vector<KernelTime>& kernels) {
+  double total = 0;
+  for (const KernelTime& k : kernels) total += k.seconds;
+  std::printf("kernels (CUPTI, device time of every launch in the profiled generation, longest total first):\n");
+  std::printf("  %-72s %8s %12s %12s %7s\n", "kernel", "calls", "total ms", "us per call", "share");
+  for (const KernelTime& k : kernels) {
+    const std::string name = k.name.size() > 72 ? k.name.substr(0, 69) + "..." : k.name;
+    std::printf("  %-72s %8lld %12.3f %12.1f %6.1f%%\n", name.c_str(), static_cast<long long>(k.calls), k.seconds * 1e3,
+                k.calls > 0 ? k.seconds * 1e6 / double(k.calls) : 0.0, total > 0 ? 100 * k.seconds / total : 0.0);
+  }
+}
+
 void print_memory_report(Ops& ops) {
   std::printf("memory (%s):\n", std::string(ops.backend()).c_str());
   for (const MemoryUse& u : ops.memory_report())

@@ -7,6 +7,7 @@
 
 #include "apps/day0/commands.h"
 #include "model/load.h"
+#include "ops/cuda/kernel_trace.h"
 
 namespace day0::app {
 
@@ -22,6 +23,8 @@ ProgressFn terminal_progress();
 
 // The profile totals (day0 run --profile): span, calls, total, per call, share.
 Status print_profile(Ops& ops);
+// The kernel table of `run --profile` on the GPU (KernelTrace's totals).
+void print_kernel_times(const std::vector<KernelTime>& kernels);
 
 // The memory report: one line per use (weights, workspace, KV cache, activations, free).
 void print_memory_report(Ops& ops);

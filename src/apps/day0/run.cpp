@@ -1,9 +1,12 @@
 // day0 run: greedy generation from token ids, text or chat messages, with timing; text streams as it decodes.
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "apps/day0/commands.h"
 #include "model/greedy.h"
 #include "apps/day0/model_loading.h"
+#include "ops/cuda/kernel_trace.h"
 
 namespace day0::app {
 
@@ -54,6 +57,14 @@ int run(const RunOptions& o) {
     model->executor->reset();
     model->ops->enable_profiling(true);
   }
+  // On the GPU the profile also lists every kernel's device time (CUPTI), what the spans are made of.
+  std::unique_ptr<KernelTrace> trace;
+  std::string trace_error;
+  if (o.engine.profile && o.engine.backend == "cuda") {
+    auto t = KernelTrace::start();
+    if (t.ok()) trace = std::move(*t);
+    else trace_error = t.error().message;
+  }
   auto out = greedy_generate(*model->executor, ids, o.max_tokens, false, stream);
   if (!out.ok()) return fail(out.error().message);
   if (detok) {
@@ -73,6 +84,13 @@ int run(const RunOptions& o) {
   print_memory_report(*model->ops);
   if (o.engine.profile)
     if (Status st = print_profile(*model->ops); !st.ok()) return fail(st.error().message);
+  if (trace) {
+    auto kernels = trace->finish();
+    if (!kernels.ok()) return fail(kernels.error().message);
+    print_kernel_times(*kernels);
+  } else if (!trace_error.empty()) {
+    std::printf("kernels: not traced (%s)\n", trace_error.c_str());
+  }
   return 0;
 }
 

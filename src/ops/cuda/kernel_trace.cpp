@@ -1,0 +1,161 @@
+// KernelTrace: CUPTI activity records of kind CONCURRENT_KERNEL (which, unlike KERNEL, does not serialise
+// kernels), delivered in buffers CUPTI asks for and hands back; CUPTI's callbacks are plain functions, so the
+// library's entry points and the running totals live in one process-wide state.
+#include "ops/cuda/kernel_trace.h"
+
+#include <cupti.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace day0 {
+namespace {
+
+struct Cupti {
+  void* lib = nullptr;
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) = nullptr;
+  CUptiResult (*enable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*disable)(CUpti_ActivityKind) = nullptr;
+  CUptiResult (*flush_all)(uint32_t) = nullptr;
+  CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+};
+
+struct State {
+  std::mutex mu;
+  Cupti api;
+  bool running = false;
+  std::map<std::string, std::pair<std::int64_t, std::uint64_t>> totals;  // mangled name -> calls, ns
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+constexpr std::size_t kBufferBytes = std::size_t(8) << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    CUpti_Activity* record = nullptr;
+    while (s.api.next_record && s.api.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+      if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+        continue;
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+      auto& t = s.totals[k->name ? k->name : "?"];
+      t.first += 1;
+      t.second += k->end > k->start ? k->end - k->start : 0;
+    }
+  }
+  std::free(buffer);
+}
+
+std::string cupti_error(const Cupti& api, CUptiResult r, const char* call) {
+  const char* text = nullptr;
+  if (api.result_string) api.result_string(r, &text);
+  return std::string("kernel trace: ") + call + " failed: " + (text ? text : "CUPTI error " + std::to_string(int(r)));
+}
+
+Status load(Cupti& api) {
+  if (api.lib) return Status::success();
+  for (const char* name : {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so",
+                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"})
+    if ((api.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+  if (!api.lib) return make_error("kernel trace: libcupti (CUDA's profiling library) was not found");
+  auto sym = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(api.lib, name));
+    return fn != nullptr;
+  };
+  if (!sym(api.register_callbacks, "cuptiActivityRegisterCallbacks") || !sym(api.enable, "cuptiActivityEnable") ||
+      !sym(api.disable, "cuptiActivityDisable") || !sym(api.flush_all, "cuptiActivityFlushAll") ||
+      !sym(api.next_record, "cuptiActivityGetNextRecord") || !sym(api.result_string, "cuptiGetResultString")) {
+    dlclose(api.lib);
+    api = Cupti{};
+    return make_error("kernel trace: libcupti lacks the activity API");
+  }
+  return Status::success();
+}
+
+// "void day0::(anonymous namespace)::k<1, true>(day0::Args)" -> "k<1, true>".
+std::string short_name(const std::string& mangled) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string n = status == 0 && d ? d : mangled;
+  std::free(d);
+  int depth = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {  // cut the parameter list: the first '(' outside template brackets
+    if (n[i] == '<') ++depth;
+    if (n[i] == '>') --depth;
+    if (n[i] == '(' && depth == 0 && n.compare(i, 21, "(anonymous namespace)") != 0) {
+      n.resize(i);
+      break;
+    }
+  }
+  for (const std::string prefix : {"void ", "day0::", "(anonymous namespace)::"})
+    for (std::size_t p; (p = n.find(prefix)) != std::string::npos;) n.erase(p, prefix.size());
+  return n;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.running) return make_error("kernel trace: a trace is already running in this process");
+  D0_RETURN_IF_ERROR(load(s.api));
+  if (CUptiResult r = s.api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
+    return make_error(cupti_error(s.api, r, "cuptiActivityRegisterCallbacks"));
+  if (CUptiResult r = s.api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
+    return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
+  s.totals.clear();
+  s.running = true;
+  return std::unique_ptr<KernelTrace>(new KernelTrace());
+}
+
+Result<std::vector<KernelTime>> KernelTrace::finish() {
+  State& s = state();
+  if (finished_) return make_error("kernel trace: finish() called twice");
+  finished_ = true;
+  // Outside the lock: flushing runs buffer_completed, which takes it.
+  const CUptiResult flushed = s.api.flush_all(1);  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  s.running = false;
+  if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
+  std::map<std::string, KernelTime> by_name;  // template instances of one kernel keep their own rows
+  for (const auto& [mangled, t] : s.totals) {
+    KernelTime& k = by_name[short_name(mangled)];
+    k.calls += t.first;
+    k.seconds += double(t.second) * 1e-9;
+  }
+  std::vector<KernelTime> out;
+  for (auto& [name, k] : by_name) {
+    k.name = name;
+    out.push_back(k);
+  }
+  std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+KernelTrace::~KernelTrace() {
+  if (finished_) return;
+  State& s = state();
+  s.api.flush_all(1);
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  s.running = false;
+}
+
+}  // namespace day0

@@ -1,0 +1,40 @@
+// KernelTrace (CUPTI) on known launches: the fill kernel run three times shows up once, three calls, with device
+// time; a second trace cannot start while one runs. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include "cuda_test_util.h"
+#include "ops/cuda/kernel_trace.h"
+#include "ops/cuda/random_fill_cuda.h"
+
+namespace day0 {
+namespace {
+
+TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = cudatest::make_context();
+  ASSERT_TRUE(ctx);
+  Tensor t = cudatest::poisoned(*ctx, {1 << 20}, DType::f32);
+  D0_ASSERT_OK(fill_uniform_cuda(t, 1, 1.f, ctx->stream()));  // loaded before the trace: no first-launch cost
+  ASSERT_EQ(cudaStreamSynchronize(ctx->stream()), cudaSuccess);
+  auto trace = KernelTrace::start();
+  ASSERT_TRUE(trace.ok()) << trace.error().message;
+  auto second = KernelTrace::start();
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message.find("already running"), std::string::npos) << second.error().message;
+  for (std::uint64_t seed : {2, 3, 4}) D0_ASSERT_OK(fill_uniform_cuda(t, seed, 1.f, ctx->stream()));
+  ASSERT_EQ(cudaStreamSynchronize(ctx->stream()), cudaSuccess);
+  auto kernels = (*trace)->finish();
+  ASSERT_TRUE(kernels.ok()) << kernels.error().message;
+  int found = 0;
+  for (const KernelTime& k : *kernels) {
+    if (k.name.find("fill_uniform_kernel") == std::string::npos) continue;
+    ++found;
+    EXPECT_EQ(k.calls, 3) << k.name;
+    EXPECT_GT(k.seconds, 0.0) << k.name;
+    EXPECT_EQ(k.name.find('('), std::string::npos) << "parameter list not cut: " << k.name;
+  }
+  EXPECT_EQ(found, 1);
+}
+
+}  // namespace
+}  // namespace day0
