@@ -12,33 +12,33 @@ namespace {
 
 constexpr int kRopeMaxHalf = 1024;
 
+// cos and sin of lane pair i's angle at position pos, scaled by attention_factor. The CPU reference forms the
+// angle in f32 and takes cos/sin in double: the same here, so both agree to the bit (H200's fp64 rate makes this
+// cheap next to the memory traffic).
+__device__ __forceinline__ void rope_cos_sin(float pos, float inv_freq, float attention_factor, float& c, float& sn) {
+  const float angle = pos * inv_freq;
+  c = static_cast<float>(cos(static_cast<double>(angle))) * attention_factor;
+  sn = static_cast<float>(sin(static_cast<double>(angle))) * attention_factor;
+}
+
+// The rotation of one lane pair (i, i + half); __fmul_rn/__fadd_rn keep nvcc from contracting into FMAs, which
+// the host reference does not use.
+__device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, float sn) {
+  const float a = v[i], b = v[i + half];
+  v[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
+  v[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+}
+
 __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int n_heads, int head_dim, int half,
                             float attention_factor) {
   const int heads_per_pass = blockDim.x / half;
   const int i = threadIdx.x % half, first_head = threadIdx.x / half;
   if (first_head >= heads_per_pass) return;  // the ragged end of the block when blockDim % half != 0
-  const float pos = static_cast<float>(positions[blockIdx.x]);
-  // The CPU reference forms the angle in f32 and takes cos/sin in double: do the same so both agree to the bit
-  // (H200's fp64 rate makes this cheap next to the memory traffic).
-  const float angle = pos * inv_freq[i];
-  const float c = static_cast<float>(cos(static_cast<double>(angle))) * attention_factor;
-  const float sn = static_cast<float>(sin(static_cast<double>(angle))) * attention_factor;
+  float c, sn;
+  rope_cos_sin(static_cast<float>(positions[blockIdx.x]), inv_freq[i], attention_factor, c, sn);
   float* row = x + static_cast<std::int64_t>(blockIdx.x) * n_heads * head_dim;
-  for (int h = first_head; h < n_heads; h += heads_per_pass) {
-    float* v = row + h * head_dim;
-    const float a = v[i], b = v[i + half];
-    // __fmul_rn/__fadd_rn keep nvcc from contracting into FMAs, which the host reference does not use.
-    v[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
-    v[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
-  }
-}
-
-// The rotation of one lane pair, as rope_kernel (no FMA contraction: the CPU reference does not contract).
-__device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, float sn) {
-  const float a = v[i], b = v[i + half];
-  v[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
-  v[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+  for (int h = first_head; h < n_heads; h += heads_per_pass) rotate_pair(row + h * head_dim, i, half, c, sn);
 }
 
 // One block per token: cos and sin once per lane pair (shared), q's and k's heads rotated in place, then the
@@ -52,11 +52,7 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
   const float pos = static_cast<float>(positions[s]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float angle = pos * inv_freq[i];  // as rope_kernel: f32 angle, cos/sin in double
-    cs[i] = static_cast<float>(cos(static_cast<double>(angle))) * attention_factor;
-    sn[i] = static_cast<float>(sin(static_cast<double>(angle))) * attention_factor;
-  }
+  for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(pos, inv_freq[i], attention_factor, cs[i], sn[i]);
   __syncthreads();
   float* qr = q + s * n_heads * head_dim;
   for (int p = threadIdx.x; p < n_heads * half; p += blockDim.x) {
@@ -81,6 +77,19 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   }
 }
 
+// inv_freq's length (half the rotary dim) after the checks both launchers share: f32 [half] on the device, the
+// rotation within head_dim and within the kernels' shared tables.
+Result<std::int64_t> rotary_half(const char* op, const Tensor& inv_freq, int head_dim) {
+  if (inv_freq.dim() != 1) return make_error(std::string(op) + ": inv_freq must be 1-D");
+  const std::int64_t half = inv_freq.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(inv_freq, op, "inv_freq", {DType::f32}, {half}));
+  if (2 * half > head_dim)
+    return make_error(std::string(op) + ": rotary dim " + std::to_string(2 * half) + " exceeds head_dim " +
+                      std::to_string(head_dim));
+  if (half > kRopeMaxHalf) return make_error(std::string(op) + ": rotary dim above 2048 is not supported");
+  return half;
+}
+
 }  // namespace
 
 Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
@@ -89,23 +98,17 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   const char* op = "rope_kv_write_cuda";
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
     return make_error(std::string(op) + ": head counts and head_dim must be positive");
-  if (q.dim() != 2 || k_pool.dim() != 2 || inv_freq.dim() != 1)
-    return make_error(std::string(op) + ": q and the pools must be 2-D, inv_freq 1-D");
+  if (q.dim() != 2 || k_pool.dim() != 2) return make_error(std::string(op) + ": q and the pools must be 2-D");
   const std::int64_t S = q.size(0), width = std::int64_t(n_kv_heads) * head_dim, n_slots = k_pool.size(0);
-  const std::int64_t half = inv_freq.size(0);
   D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, std::int64_t(n_heads) * head_dim}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(inv_freq, op, "inv_freq", {DType::f32}, {half}));
+  D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
   D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {DType::f32}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
-  if (2 * half > head_dim)
-    return make_error(std::string(op) + ": rotary dim " + std::to_string(2 * half) + " exceeds head_dim " +
-                      std::to_string(head_dim));
-  if (half > kRopeMaxHalf) return make_error(std::string(op) + ": rotary dim above 2048 is not supported");
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
   rope_kv_write_kernel<<<static_cast<unsigned>(S), 256, 0, stream>>>(
@@ -123,13 +126,7 @@ Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, 
   const std::int64_t S = x.size(0);
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, "rope_cuda", "x", {DType::f32}, {S, std::int64_t(n_heads) * head_dim}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(positions, "rope_cuda", "positions", {DType::i32}, {S}));
-  if (inv_freq.dim() != 1) return make_error("rope_cuda: inv_freq must be 1-D");
-  const std::int64_t half = inv_freq.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(inv_freq, "rope_cuda", "inv_freq", {DType::f32}, {half}));
-  if (2 * half > head_dim)
-    return make_error("rope_cuda: rotary dim " + std::to_string(2 * half) + " exceeds head_dim " +
-                      std::to_string(head_dim));
-  if (half > kRopeMaxHalf) return make_error("rope_cuda: rotary dim above 2048 is not supported");
+  D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half("rope_cuda", inv_freq, head_dim));
   if (S == 0 || half == 0) return Status::success();
   if (S > 2147483647) return make_error("rope_cuda: too many tokens for one grid");
   // At least `half` threads; up to 256, a whole number of heads per pass.
