@@ -56,30 +56,46 @@ Result<LoadedModel> load_for_command(const std::string& dir, const BackendCliOpt
   return m;
 }
 
+namespace {
+
+struct TimeRow {
+  std::string name;
+  std::int64_t calls;
+  double seconds;
+};
+
+// One table of timed rows (profile spans, kernels): calls, total, per call and share. Rows whose name starts with
+// a space are spans nested in the row above them (their time is in it too), so the shares count top-level rows.
+void print_time_table(const char* label, int width, const std::vector<TimeRow>& rows) {
+  double total = 0;
+  for (const TimeRow& r : rows)
+    if (r.name.empty() || r.name[0] != ' ') total += r.seconds;
+  std::printf("  %-*s %8s %12s %12s %7s\n", width, label, "calls", "total ms", "us per call", "share");
+  for (const TimeRow& r : rows) {
+    const std::string name = static_cast<int>(r.name.size()) > width ? r.name.substr(0, width - 3) + "..." : r.name;
+    std::printf("  %-*s %8lld %12.3f %12.1f %6.1f%%\n", width, name.c_str(), static_cast<long long>(r.calls),
+                r.seconds * 1e3, r.calls > 0 ? r.seconds * 1e6 / double(r.calls) : 0.0,
+                total > 0 ? 100 * r.seconds / total : 0.0);
+  }
+}
+
+}  // namespace
+
 Status print_profile(Ops& ops) {
   D0_ASSIGN_OR_RETURN(std::vector<ProfileEntry> entries, ops.profile_report());
-  double total = 0;
-  for (const ProfileEntry& e : entries) total += e.seconds;
   std::printf("profile (%s, the device's clock; spans of the work each part of a layer enqueues):\n",
               std::string(ops.backend()).c_str());
-  std::printf("  %-40s %8s %12s %12s %7s\n", "span", "calls", "total ms", "us per call", "share");
-  for (const ProfileEntry& e : entries)
-    std::printf("  %-40s %8lld %12.3f %12.1f %6.1f%%\n", e.span.c_str(), static_cast<long long>(e.calls),
-                e.seconds * 1e3, e.calls > 0 ? e.seconds * 1e6 / double(e.calls) : 0.0,
-                total > 0 ? 100 * e.seconds / total : 0.0);
+  std::vector<TimeRow> rows;
+  for (const ProfileEntry& e : entries) rows.push_back({e.span, e.calls, e.seconds});
+  print_time_table("span", 40, rows);
   return Status::success();
 }
 
 void print_kernel_times(const std::vector<KernelTime>& kernels) {
-  double total = 0;
-  for (const KernelTime& k : kernels) total += k.seconds;
   std::printf("kernels (CUPTI, device time of every launch in the profiled generation, longest total first):\n");
-  std::printf("  %-72s %8s %12s %12s %7s\n", "kernel", "calls", "total ms", "us per call", "share");
-  for (const KernelTime& k : kernels) {
-    const std::string name = k.name.size() > 72 ? k.name.substr(0, 69) + "..." : k.name;
-    std::printf("  %-72s %8lld %12.3f %12.1f %6.1f%%\n", name.c_str(), static_cast<long long>(k.calls), k.seconds * 1e3,
-                k.calls > 0 ? k.seconds * 1e6 / double(k.calls) : 0.0, total > 0 ? 100 * k.seconds / total : 0.0);
-  }
+  std::vector<TimeRow> rows;
+  for (const KernelTime& k : kernels) rows.push_back({k.name, k.calls, k.seconds});
+  print_time_table("kernel", 72, rows);
 }
 
 void print_memory_report(Ops& ops) {
