@@ -16,8 +16,9 @@ Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
 struct BackendOptions {
   int device = 0;
-  // Share of the GPU's total memory this instance takes at start-up (it must be free) for everything (weights, workspaces, KV
-  // cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other processes.
+  // Share of the GPU's total memory this instance takes at start-up (it must be free) for everything (weights,
+  // workspaces, KV cache, activations), as vLLM's gpu_memory_utilization; the rest stays for the driver and other
+  // processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
   // MoE calls of at most this many tokens read MXFP4 experts directly (bf16 compute only: the fused matmul at
@@ -31,6 +32,9 @@ struct BackendOptions {
   // small-M kernel in 16-row slices, MoE through the fused MXFP4 kernel at every size (bf16 compute only), attention
   // on the f32 kernel with key splits of a fixed length. Slower prefill and long-context decode; off by default.
   bool batch_invariant = false;
+  // Kernels of a step launched as programmatic dependents (ops/cuda/dependent_launch.h): each may be scheduled
+  // while the one before finishes. Same arithmetic either way; false for A/B measurement and profiled runs.
+  bool dependent_launch = true;
 };
 
 std::vector<std::string_view> backend_names();

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cache/sequence_cache.h"
 #include "model/greedy.h"
 #include "model/load.h"
+#include "ops/cuda/dependent_launch.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -208,6 +210,35 @@ TEST(CudaExecutorBatch, step_graphs_are_captured_and_replay_what_op_by_op_steps_
     }
   }
   EXPECT_EQ(graphed->executor->graph_status(), "captured for decode batches of 1, 2, 4, 8 (padded up)");
+}
+
+// Programmatic dependent launches (each kernel may be scheduled while the one before finishes) change when kernels
+// start, never what they compute: every step's logits equal those of ordinary launches to the bit, through step
+// graphs (decode) and op by op (prefill, and decode with graphs off).
+TEST(CudaExecutorBatch, dependent_launches_give_the_bits_of_ordinary_launches) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  for (std::int64_t graphs : {8, 0}) {
+    LoadOptions o;
+    o.backend = "cuda";
+    o.max_tokens = 64;
+    o.backend_options.memory_fraction = 0.2;
+    o.graph_max_batch = graphs;
+    const auto dependent = solo_runs(o, kPrompts, 6);
+    o.backend_options.dependent_launch = false;
+    const auto ordinary = solo_runs(o, kPrompts, 6);
+    set_dependent_launch(true);  // process-wide: back to the default for the tests that follow
+    ASSERT_EQ(dependent.size(), ordinary.size());
+    for (size_t p = 0; p < dependent.size(); ++p) {
+      EXPECT_EQ(dependent[p].tokens, ordinary[p].tokens) << "prompt " << p << " graphs " << graphs;
+      ASSERT_EQ(dependent[p].step_logits.size(), ordinary[p].step_logits.size());
+      for (size_t i = 0; i < dependent[p].step_logits.size(); ++i) {
+        const Tensor &a = dependent[p].step_logits[i], &b = ordinary[p].step_logits[i];
+        ASSERT_EQ(a.nbytes(), b.nbytes());
+        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0)
+            << "prompt " << p << " step " << i << " graphs " << graphs;
+      }
+    }
+  }
 }
 
 TEST(ExecutorBatch, a_cpu_executor_reports_step_graphs_off) {

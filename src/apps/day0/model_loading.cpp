@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "ops/cuda/cuda_ops.h"
@@ -32,6 +33,8 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   b.fused_moe_max_tokens = o.fused_moe_tokens;
   b.attention_tensor_cores = !o.f32_attention;
   b.batch_invariant = o.batch_invariant;
+  // Profiled spans are bounded by events between kernels: kernels that overlap would blur them.
+  b.dependent_launch = !o.no_dependent_launch && !o.profile;
   return b;
 }
 
@@ -94,8 +97,13 @@ Status print_profile(Ops& ops) {
 void print_kernel_times(const std::vector<KernelTime>& kernels) {
   std::printf("kernels (CUPTI, device time of every launch in the profiled generation, longest total first):\n");
   std::vector<TimeRow> rows;
-  for (const KernelTime& k : kernels) rows.push_back({k.name, k.calls, k.seconds});
-  print_time_table("kernel", 72, rows);
+  constexpr int kWidth = 72;
+  for (const KernelTime& k : kernels) {  // the grid stays whole: a long name is cut instead
+    const int room = std::max<int>(8, kWidth - static_cast<int>(k.grid.size()) - 1);
+    const std::string name = static_cast<int>(k.name.size()) > room ? k.name.substr(0, room - 3) + "..." : k.name;
+    rows.push_back({name + " " + k.grid, k.calls, k.seconds});
+  }
+  print_time_table("kernel (grid)", kWidth, rows);
 }
 
 void print_memory_report(Ops& ops) {

@@ -5,6 +5,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
@@ -16,6 +17,7 @@ __device__ __forceinline__ void narrow(float v, __nv_bfloat16* out) { *out = __f
 
 template <class Y, class B>
 __global__ void add_bias_kernel(Y* __restrict__ y, const B* __restrict__ bias, std::int64_t M, std::int64_t N) {
+  begin_dependent_grid();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     narrow(widen(y[i]) + widen(bias[i % N]), &y[i]);
@@ -25,13 +27,14 @@ template <class Y, class B>
 Status launch(Tensor& y, const Tensor& bias, std::int64_t M, std::int64_t N, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((M * N + kThreads - 1) / kThreads, 65536));
-  add_bias_kernel<Y, B><<<blocks, kThreads, 0, stream>>>(static_cast<Y*>(y.raw()), static_cast<const B*>(bias.raw()),
-                                                         M, N);
+  launch_dependent(add_bias_kernel<Y, B>, blocks, kThreads, 0, stream, static_cast<Y*>(y.raw()),
+                   static_cast<const B*>(bias.raw()), M, N);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("add_bias_kernel");
   return Status::success();
 }
 
 __global__ void add_inplace_kernel(float* __restrict__ x, const float* __restrict__ y, std::int64_t n) {
+  begin_dependent_grid();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     x[i] += y[i];
@@ -46,7 +49,8 @@ Status add_inplace_cuda(Tensor& x, const Tensor& y, cudaStream_t stream) {
   if (n == 0) return Status::success();
   constexpr int kThreads = 256;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65536));
-  add_inplace_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<float*>(x.raw()), static_cast<const float*>(y.raw()), n);
+  launch_dependent(add_inplace_kernel, blocks, kThreads, 0, stream, static_cast<float*>(x.raw()),
+                   static_cast<const float*>(y.raw()), n);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("add_inplace_kernel");
   return Status::success();
 }

@@ -18,10 +18,12 @@
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_group_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
@@ -33,8 +35,8 @@ static_assert(kChunk == kThreads, "one score per thread in the exponentiation st
 static_assert(kAttentionMaxHeadDim % kThreads == 0, "output lanes split evenly over the threads");
 
 struct SplitArgs {
-  int splits = 1;         // blocks per (query, head); 1: this kernel writes the output itself
-  int keys_per_split = 0;  // > 0: fixed split length (AttentionSplit)
+  int splits = 1;             // blocks per (query, head); 1: this kernel writes the output itself
+  int keys_per_split = 0;     // > 0: fixed split length (AttentionSplit)
   float* partials = nullptr;  // [S * n_heads * splits][d + 2]: m, l, unnormalised output
 };
 
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(kThreads)
                      const std::int32_t* __restrict__ q_pos, const void* __restrict__ sinks, int sink_kind,
                      float* __restrict__ out, int T, int n_heads, int group, int d, int window, float scale,
                      KeyLayout layout, SplitArgs split) {
+  begin_dependent_grid();
   __shared__ float qs[kG][kAttentionMaxHeadDim];
   __shared__ float ps[kG][kChunk];
   __shared__ std::int64_t rows[kChunk];
@@ -67,11 +70,7 @@ __global__ void __launch_bounds__(kThreads)
   const std::int32_t* table =
       layout.tables ? layout.tables + static_cast<std::int64_t>(layout.q_seq[s]) * layout.max_blocks : nullptr;
   // Uniform over the block: a query with no key to read (or a table that points outside the pool) says so loudly.
-  bool bad = pos < 0 || (!table && pos >= T) || (table && pos / layout.block_size >= layout.max_blocks);
-  if (table && !bad)
-    for (int b = tid; b <= pos / layout.block_size; b += kThreads)
-      bad |= table[b] < 0 || (static_cast<std::int64_t>(table[b]) + 1) * layout.block_size > T;
-  if (__syncthreads_or(bad)) {
+  if (query_is_bad(pos, T, table, layout)) {
     for (int g = 0; g < kG; ++g) {
       if (float* part = part_of(g)) {
         if (tid == 0) part[0] = NAN;  // the merge turns the row into NaN
@@ -81,18 +80,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
-  // Causal, and within the window (which counts the query itself): keys [first, pos], never empty; this
-  // block's split takes [lo, hi] of them (empty for splits past the query's keys).
-  const int first = window > 0 ? max(0, pos - window + 1) : 0;
   // Each query's own keys are shared out (so a short query in a long batch still uses every split), in spans
   // of whole chunks where there are enough keys.
-  const int n_keys = pos - first + 1;
-  int span = (n_keys + split.splits - 1) / split.splits;
-  if (n_keys >= split.splits * kChunk) span = (span + kChunk - 1) / kChunk * kChunk;
-  if (split.keys_per_split > 0) span = split.keys_per_split;
-  const std::int64_t lo64 = first + std::int64_t(blockIdx.y) * span;
-  const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);  // past the keys: an empty split
-  const int hi = static_cast<int>(std::int64_t(lo) + span - 1 < pos ? std::int64_t(lo) + span - 1 : pos);
+  const KeySpan keys = split_keys(pos, window, split.splits, split.keys_per_split, kChunk, blockIdx.y);
+  const int lo = keys.lo, hi = keys.hi;
   for (int g = 0; g < kG; ++g) {
     const float* qv = q + s * q_width + static_cast<std::int64_t>(h0 + g) * d;
     for (int i = tid; i < d; i += kThreads) qs[g][i] = qv[i];
@@ -219,33 +210,60 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Merges the splits of one (query, head) (block): M = max(sink, m_y), L = exp(sink - M) + sum l_y exp(m_y - M),
-// out = sum acc_y exp(m_y - M) / L. A NaN m (a bad query) makes the row NaN.
+// out = sum acc_y exp(m_y - M) / L. A NaN m (a bad query) makes the row NaN. The splits' m and l are read by all
+// threads at once into shared memory, a tile at a time; the sums then run over y in order, as a serial merge would
+// (an empty split, m = -inf, adds exact zeros).
+constexpr int kMergeTile = 1024;
 __global__ void __launch_bounds__(kThreads)
     attention_merge_kernel(const float* __restrict__ partials, int splits, int n_heads, int d,
                            const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
+  begin_dependent_grid();
+  __shared__ float w_s[kMergeTile], l_s[kMergeTile], warp_max[kThreads / 32];
+  const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
   const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_heads);
-  const float* part = partials + static_cast<std::int64_t>(blockIdx.x) * splits * (d + 2);
+  const std::int64_t stride = d + 2;
+  const float* part = partials + static_cast<std::int64_t>(blockIdx.x) * splits * stride;
   float* o = out + (s * n_heads + h) * d;
-  float M = sink_kind != kNoSink ? load_sink(sinks, sink_kind, h) : -INFINITY;
+  float M = -INFINITY;
   bool bad = false;
-  for (int y = 0; y < splits; ++y) {
-    const float my = part[y * (d + 2)];
+  for (int y = tid; y < splits; y += kThreads) {
+    const float my = part[y * stride];
     bad |= isnan(my);
     M = fmaxf(M, my);
   }
+  for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+  if (tid % 32 == 0) warp_max[tid / 32] = M;
+  bad = __syncthreads_or(bad);
+  if (sink_kind != kNoSink) M = load_sink(sinks, sink_kind, h);
+  for (int w = 0; w < kThreads / 32; ++w) M = fmaxf(M, warp_max[w]);
   float L = sink_kind != kNoSink ? expf(load_sink(sinks, sink_kind, h) - M) : 0.f;
-  for (int y = 0; y < splits; ++y) {
-    const float my = part[y * (d + 2)];
-    if (my != -INFINITY) L += part[y * (d + 2) + 1] * expf(my - M);
-  }
-  for (int i = threadIdx.x; i < d; i += kThreads) {
-    float a = 0.f;
-    for (int y = 0; y < splits; ++y) {
-      const float my = part[y * (d + 2)];
-      if (my != -INFINITY) a += part[y * (d + 2) + 2 + i] * expf(my - M);
+  float a[kLanesPerThread];
+#pragma unroll
+  for (int r = 0; r < kLanesPerThread; ++r) a[r] = 0.f;
+  for (int y0 = 0; y0 < splits; y0 += kMergeTile) {
+    const int n = min(kMergeTile, splits - y0);
+    for (int y = tid; y < n; y += kThreads) {
+      const float my = part[(y0 + y) * stride];
+      w_s[y] = my == -INFINITY ? 0.f : expf(my - M);
+      l_s[y] = part[(y0 + y) * stride + 1];
     }
-    o[i] = bad ? NAN : a / L;
+    __syncthreads();
+    for (int y = 0; y < n; ++y) L += l_s[y] * w_s[y];
+#pragma unroll
+    for (int r = 0; r < kLanesPerThread; ++r) {
+      const int i = tid + r * kThreads;
+      if (i >= d) continue;
+      const float* pi = part + y0 * stride + 2 + i;
+#pragma unroll 8
+      for (int y = 0; y < n; ++y) a[r] += pi[y * stride] * w_s[y];
+    }
+    __syncthreads();  // w_s and l_s are rewritten by the next tile
+  }
+#pragma unroll
+  for (int r = 0; r < kLanesPerThread; ++r) {
+    const int i = tid + r * kThreads;
+    if (i < d) o[i] = bad ? NAN : a[r] / L;
   }
 }
 
@@ -260,6 +278,28 @@ Status check_params(const char* op, const AttentionParams& p) {
     return make_error(std::string(op) + ": sliding_window must be >= 0 (0 = full causal), got " +
                       std::to_string(p.sliding_window));
   if (!std::isfinite(p.scale)) return make_error(std::string(op) + ": scale must be finite");
+  return Status::success();
+}
+
+// The per-head kernel, or the whole-group one for batched decode where the group kernel does not fit.
+Status launch_per_head(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const void* sink_ptr,
+                       int sink_kind, const AttentionParams& p, Tensor& out, KeyLayout layout, cudaStream_t stream,
+                       const SplitArgs& sa) {
+  const std::int64_t S = q.size(0), T = k.size(0);
+  const int group = p.n_heads / p.n_kv_heads;
+  const bool whole_group = attention_reads_kv_once(S, p);
+  const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)),
+                  static_cast<unsigned>(sa.splits));
+  if (whole_group)
+    launch_dependent(attention_kernel<kAttentionGroupHeads>, grid, kThreads, 0, stream, q.data<float>(),
+                     k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
+                     out.data<float>(), static_cast<int>(T), p.n_heads, group, p.head_dim, p.sliding_window, p.scale,
+                     layout, sa);
+  else
+    launch_dependent(attention_kernel<1>, grid, kThreads, 0, stream, q.data<float>(), k.data<float>(), v.data<float>(),
+                     q_pos.data<std::int32_t>(), sink_ptr, sink_kind, out.data<float>(), static_cast<int>(T), p.n_heads,
+                     group, p.head_dim, p.sliding_window, p.scale, layout, sa);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
   return Status::success();
 }
 
@@ -279,8 +319,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, q_width}));
   int sink_kind = kNoSink;
   if (has_values(sinks)) {
-    D0_RETURN_IF_ERROR(check_cuda_tensor(sinks, op, "sinks", {DType::f32, DType::bf16, DType::f16},
-                                         {std::int64_t(p.n_heads)}));
+    D0_RETURN_IF_ERROR(
+        check_cuda_tensor(sinks, op, "sinks", {DType::f32, DType::bf16, DType::f16}, {std::int64_t(p.n_heads)}));
     sink_kind = sinks.dtype() == DType::f32 ? kSinkF32 : sinks.dtype() == DType::bf16 ? kSinkBf16 : kSinkF16;
   }
   if (S == 0) return Status::success();
@@ -306,27 +346,23 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
   if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(k.raw(), 16) &&
       aligned_to(v.raw(), 16)) {
-    const AttentionTcArgs ta{q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(),
-                             sink_ptr, sink_kind, out.data<float>(), static_cast<int>(S), static_cast<int>(T), layout};
+    const AttentionTcArgs ta{
+        q.data<float>(), k.data<float>(),   v.data<float>(),     q_pos.data<std::int32_t>(), sink_ptr,
+        sink_kind,       out.data<float>(), static_cast<int>(S), static_cast<int>(T),        layout};
     return attention_tc_cuda(ta, p, stream);
   }
-  const int group = p.n_heads / p.n_kv_heads;
-  const bool whole_group = attention_reads_kv_once(S, p);
-  const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)),
-                  static_cast<unsigned>(sa.splits));
-  if (whole_group)
-    attention_kernel<kAttentionGroupHeads><<<grid, kThreads, 0, stream>>>(
-        q.data<float>(), k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
-        out.data<float>(), static_cast<int>(T), p.n_heads, group, p.head_dim, p.sliding_window, p.scale, layout, sa);
-  else
-    attention_kernel<1><<<grid, kThreads, 0, stream>>>(q.data<float>(), k.data<float>(), v.data<float>(),
-                                                       q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
-                                                       out.data<float>(), static_cast<int>(T), p.n_heads, group,
-                                                       p.head_dim, p.sliding_window, p.scale, layout, sa);
-  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
+  if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
+    const AttentionGroupArgs ga{
+        q.data<float>(), k.data<float>(),   v.data<float>(),     q_pos.data<std::int32_t>(), sink_ptr,
+        sink_kind,       out.data<float>(), static_cast<int>(S), static_cast<int>(T),        layout,
+        sa.splits,       sa.keys_per_split, sa.partials};
+    D0_RETURN_IF_ERROR(attention_group_cuda(ga, p, stream));
+  } else {
+    D0_RETURN_IF_ERROR(launch_per_head(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
+  }
   if (sa.splits > 1) {
-    attention_merge_kernel<<<static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream>>>(
-        sa.partials, sa.splits, p.n_heads, p.head_dim, sink_ptr, sink_kind, out.data<float>());
+    launch_dependent(attention_merge_kernel, static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream, sa.partials,
+                     sa.splits, p.n_heads, p.head_dim, sink_ptr, sink_kind, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
   return Status::success();
@@ -337,6 +373,7 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
                                 const std::int32_t* __restrict__ slots, std::int64_t S, std::int64_t width,
                                 std::int64_t n_slots, float* __restrict__ k_pool, float* __restrict__ v_pool,
                                 std::int32_t* __restrict__ error_flag) {
+  begin_dependent_grid();
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < S * width;
        idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t s = idx / width, c = idx % width;
@@ -353,7 +390,8 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 }  // namespace
 
 bool attention_reads_kv_once(std::int64_t S, const AttentionParams& p) {
-  return p.n_kv_heads > 0 && p.n_heads == kAttentionGroupHeads * p.n_kv_heads && S >= kAttentionGroupMinQueries;
+  return attention_group_fits(p) ||
+         (p.n_kv_heads > 0 && p.n_heads == kAttentionGroupHeads * p.n_kv_heads && S >= kAttentionGroupMinQueries);
 }
 
 int attention_splits(std::int64_t S, const AttentionParams& p, std::int64_t max_keys, int sm_count) {
@@ -408,9 +446,9 @@ Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tens
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (S * width == 0) return Status::success();
   const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>((S * width + kThreads - 1) / kThreads, 65536));
-  kv_write_kernel<<<grid, kThreads, 0, stream>>>(k.data<float>(), v.data<float>(), slots.data<std::int32_t>(), S,
-                                                 width, n_slots, k_pool.data<float>(), v_pool.data<float>(),
-                                                 error_flag.data<std::int32_t>());
+  launch_dependent(kv_write_kernel, grid, kThreads, 0, stream, k.data<float>(), v.data<float>(),
+                   slots.data<std::int32_t>(), S, width, n_slots, k_pool.data<float>(), v_pool.data<float>(),
+                   error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("kv_write_kernel");
   return Status::success();
 }

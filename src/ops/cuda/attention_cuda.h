@@ -35,9 +35,9 @@ inline constexpr int kAttentionInvariantKeysPerSplit = 2048;
 int attention_invariant_splits(const AttentionParams& p, std::int64_t max_keys);
 
 // Blocks over (query, KV head) that serve the whole GQA group (8 query heads per KV head, as gpt-oss) read each
-// key and value row once instead of once per query head: used from kAttentionGroupMinQueries queries (batched
-// decode, where the KV of many sequences does not stay in L2 between the heads' blocks). One block per (query,
-// head) below that, where more blocks keep the SMs busy. Same operations per head either way (bit-identical).
+// key and value row once instead of once per query head: the group kernel (attention_group_cuda.h, head_dim 64 or
+// 128) at every step size, splits making up the blocks; for other head dims the per-head kernel's whole-group
+// form from kAttentionGroupMinQueries queries (batched decode), one block per (query, head) below that.
 inline constexpr int kAttentionGroupHeads = 8;
 inline constexpr std::int64_t kAttentionGroupMinQueries = 8;
 bool attention_reads_kv_once(std::int64_t S, const AttentionParams& p);

@@ -13,10 +13,14 @@ enum SinkKind : int { kNoSink = 0, kSinkF32 = 1, kSinkBf16 = 2, kSinkF16 = 3 };
 
 __device__ __forceinline__ float load_sink(const void* sinks, int kind, int h) {
   switch (kind) {
-    case kSinkF32: return static_cast<const float*>(sinks)[h];
-    case kSinkBf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(sinks)[h]);
-    case kSinkF16: return __half2float(static_cast<const __half*>(sinks)[h]);
-    default: return -INFINITY;
+    case kSinkF32:
+      return static_cast<const float*>(sinks)[h];
+    case kSinkBf16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(sinks)[h]);
+    case kSinkF16:
+      return __half2float(static_cast<const __half*>(sinks)[h]);
+    default:
+      return -INFINITY;
   }
 }
 
@@ -32,5 +36,35 @@ __device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int b
   if (!table) return t;
   return static_cast<std::int64_t>(table[t / block_size]) * block_size + t % block_size;
 }
+
+#ifdef __CUDACC__  // block-level helpers: kernels only (launcher headers include this file from C++)
+// Block-uniform: whether query s at `pos` has no keys to read (a position outside [0, T), or a table that points
+// outside the pool or holds a negative block among those it needs). Every thread of the block must call it.
+__device__ __forceinline__ bool query_is_bad(int pos, int T, const std::int32_t* table, const KeyLayout& layout) {
+  bool bad = pos < 0 || (!table && pos >= T) || (table && pos / layout.block_size >= layout.max_blocks);
+  if (table && !bad)
+    for (int b = threadIdx.x; b <= pos / layout.block_size; b += blockDim.x)
+      bad |= table[b] < 0 || (static_cast<std::int64_t>(table[b]) + 1) * layout.block_size > T;
+  return __syncthreads_or(bad);
+}
+
+// Keys [lo, hi] that split y of `splits` takes of a query at pos (causal, within the window, which counts the query
+// itself): an equal share in whole chunks where there are enough keys, or keys_per_split each when that is set
+// (fixed-length splits). lo > hi: an empty split.
+struct KeySpan {
+  int lo, hi;
+};
+__device__ __forceinline__ KeySpan split_keys(int pos, int window, int splits, int keys_per_split, int chunk, int y) {
+  const int first = window > 0 ? max(0, pos - window + 1) : 0;
+  const int n_keys = pos - first + 1;
+  int span = (n_keys + splits - 1) / splits;
+  if (n_keys >= splits * chunk) span = (span + chunk - 1) / chunk * chunk;
+  if (keys_per_split > 0) span = keys_per_split;
+  const std::int64_t lo64 = first + std::int64_t(y) * span;
+  const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);
+  const int hi = static_cast<int>(std::int64_t(lo) + span - 1 < pos ? std::int64_t(lo) + span - 1 : pos);
+  return {lo, hi};
+}
+#endif
 
 }  // namespace day0

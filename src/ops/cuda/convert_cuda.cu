@@ -5,12 +5,14 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
 
 __global__ void convert_f32_to_bf16_x4_kernel(const float4* __restrict__ in, std::int64_t n4,
                                               __nv_bfloat162* __restrict__ out) {
+  begin_dependent_grid();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const float4 v = in[i];
@@ -21,6 +23,7 @@ __global__ void convert_f32_to_bf16_x4_kernel(const float4* __restrict__ in, std
 
 __global__ void convert_f32_to_bf16_kernel(const float* __restrict__ in, std::int64_t begin, std::int64_t n,
                                            __nv_bfloat16* __restrict__ out) {
+  begin_dependent_grid();
   for (std::int64_t i = begin + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(in[i]);
@@ -42,15 +45,15 @@ Status convert_f32_to_bf16_cuda(const Tensor& in, Tensor& out, cudaStream_t stre
   if (aligned_to(in.raw(), 16) && aligned_to(out.raw(), 8)) {
     const std::int64_t n4 = n / 4;
     if (n4 > 0) {
-      convert_f32_to_bf16_x4_kernel<<<blocks_for(n4), kThreads, 0, stream>>>(
-          static_cast<const float4*>(in.raw()), n4, static_cast<__nv_bfloat162*>(out.raw()));
+      launch_dependent(convert_f32_to_bf16_x4_kernel, blocks_for(n4), kThreads, 0, stream,
+                       static_cast<const float4*>(in.raw()), n4, static_cast<__nv_bfloat162*>(out.raw()));
       D0_CUDA_RETURN_IF_LAUNCH_ERROR("convert_f32_to_bf16_x4_kernel");
     }
     done = n4 * 4;
   }
   if (done < n) {
-    convert_f32_to_bf16_kernel<<<blocks_for(n - done), kThreads, 0, stream>>>(
-        in.data<float>(), done, n, static_cast<__nv_bfloat16*>(out.raw()));
+    launch_dependent(convert_f32_to_bf16_kernel, blocks_for(n - done), kThreads, 0, stream, in.data<float>(), done, n,
+                     static_cast<__nv_bfloat16*>(out.raw()));
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("convert_f32_to_bf16_kernel");
   }
   return Status::success();

@@ -5,6 +5,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
@@ -27,6 +28,7 @@ __device__ __forceinline__ std::int64_t checked_id(const std::int32_t* ids, std:
 template <class T>
 __global__ void embedding_kernel(const T* __restrict__ table, const std::int32_t* __restrict__ ids, std::int64_t V,
                                  std::int64_t H, float* __restrict__ out, std::int32_t* error_flag) {
+  begin_dependent_grid();
   const std::int64_t s = blockIdx.x;
   const std::int64_t id = checked_id(ids, s, V, error_flag);
   const T* row = table + id * H;
@@ -38,6 +40,7 @@ __global__ void embedding_kernel(const T* __restrict__ table, const std::int32_t
 __global__ void embedding_bf16x8_kernel(const __nv_bfloat16* __restrict__ table, const std::int32_t* __restrict__ ids,
                                         std::int64_t V, std::int64_t H, float* __restrict__ out,
                                         std::int32_t* error_flag) {
+  begin_dependent_grid();
   const std::int64_t s = blockIdx.x;
   const std::int64_t id = checked_id(ids, s, V, error_flag);
   const uint4* row = reinterpret_cast<const uint4*>(table + id * H);
@@ -71,16 +74,17 @@ Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tenso
   const unsigned grid = static_cast<unsigned>(S);
   if (table.dtype() == DType::bf16 && H % 8 == 0 && aligned_to(table.raw(), 16) && aligned_to(out.raw(), 16)) {
     const int threads = static_cast<int>(std::min<std::int64_t>(kThreads, (H / 8 + 31) / 32 * 32));
-    embedding_bf16x8_kernel<<<grid, threads, 0, stream>>>(static_cast<const __nv_bfloat16*>(table.raw()),
-                                                          ids.data<std::int32_t>(), V, H, out.data<float>(), flag);
+    launch_dependent(embedding_bf16x8_kernel, grid, threads, 0, stream, static_cast<const __nv_bfloat16*>(table.raw()),
+                     ids.data<std::int32_t>(), V, H, out.data<float>(), flag);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("embedding_bf16x8_kernel");
   } else if (table.dtype() == DType::bf16) {
-    embedding_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(
-        static_cast<const __nv_bfloat16*>(table.raw()), ids.data<std::int32_t>(), V, H, out.data<float>(), flag);
+    launch_dependent(embedding_kernel<__nv_bfloat16>, grid, kThreads, 0, stream,
+                     static_cast<const __nv_bfloat16*>(table.raw()), ids.data<std::int32_t>(), V, H, out.data<float>(),
+                     flag);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("embedding_kernel<bf16>");
   } else {
-    embedding_kernel<float><<<grid, kThreads, 0, stream>>>(table.data<float>(), ids.data<std::int32_t>(), V, H,
-                                                           out.data<float>(), flag);
+    launch_dependent(embedding_kernel<float>, grid, kThreads, 0, stream, table.data<float>(), ids.data<std::int32_t>(),
+                     V, H, out.data<float>(), flag);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("embedding_kernel<f32>");
   }
   return Status::success();

@@ -1,11 +1,11 @@
 // group_by_expert_cuda: see the header.
-#include "ops/cuda/expert_grouping_cuda.h"
-
 #include <climits>
 #include <string>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/expert_grouping_cuda.h"
 
 namespace day0 {
 namespace {
@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(kThreads)
                  std::int32_t* __restrict__ offsets, std::int32_t* __restrict__ rows,
                  std::int32_t* __restrict__ assignments, std::int32_t* __restrict__ experts,
                  std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag) {
+  begin_dependent_grid();
   __shared__ std::int32_t s_count[kGroupingMaxExperts];
   __shared__ std::int32_t s_offset[kGroupingMaxExperts + 1];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -88,11 +89,10 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   D0_RETURN_IF_ERROR(check_cuda_tensor(n_routed, op, "n_routed", {DType::i32}, {1}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (k <= 0) return make_error(std::string(op) + ": k must be positive");
-  group_kernel<<<1, kThreads, 0, stream>>>(indices.data<std::int32_t>(), static_cast<int>(A), static_cast<int>(k),
-                                           n_experts, counts.data<std::int32_t>(), offsets.data<std::int32_t>(),
-                                           rows.data<std::int32_t>(), assignments.data<std::int32_t>(),
-                                           experts.data<std::int32_t>(), n_routed.data<std::int32_t>(),
-                                           error_flag.data<std::int32_t>());
+  launch_dependent(group_kernel, 1, kThreads, 0, stream, indices.data<std::int32_t>(), static_cast<int>(A),
+                   static_cast<int>(k), n_experts, counts.data<std::int32_t>(), offsets.data<std::int32_t>(),
+                   rows.data<std::int32_t>(), assignments.data<std::int32_t>(), experts.data<std::int32_t>(),
+                   n_routed.data<std::int32_t>(), error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_kernel");
   return Status::success();
 }

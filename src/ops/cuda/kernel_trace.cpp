@@ -29,7 +29,8 @@ struct State {
   std::mutex mu;
   Cupti api;
   bool running = false;
-  std::map<std::string, std::pair<std::int64_t, std::uint64_t>> totals;  // mangled name -> calls, ns
+  // (mangled name, grid) -> calls, ns: one kernel at several shapes (q/k/v vs o projection) keeps a row per grid.
+  std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::uint64_t>> totals;
 };
 
 State& state() {
@@ -54,7 +55,9 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
         continue;
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      auto& t = s.totals[k->name ? k->name : "?"];
+      const std::string grid =
+          std::to_string(k->gridX) + "x" + std::to_string(k->gridY) + "x" + std::to_string(k->gridZ);
+      auto& t = s.totals[{k->name ? k->name : "?", grid}];
       t.first += 1;
       t.second += k->end > k->start ? k->end - k->start : 0;
     }
@@ -134,15 +137,17 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   s.running = false;
   if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
-  std::map<std::string, KernelTime> by_name;  // template instances of one kernel keep their own rows
-  for (const auto& [mangled, t] : s.totals) {
-    KernelTime& k = by_name[short_name(mangled)];
+  // Template instances of one kernel keep their own rows (their mangled names differ).
+  std::map<std::pair<std::string, std::string>, KernelTime> by_name;
+  for (const auto& [key, t] : s.totals) {
+    KernelTime& k = by_name[{short_name(key.first), key.second}];
     k.calls += t.first;
     k.seconds += double(t.second) * 1e-9;
   }
   std::vector<KernelTime> out;
-  for (auto& [name, k] : by_name) {
-    k.name = name;
+  for (auto& [key, k] : by_name) {
+    k.name = key.first;
+    k.grid = key.second;
     out.push_back(k);
   }
   std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });

@@ -14,6 +14,7 @@ namespace day0 {
 
 struct KernelTime {
   std::string name;  // demangled, without its parameter list
+  std::string grid;  // "XxYxZ" blocks: one row per kernel and grid
   std::int64_t calls = 0;
   double seconds = 0;  // summed device time
 };

@@ -1,6 +1,4 @@
 // Small-M dense linear on tensor cores: see the header for the scheme.
-#include "ops/cuda/linear_small_cuda.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -8,6 +6,8 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/linear_small_cuda.h"
 #include "ops/cuda/mma_sync.cuh"
 
 namespace day0 {
@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
-  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
-    uint4 lo[kInFlight], hi[kInFlight];
+  uint4 lo[kInFlight], hi[kInFlight];
+  auto load_weights = [&](int kb0) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int c = (kb0 + u) * 4 + t;
@@ -96,6 +96,12 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
         hi[u] = load_streaming(w_hi + c);
       }
     }
+  };
+  // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
+  load_weights(warp * kInFlight);
+  begin_dependent_grid();
+  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
+    if (kb0 != warp * kInFlight) load_weights(kb0);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int c = (kb0 + u) * 4 + t;
@@ -144,8 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
 }  // namespace
 
 bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets, std::int64_t max_rows) {
-  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > std::min(max_rows, kLinearSmallMaxSlicedRows) ||
-      x.size(1) % 8 != 0)
+  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > std::min(max_rows, kLinearSmallMaxSlicedRows) || x.size(1) % 8 != 0)
     return false;
   if (targets.empty() || targets.size() > static_cast<size_t>(kLinearSmallMaxTargets)) return false;
   for (const LinearTarget& t : targets)
@@ -193,9 +198,9 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), block(kWarps * 32);
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   if (M <= kTokensPerMma)
-    linear_small_kernel<1><<<grid, block, 0, stream>>>(a);
+    launch_dependent(linear_small_kernel<1>, grid, block, 0, stream, a);
   else
-    linear_small_kernel<2><<<grid, block, 0, stream>>>(a);
+    launch_dependent(linear_small_kernel<2>, grid, block, 0, stream, a);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();
 }

@@ -1,6 +1,4 @@
 // Fused MXFP4 grouped expert matmul and the MoE combine: see the header for the scheme.
-#include "ops/cuda/moe_mxfp4_fused_cuda.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -9,7 +7,9 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
 namespace day0 {
@@ -31,8 +31,7 @@ struct TileLoad {
   std::uint32_t sg, sh;
 };
 
-__device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h,
-                                              int grp) {
+__device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h, int grp) {
   TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
   if (grp < a.groups) {
     l.g = __ldg(a.blocks + base_g + grp);
@@ -53,8 +52,8 @@ __device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp,
   XTile x;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    x.v[i] = live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i)
-                                     : make_uint4(0, 0, 0, 0);
+    x.v[i] =
+        live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
   return x;
 }
 
@@ -98,6 +97,7 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 // by assignment.
 template <int kChunks, bool kSwiglu>
 __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
+  begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
   if (e < 0) return;
@@ -183,14 +183,15 @@ __global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelAr
 template <int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   if (swiglu)
-    mxfp4_grouped_mma_kernel<kChunks, true><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kChunks, true>, grid, kWarps * 32, 0, stream, a);
   else
-    mxfp4_grouped_mma_kernel<kChunks, false><<<grid, kWarps * 32, 0, stream>>>(a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kChunks, false>, grid, kWarps * 32, 0, stream, a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
                                    const float* __restrict__ wts, std::int64_t S, int k, std::int64_t H,
                                    float* __restrict__ out) {
+  begin_dependent_grid();
   const std::int64_t total = S * H;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -251,9 +252,8 @@ Status moe_combine_cuda(const Tensor& y, const Tensor& indices, const Tensor& we
   if (S * H == 0) return Status::success();
   constexpr int kThreads = 256;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((S * H + kThreads - 1) / kThreads, 65536));
-  moe_combine_kernel<<<blocks, kThreads, 0, stream>>>(y.data<float>(), indices.data<std::int32_t>(),
-                                                     weights.data<float>(), S, static_cast<int>(k), H,
-                                                     out.data<float>());
+  launch_dependent(moe_combine_kernel, blocks, kThreads, 0, stream, y.data<float>(), indices.data<std::int32_t>(),
+                   weights.data<float>(), S, static_cast<int>(k), H, out.data<float>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("moe_combine_kernel");
   return Status::success();
 }

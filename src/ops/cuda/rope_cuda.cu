@@ -6,6 +6,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
@@ -32,6 +33,7 @@ __device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, 
 __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int n_heads, int head_dim, int half,
                             float attention_factor) {
+  begin_dependent_grid();
   const int heads_per_pass = blockDim.x / half;
   const int i = threadIdx.x % half, first_head = threadIdx.x / half;
   if (first_head >= heads_per_pass) return;  // the ragged end of the block when blockDim % half != 0
@@ -49,6 +51,7 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
                                      const std::int32_t* __restrict__ slots, std::int64_t n_slots,
                                      float* __restrict__ k_pool, float* __restrict__ v_pool,
                                      std::int32_t* __restrict__ error_flag) {
+  begin_dependent_grid();
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
   const float pos = static_cast<float>(positions[s]);
@@ -111,10 +114,10 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
-  rope_kv_write_kernel<<<static_cast<unsigned>(S), 256, 0, stream>>>(
-      q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(),
-      n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
-      k_pool.data<float>(), v_pool.data<float>(), error_flag.data<std::int32_t>());
+  launch_dependent(rope_kv_write_kernel, static_cast<unsigned>(S), 256, 0, stream, q.data<float>(), k.data<float>(),
+                   v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads,
+                   head_dim, static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
+                   k_pool.data<float>(), v_pool.data<float>(), error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel");
   return Status::success();
 }
@@ -133,9 +136,8 @@ Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, 
   const int h = static_cast<int>(half);
   const int heads_per_pass = std::max(1, std::min(n_heads, 256 / h));
   const int threads = h * heads_per_pass;
-  rope_kernel<<<static_cast<unsigned>(S), threads, 0, stream>>>(x.data<float>(), positions.data<std::int32_t>(),
-                                                                inv_freq.data<float>(), n_heads, head_dim, h,
-                                                                attention_factor);
+  launch_dependent(rope_kernel, static_cast<unsigned>(S), threads, 0, stream, x.data<float>(),
+                   positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, head_dim, h, attention_factor);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kernel");
   return Status::success();
 }

@@ -4,6 +4,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 
 namespace day0 {
 namespace {
@@ -14,12 +15,11 @@ constexpr int kPerLane = kRouterMaxExperts / 32;
 // (value, index) a beats b: larger value, or equal value and lower index. NaN logits are read as -inf
 // (picked last, weight 0; the CPU's sort is unspecified for NaN), so the sentinel (-inf, INT_MAX) loses to
 // every real element and each round finds one.
-__device__ __forceinline__ bool beats(float va, int ia, float vb, int ib) {
-  return va > vb || (va == vb && ia < ib);
-}
+__device__ __forceinline__ bool beats(float va, int ia, float vb, int ib) { return va > vb || (va == vb && ia < ib); }
 
 __global__ void router_topk_softmax_kernel(const float* __restrict__ logits, std::int64_t S, int E, int k,
                                            std::int32_t* __restrict__ indices, float* __restrict__ weights) {
+  begin_dependent_grid();
   const int lane = threadIdx.x % 32;
   const std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   if (s >= S) return;  // whole warps leave together, so the shuffles below stay full-warp
@@ -89,8 +89,9 @@ Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Te
   if (S == 0) return Status::success();
   const std::int64_t blocks = (S + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > 2147483647) return make_error("router_topk_softmax_cuda: too many tokens for one grid");
-  router_topk_softmax_kernel<<<static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream>>>(
-      logits.data<float>(), S, static_cast<int>(E), k, indices.data<std::int32_t>(), weights.data<float>());
+  launch_dependent(router_topk_softmax_kernel, static_cast<unsigned>(blocks), 32 * kWarpsPerBlock, 0, stream,
+                   logits.data<float>(), S, static_cast<int>(E), k, indices.data<std::int32_t>(),
+                   weights.data<float>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("router_topk_softmax_kernel");
   return Status::success();
 }

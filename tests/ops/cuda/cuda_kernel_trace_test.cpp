@@ -29,7 +29,8 @@ TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
   for (const KernelTime& k : *kernels) {
     if (k.name.find("fill_uniform_kernel") == std::string::npos) continue;
     ++found;
-    EXPECT_EQ(k.calls, 3) << k.name;
+    EXPECT_EQ(k.calls, 3) << k.name;  // one grid for the three launches: one row
+    EXPECT_NE(k.grid.find('x'), std::string::npos) << k.grid;
     EXPECT_GT(k.seconds, 0.0) << k.name;
     EXPECT_EQ(k.name.find('('), std::string::npos) << "parameter list not cut: " << k.name;
   }

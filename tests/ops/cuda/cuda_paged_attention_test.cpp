@@ -48,11 +48,10 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
       for (int forced : {1, 0, 3, 16}) {
         auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks);
         AttentionSplit split;
-        split.splits = forced > 0 ? forced
-                                  : attention_splits(sc.q.size(0), c.p, sc.tables.size(1) * c.block_size, 132);
-        SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " d " << c.p.head_dim << " block "
-                                          << c.block_size << " window " << c.p.sliding_window << " sinks " << sinks
-                                          << " splits " << split.splits);
+        split.splits = forced > 0 ? forced : attention_splits(sc.q.size(0), c.p, sc.tables.size(1) * c.block_size, 132);
+        SCOPED_TRACE(::testing::Message()
+                     << "heads " << c.p.n_heads << " d " << c.p.head_dim << " block " << c.block_size << " window "
+                     << c.p.sliding_window << " sinks " << sinks << " splits " << split.splits);
         if (split.splits > 1)
           split.partials = poisoned(*ctx, {attention_partials_floats(sc.q.size(0), c.p, split.splits)}, DType::f32);
         const Tensor got = cudatest::run_paged_attention(*ctx, sc, sinks, split);
@@ -63,9 +62,9 @@ TEST(CudaPagedAttention, matches_the_cpu_reference_for_mixed_batches_block_sizes
 
 TEST(CudaPagedAttention, decode_splits_spread_long_contexts_over_the_sms) {
   const AttentionParams p{64, 8, 64, 0, 0.125f};
-  EXPECT_EQ(attention_splits(1, p, 8192, 132), 9);      // 64 heads: ~4 blocks per SM
-  EXPECT_EQ(attention_splits(1, p, 200, 132), 1);       // one chunk of keys: nothing to split
-  EXPECT_EQ(attention_splits(4096, p, 8192, 132), 1);   // prefill fills the GPU already
+  EXPECT_EQ(attention_splits(1, p, 8192, 132), 64);    // 8 KV-head blocks: ~4 per SM wants 66, 128 keys each
+  EXPECT_EQ(attention_splits(1, p, 200, 132), 1);      // one chunk of keys: nothing to split
+  EXPECT_EQ(attention_splits(4096, p, 8192, 132), 1);  // prefill fills the GPU already
   AttentionParams windowed = p;
   windowed.sliding_window = 128;
   EXPECT_EQ(attention_splits(1, windowed, 8192, 132), 1);  // the window bounds the keys
@@ -108,22 +107,25 @@ TEST(CudaPagedAttention, fixed_length_splits_give_each_query_the_same_bits_whate
   bad.keys_per_split = 256;  // one split: nothing to merge
   Tensor out = poisoned(*ctx, sc.want.shape(), DType::f32);
   PagedKv kv{upload(*ctx, sc.tables), upload(*ctx, sc.q_seq), sc.block_size};
-  const Status st = paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool),
-                                         upload(*ctx, sc.q_pos), kv, upload(*ctx, sc.sinks), p, out, ctx->stream(), bad);
+  const Status st =
+      paged_attention_cuda(upload(*ctx, sc.q), upload(*ctx, sc.k_pool), upload(*ctx, sc.v_pool), upload(*ctx, sc.q_pos),
+                           kv, upload(*ctx, sc.sinks), p, out, ctx->stream(), bad);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("keys_per_split"), std::string::npos) << st.error().message;
 }
 
 TEST(CudaPagedAttention, batched_decode_serves_a_whole_gqa_group_per_block_and_splits_by_those_blocks) {
   const AttentionParams gpt_oss{64, 8, 64, 0, 0.125f};
-  EXPECT_FALSE(attention_reads_kv_once(1, gpt_oss));  // batch 1: a block per head keeps more SMs busy
-  EXPECT_FALSE(attention_reads_kv_once(7, gpt_oss));
+  EXPECT_TRUE(attention_reads_kv_once(1, gpt_oss));  // the group kernel: splits keep the SMs busy
+  EXPECT_TRUE(attention_reads_kv_once(7, gpt_oss));
+  EXPECT_FALSE(attention_reads_kv_once(1, AttentionParams{64, 8, 32, 0, 1.f}));  // head_dim 32: per head below 8
+  EXPECT_TRUE(attention_reads_kv_once(8, AttentionParams{64, 8, 32, 0, 1.f}));
   EXPECT_TRUE(attention_reads_kv_once(8, gpt_oss));
   EXPECT_TRUE(attention_reads_kv_once(64, gpt_oss));
   EXPECT_FALSE(attention_reads_kv_once(64, AttentionParams{4, 2, 16, 0, 1.f}));  // groups of 2: per head
   // 64 queries x 8 KV heads = 512 blocks: 2 splits give ~4 per SM (per-head blocks would need none).
   EXPECT_EQ(attention_splits(64, gpt_oss, 1024, 132), 2);
-  EXPECT_EQ(attention_splits(4, gpt_oss, 1024, 132), 3);  // 256 per-head blocks: (528 + 255) / 256
+  EXPECT_EQ(attention_splits(4, gpt_oss, 1024, 132), 8);  // 32 blocks want 17 splits; 1,024 keys make 8 chunks
 }
 
 TEST(CudaPagedAttention, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_queries) {

@@ -1,0 +1,40 @@
+// Decode-shaped attention for GQA groups of 8 query heads (gpt-oss: 64 over 8) and head_dim 64 or 128: one block
+// of 128 threads per (query, KV head, split) serves the whole group, so each key and value row is read once. Per
+// chunk of 128 keys: one thread per key scores it for the 8 heads (its row read whole, q from shared memory); one
+// warp per 2 heads takes the chunk's max and sum with shuffles (the online softmax state lives in shared memory);
+// then 8 lanes of keys x 16 slices of the value row accumulate all 8 heads (each value row read once, loads of
+// many keys in flight per thread), summed over the key lanes in a fixed order at the end. Numerics: f32
+// throughout, as the per-head kernel, in another summation order. Splits leave partials for the merge kernel in
+// attention_cuda.cu's layout.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "ops/cuda/attention_keys.cuh"
+#include "ops/ops.h"
+
+namespace day0 {
+
+// The group size and head dims the kernel takes.
+bool attention_group_fits(const AttentionParams& p);
+
+// Arguments as attention_cuda / paged_attention_cuda after their checks (device pointers; T key rows in k, v).
+struct AttentionGroupArgs {
+  const float *q, *k, *v;
+  const std::int32_t* q_pos;
+  const void* sinks;  // added here only without splits (the merge adds it otherwise)
+  int sink_kind;
+  float* out;
+  int S, T;
+  KeyLayout layout;
+  int splits;          // >= 1
+  int keys_per_split;  // 0: shared out; > 0: fixed length (AttentionSplit)
+  float* partials;     // splits > 1: [S * n_heads * splits][head_dim + 2]
+};
+
+Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream);
+
+}  // namespace day0

@@ -1,0 +1,49 @@
+// Programmatic dependent launch (sm_90): a kernel launched through launch_dependent may be scheduled while the
+// kernel before it in the stream still runs, so the launch latency between the ~20 small kernels of a decode layer
+// overlaps the work before them (inside step graphs too, as programmatic edges). Such a kernel must call
+// begin_dependent_grid() before it reads anything an earlier kernel wrote or writes anything an earlier kernel
+// reads; loads of what no kernel writes during a step (weights) may come before it. The call also lets the next
+// dependent kernel be scheduled. Kernels launched the ordinary way ignore both.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace day0 {
+
+// Process-wide switch (on by default); CudaOps sets it from BackendOptions::dependent_launch.
+void set_dependent_launch(bool on);
+bool dependent_launch_enabled();
+
+// cudaLaunchKernelEx with the programmatic-serialization attribute when the switch is on (an ordinary launch
+// otherwise); the launcher checks the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
+  // The result also lands in cudaGetLastError, which the launchers read.
+  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+#ifdef __CUDACC__
+// Waits until the kernels before this one have finished and their writes are visible, then lets the next dependent
+// kernel be scheduled (its blocks wait in turn). Every thread calls it, before its first dependent access.
+__device__ __forceinline__ void begin_dependent_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#endif
+
+}  // namespace day0
