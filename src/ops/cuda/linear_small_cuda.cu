@@ -59,8 +59,10 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // kTiles MMAs of 8 tokens: M <= 8 kTiles. Lane (g, t) of a warp owns, in every 32-wide k block, the 8 contiguous
 // values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
 // the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
+// Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
+// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80).
 template <int kTiles>
-__global__ void __launch_bounds__(kWarps * 32) linear_small_kernel(Args a) {
+__global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 4 : 3) linear_small_kernel(Args a) {
   Target tg = a.t[0];
 #pragma unroll
   for (int i = 1; i < kLinearSmallMaxTargets; ++i)

@@ -95,8 +95,10 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 // kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
 // round and issues all their loads before it decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows
 // by assignment.
+// Registers capped at 64 for up to 16 tokens a pass: 8 CTAs per SM (6-7 at 72-80 uncapped), more weight loads in
+// flight and the down projection's 720 decode CTAs in one wave (ptxas: no spills). 32 tokens: 5 (96 registers).
 template <int kChunks, bool kSwiglu>
-__global__ void __launch_bounds__(kWarps * 32) mxfp4_grouped_mma_kernel(KernelArgs a) {
+__global__ void __launch_bounds__(kWarps * 32, kChunks <= 2 ? 8 : 5) mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
