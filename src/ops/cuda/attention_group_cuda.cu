@@ -1,9 +1,10 @@
 // GQA-group decode attention: see the header for the scheme.
+#include "ops/cuda/attention_group_cuda.h"
+
 #include <cmath>
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
-#include "ops/cuda/attention_group_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
@@ -38,6 +39,9 @@ __global__ void __launch_bounds__(kThreads)
   const bool split = a.splits > 1;
   auto part_of = [&](int g) { return a.partials + ((s * n_heads + h0 + g) * a.splits + blockIdx.y) * (kD + 2); };
 
+  // The query rows go to shared memory while the position and table are checked (their loads overlap); the
+  // check's barrier orders them before use.
+  for (int i = tid; i < kG * kD; i += kThreads) qs[i / kD][i % kD] = a.q[s * q_width + h0 * kD + i];
   const int pos = a.q_pos[s];
   const KeyLayout& L = a.layout;
   const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
@@ -53,7 +57,6 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const KeySpan keys = split_keys(pos, window, a.splits, a.keys_per_split, kChunk, blockIdx.y);
-  for (int i = tid; i < kG * kD; i += kThreads) qs[i / kD][i % kD] = a.q[s * q_width + h0 * kD + i];
   if (tid < kG) {
     // Without splits the sink starts the running max and adds exp(sink - m) = 1 to the sum; with them, the merge.
     const bool sink = a.sink_kind != kNoSink && !split;
@@ -68,7 +71,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int x = 0; x < kDims; ++x) acc[g][x] = 0.f;
-  __syncthreads();  // qs, m_s, l_s ready
+  __syncthreads();  // m_s, l_s ready
 
   for (int c0 = keys.lo; c0 <= keys.hi; c0 += kChunk) {
     const int n = min(kChunk, keys.hi - c0 + 1);
@@ -128,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int x = 0; x < kDims; ++x) acc[g][x] *= c;
     }
     // Values: this thread's slice of rows key_lane, key_lane + 8, ... for all 8 heads.
-#pragma unroll 4
+#pragma unroll 8
     for (int j = key_lane; j < n; j += kKeyLanes) {
       const float4* vr = reinterpret_cast<const float4*>(vbase + rows[j] * kv_width);
       float4 vv[kVec];

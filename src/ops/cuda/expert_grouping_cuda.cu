@@ -1,11 +1,12 @@
 // group_by_expert_cuda: see the header.
+#include "ops/cuda/expert_grouping_cuda.h"
+
 #include <climits>
 #include <string>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/expert_grouping_cuda.h"
 
 namespace day0 {
 namespace {

@@ -1,4 +1,6 @@
 // Small-M dense linear on tensor cores: see the header for the scheme.
+#include "ops/cuda/linear_small_cuda.h"
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -7,7 +9,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/linear_small_cuda.h"
+#include "ops/cuda/l2_prefetch.cuh"
 #include "ops/cuda/mma_sync.cuh"
 
 namespace day0 {
@@ -99,7 +101,10 @@ __global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 4 : 3) linear_small
       }
     }
   };
-  // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
+  // No kernel writes weights during a step: the CTA's whole slice is asked into L2 and the first round's loads go
+  // out before waiting for the kernel before.
+  if (threadIdx.x < kRowsPerCta && blockIdx.y == 0 && row0 + threadIdx.x < tg.n)  // one row per lane
+    prefetch_l2(tg.w + static_cast<std::int64_t>(row0 + threadIdx.x) * a.k, std::uint64_t{2} * a.k);
   load_weights(warp * kInFlight);
   begin_dependent_grid();
   for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {

@@ -43,8 +43,9 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restric
   for (int h = first_head; h < n_heads; h += heads_per_pass) rotate_pair(row + h * head_dim, i, half, c, sn);
 }
 
-// One block per token: cos and sin once per lane pair (shared), q's and k's heads rotated in place, then the
-// token's k and v rows copied into its pool slot (a slot outside the pool is skipped and raises error_flag).
+// One block per (token, KV head): cos and sin once per lane pair (shared), the KV head's k and its group's q heads
+// rotated in place, then the head's slice of the k and v rows copied into the token's pool slot (a slot outside the
+// pool is skipped and raises error_flag). Blocks per KV head: decode's single token spreads over 8 SMs, not 1.
 __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
                                      const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                                      int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
@@ -54,29 +55,28 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   begin_dependent_grid();
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
+  const int kvh = blockIdx.y, group = n_heads / n_kv_heads;
   const float pos = static_cast<float>(positions[s]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(pos, inv_freq[i], attention_factor, cs[i], sn[i]);
   __syncthreads();
-  float* qr = q + s * n_heads * head_dim;
-  for (int p = threadIdx.x; p < n_heads * half; p += blockDim.x) {
+  float* qr = q + (s * n_heads + static_cast<std::int64_t>(kvh) * group) * head_dim;
+  for (int p = threadIdx.x; p < group * half; p += blockDim.x) {
     const int i = p % half;
     rotate_pair(qr + (p / half) * head_dim, i, half, cs[i], sn[i]);
   }
   const std::int64_t width = static_cast<std::int64_t>(n_kv_heads) * head_dim;
-  float* kr = k + s * width;
-  for (int p = threadIdx.x; p < n_kv_heads * half; p += blockDim.x) {
-    const int i = p % half;
-    rotate_pair(kr + (p / half) * head_dim, i, half, cs[i], sn[i]);
-  }
-  __syncthreads();  // the rotated k row (global, this block's) is complete before it is copied
+  const std::int64_t col0 = static_cast<std::int64_t>(kvh) * head_dim;  // this head's slice of a k / v row
+  float* kr = k + s * width + col0;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) rotate_pair(kr, i, half, cs[i], sn[i]);
+  __syncthreads();  // the rotated k slice (global, this block's) is complete before it is copied
   const std::int64_t slot = slots[s];
   if (slot < 0 || slot >= n_slots) {
     if (threadIdx.x == 0) *error_flag = 1;
     return;
   }
-  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    k_pool[slot * width + c] = kr[c];
-    v_pool[slot * width + c] = v[s * width + c];
+  for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
+    k_pool[slot * width + col0 + c] = kr[c];
+    v_pool[slot * width + col0 + c] = v[s * width + col0 + c];
   }
 }
 
@@ -114,10 +114,15 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
-  launch_dependent(rope_kv_write_kernel, static_cast<unsigned>(S), 256, 0, stream, q.data<float>(), k.data<float>(),
-                   v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads,
-                   head_dim, static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
-                   k_pool.data<float>(), v_pool.data<float>(), error_flag.data<std::int32_t>());
+  if (n_heads % n_kv_heads != 0)
+    return make_error(std::string(op) + ": n_heads must be a multiple of n_kv_heads, got " + std::to_string(n_heads) +
+                      " and " + std::to_string(n_kv_heads));
+  if (n_kv_heads > 65535) return make_error(std::string(op) + ": more than 65535 KV heads");
+  launch_dependent(rope_kv_write_kernel, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256, 0,
+                   stream, q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(),
+                   inv_freq.data<float>(), n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
+                   slots.data<std::int32_t>(), n_slots, k_pool.data<float>(), v_pool.data<float>(),
+                   error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel");
   return Status::success();
 }

@@ -2,8 +2,6 @@
 // residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU, and the
 // benchmarks' uniform fill. Outputs are NaN-poisoned before each launch,
 // so an element a kernel fails to write fails the comparison. Skipped visibly without a GPU.
-#include "ops/cuda/cuda_kernels.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/random_fill_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/rope.h"
@@ -67,8 +66,8 @@ TEST(CudaKernels, embedding_clamps_an_out_of_range_id_and_raises_the_error_flag)
   std::mt19937 rng(1002);
   const Tensor table = to_bf16(random_f32({5, 16}, rng));
   Tensor d_out = poisoned(*ctx, {3, 16}, DType::f32), flag = zeroed(*ctx, {1}, DType::i32);
-  D0_ASSERT_OK(
-      embedding_cuda(upload(*ctx, table), upload(*ctx, optest::i32_tensor({1, 7, -2})), d_out, flag, ctx->stream()));
+  D0_ASSERT_OK(embedding_cuda(upload(*ctx, table), upload(*ctx, optest::i32_tensor({1, 7, -2})), d_out, flag,
+                              ctx->stream()));
   EXPECT_EQ(download_flag(*ctx, flag), 1);
   const Tensor got = download(*ctx, d_out);
   EXPECT_EQ(count_nan(got), 0);  // clamped rows are still written: no garbage flows on
@@ -78,8 +77,7 @@ TEST(CudaKernels, embedding_clamps_an_out_of_range_id_and_raises_the_error_flag)
 
 TEST(CudaKernels, embedding_rejects_host_tensors_with_a_message_naming_the_argument) {
   // No device needed: validation happens before any CUDA call.
-  Tensor table = Tensor::zeros({4, 8}, DType::bf16), ids = optest::i32_tensor({0}),
-         out = Tensor::zeros({1, 8}, DType::f32);
+  Tensor table = Tensor::zeros({4, 8}, DType::bf16), ids = optest::i32_tensor({0}), out = Tensor::zeros({1, 8}, DType::f32);
   Tensor flag = Tensor::zeros({1}, DType::i32);
   const Status st = embedding_cuda(table, ids, out, flag, nullptr);
   ASSERT_FALSE(st.ok());
@@ -104,8 +102,8 @@ TEST(CudaKernels, rms_norm_with_residual_matches_cpu_add_then_rms_norm) {
           D0_ASSERT_OK(cpu.add(x_ref, y));
           D0_ASSERT_OK(cpu.rms_norm(x_ref, w, 1e-5f, plus_one, want));
           Tensor d_x = upload(*ctx, x), d_out = poisoned(*ctx, {S, H}, DType::f32);
-          D0_ASSERT_OK(
-              rms_norm_residual_cuda(d_x, upload(*ctx, y), upload(*ctx, w), 1e-5f, plus_one, d_out, ctx->stream()));
+          D0_ASSERT_OK(rms_norm_residual_cuda(d_x, upload(*ctx, y), upload(*ctx, w), 1e-5f, plus_one, d_out,
+                                              ctx->stream()));
           // The residual sum is one f32 add on both sides: exact.
           EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(x_ref), 0, 0)) << "x, H " << H << " S " << S;
           // The sum of squares is reduced in another order (tree vs sequential): a few f32 ulps, ~sqrt(H) eps.
@@ -167,10 +165,7 @@ TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dim
   ASSERT_TRUE(ctx);
   std::mt19937 rng(1006);
   CpuOps cpu;
-  struct Case {
-    int n_heads, head_dim, rotary_dim;
-    float attention_factor;
-  };
+  struct Case { int n_heads, head_dim, rotary_dim; float attention_factor; };
   // gpt-oss: 64 heads x 64, YaRN factor 32 (attention factor ~1.35); a partial rotary dim; an odd head count.
   for (const Case c : {Case{64, 64, 64, 1.3465736f}, Case{8, 64, 64, 1.f}, Case{3, 80, 32, 1.f}})
     for (std::int64_t S : {1, 3, 64}) {
@@ -182,8 +177,8 @@ TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dim
       Tensor want = x.clone();
       D0_ASSERT_OK(cpu.rope(want, c.n_heads, c.head_dim, positions, inv, c.attention_factor));
       Tensor d_x = upload(*ctx, x);
-      D0_ASSERT_OK(rope_cuda(d_x, c.n_heads, c.head_dim, upload(*ctx, positions), upload(*ctx, inv), c.attention_factor,
-                             ctx->stream()));
+      D0_ASSERT_OK(rope_cuda(d_x, c.n_heads, c.head_dim, upload(*ctx, positions), upload(*ctx, inv),
+                             c.attention_factor, ctx->stream()));
       // Same f32 angle, double cos/sin, no FMA contraction: equal unless libm and CUDA's double cos differ in
       // the last double ulp and that flips the float rounding; 1e-6 relative covers that one-ulp case.
       EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(want), 1e-6, 1e-6))
@@ -198,10 +193,7 @@ TEST(CudaKernels, rope_kv_write_rotates_q_and_k_as_rope_and_writes_k_v_into_thei
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(1009);
-  struct Case {
-    int n_heads, n_kv_heads, head_dim, rotary_dim;
-    float attention_factor;
-  };
+  struct Case { int n_heads, n_kv_heads, head_dim, rotary_dim; float attention_factor; };
   for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}}) {
     const Tensor inv = inv_freq_table(c.rotary_dim);
     const std::int64_t S = 3, qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
@@ -266,9 +258,9 @@ TEST(CudaKernels, fill_uniform_is_uniform_in_range_and_repeatable_per_seed) {
       sum += v;
       abs_sum += std::fabs(v);
     }
-    EXPECT_LT(std::fabs(sum / 4096), 0.05 * scale);          // mean 0 (sd of the mean ~0.009 scale)
+    EXPECT_LT(std::fabs(sum / 4096), 0.05 * scale);           // mean 0 (sd of the mean ~0.009 scale)
     EXPECT_NEAR(abs_sum / 4096, 0.5 * scale, 0.05 * scale);  // E|U(-s, s)| = s / 2
-    EXPECT_LT(same_as_other_seed, 400);                      // fp8 ties are common, not the rule
+    EXPECT_LT(same_as_other_seed, 400);                       // fp8 ties are common, not the rule
   }
 }
 
