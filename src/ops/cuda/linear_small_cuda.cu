@@ -9,7 +9,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/l2_prefetch.cuh"
 #include "ops/cuda/mma_sync.cuh"
 
 namespace day0 {
@@ -101,10 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 4 : 3) linear_small
       }
     }
   };
-  // No kernel writes weights during a step: the CTA's whole slice is asked into L2 and the first round's loads go
-  // out before waiting for the kernel before.
-  if (threadIdx.x < kRowsPerCta && blockIdx.y == 0 && row0 + threadIdx.x < tg.n)  // one row per lane
-    prefetch_l2(tg.w + static_cast<std::int64_t>(row0 + threadIdx.x) * a.k, std::uint64_t{2} * a.k);
+  // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
   load_weights(warp * kInFlight);
   begin_dependent_grid();
   for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {

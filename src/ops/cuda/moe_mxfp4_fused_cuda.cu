@@ -10,7 +10,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/l2_prefetch.cuh"
 #include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
@@ -110,11 +109,6 @@ __global__ void __launch_bounds__(kWarps * 32, kChunks <= 2 ? 8 : 5) mxfp4_group
   const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
   const std::int64_t base_g = expert_base + static_cast<std::int64_t>(row0 + g) * a.groups;
   const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
-  if (threadIdx.x == 0) {  // the CTA's 16 rows (contiguous) asked into L2 at once: all their bytes in flight
-    const std::int64_t first = expert_base + static_cast<std::int64_t>(row0) * a.groups;
-    prefetch_l2(a.blocks + first, static_cast<std::uint64_t>(kRowsPerCta) * a.groups * sizeof(uint4));
-    prefetch_l2(a.scales + first, static_cast<std::uint64_t>(kRowsPerCta) * a.groups);
-  }
   const int in = a.groups * 32;
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
   const int first = warp * kInFlight;
