@@ -12,23 +12,23 @@ namespace day0::app {
 // Which backend runs the model and how it reserves memory (run, compare).
 struct BackendCliOptions {
   std::string backend = "cpu";
-  std::string expert_compute = "bf16";                    // cuda: dtype the routed MXFP4 experts are converted to
-  double memory_fraction = 0.92;                          // cuda: share of the GPU's memory taken at start-up
-  std::int64_t max_step_tokens = 2048;                    // tokens per forward step (longer prompts prefill in chunks)
+  std::string expert_compute = "bf16";  // cuda: dtype the routed MXFP4 experts are converted to
+  double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
+  std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
   std::int64_t fused_moe_tokens = std::int64_t{1} << 20;  // cuda: MoE calls up to this many tokens read MXFP4
                                                           // directly (0: never)
-  bool f32_attention = false;                             // cuda: no TF32 tensor cores in prefill attention
-  bool batch_invariant = false;      // cuda: a token's result independent of its step (BackendOptions)
-  bool no_dependent_launch = false;  // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
-  std::int64_t graph_batch = 64;     // cuda: decode steps up to this many sequences replay step graphs (0: off)
-  bool profile = false;              // time each part of a layer on the device's clock (no step graphs)
+  bool f32_attention = false;           // cuda: no TF32 tensor cores in prefill attention
+  bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
+  bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
+  std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
+  bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)
 };
 
 struct InspectOptions {
   std::string dir;
   std::string backend = "cpu";
   std::string expert_compute = "bf16";  // cuda plan: the workspace's dtype
-  PromptOptions prompt;                 // optional: show how a prompt tokenizes
+  PromptOptions prompt;  // optional: show how a prompt tokenizes
 };
 int inspect(const InspectOptions& o);
 
@@ -82,9 +82,9 @@ struct ServeCommandOptions {
   std::uint64_t kv_memory = 0;          // > 0: size the pool from this many bytes instead
   std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
   bool no_prefix_caching = false;
-  std::string api_key;                          // also DAY0_API_KEY
+  std::string api_key;                  // also DAY0_API_KEY
   std::vector<std::string> served_model_names;  // default: the directory's name
-  std::string chat_template;                    // a Jinja file replacing the model's (or supplying a missing one)
+  std::string chat_template;            // a Jinja file replacing the model's (or supplying a missing one)
   int max_connections = 256;
   std::size_t max_body_bytes = 8u << 20;
   double drain_timeout_s = 30;
@@ -98,7 +98,7 @@ struct BenchOptions {
   std::vector<std::int64_t> batches = {1, 8, 32, 128};
   std::vector<std::int64_t> contexts = {1024, 8192};
   int decode_steps = 16;
-  std::string json;        // also write the figures here
+  std::string json;  // also write the figures here
   bool synthetic = false;  // random weights made in memory from DIR/config.json (no checkpoint read)
 };
 int bench(const BenchOptions& o);
@@ -111,12 +111,12 @@ struct BenchMoeOptions {
 int bench_moe(const BenchMoeOptions& o);
 
 struct ConvertCommandOptions {
-  std::string src;  // MXFP4 checkpoint directory
+  std::string src;      // MXFP4 checkpoint directory
   std::string outdir;
   std::string experts;  // bf16 or fp8
   std::uint64_t shard_bytes = 5'000'000'000;
-  int threads = 0;     // 0: all cores
-  bool force = false;  // replace the checkpoint files of a non-empty OUTDIR
+  int threads = 0;      // 0: all cores
+  bool force = false;   // replace the checkpoint files of a non-empty OUTDIR
 };
 int convert(const ConvertCommandOptions& o);
 

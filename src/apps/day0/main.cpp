@@ -2,8 +2,8 @@
 // tokenize, synth, convert, bench, bench-moe, serve.
 #include <CLI/CLI.hpp>
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
+#include <cstdint>
 #include <exception>
 #include <limits>
 
@@ -28,12 +28,12 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                   "cuda: MoE steps of at most this many tokens read MXFP4 experts directly (0: convert + GEMM)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_flag("--f32-attention", o.f32_attention,
-                "cuda: prefill attention in f32 on CUDA cores (default: TF32 tensor cores from 64 query rows)");
+               "cuda: prefill attention in f32 on CUDA cores (default: TF32 tensor cores from 64 query rows)");
   cmd->add_flag("--batch-invariant", o.batch_invariant,
-                "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
-                "batched; slower prefill; MXFP4 experts with bf16 compute)");
+               "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
+               "batched; slower prefill; MXFP4 experts with bf16 compute)");
   cmd->add_flag("--no-dependent-launch", o.no_dependent_launch,
-                "cuda: launch kernels the ordinary way (default: each may start while the one before finishes)");
+               "cuda: launch kernels the ordinary way (default: each may start while the one before finishes)");
   cmd->add_option("--graph-batch", o.graph_batch,
                   "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));
@@ -137,9 +137,7 @@ int main(int argc, char** argv) {
 
   day0::app::BenchMoeOptions bench_moe;
   auto* bm = app.add_subcommand("bench-moe", "Time the MoE expert kernels at gpt-oss-20b/120b shapes (needs a GPU)");
-  bm->add_option("--tokens", bench_moe.tokens, "Token counts to time")
-      ->delimiter(',')
-      ->expected(1, 16)
+  bm->add_option("--tokens", bench_moe.tokens, "Token counts to time")->delimiter(',')->expected(1, 16)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
   bm->add_option("--arena-gib", bench_moe.arena_gib, "GPU memory to take (GiB)")->check(CLI::Range(1.0, 1024.0));
   bm->add_option("--json", bench_moe.json, "Also write the figures to this JSON file");

@@ -1,6 +1,8 @@
-// Attention on the GPU: one block of 128 threads per (query, head), or per (query, head, split) when few pairs
-// would leave the SMs idle (decode): each split takes a contiguous share of the keys and a merge kernel combines
-// them (flash-decoding). Keys come from a contiguous [T, kv_width] matrix, or from a paged pool through the
+// Attention on the GPU, for the head layouts the GQA-group kernel (attention_group_cuda.cu) does not take and the
+// steps the tensor-core kernel does not: one block of 128 threads per (query, head), or per (query, head, split)
+// when few pairs would leave the SMs idle (decode): each split takes a contiguous share of the keys and a merge
+// kernel (used by the group kernel too) combines them (flash-decoding). Keys come from a contiguous [T, kv_width]
+// matrix, or from a paged pool through the
 // query's block table (row of position t = table[t / block_size] * block_size + t % block_size); kv_write_cuda
 // scatters new rows into such a pool. The query row sits in shared memory; the allowed keys are walked in chunks
 // of 128. Per chunk, each thread takes one key and forms its dot product over its whole row (independent loads,

@@ -18,12 +18,9 @@ namespace day0 {
 
 OpEntry cuda_op_entry(OpKind kind) {
   switch (kind) {
-    case OpKind::lm_head:
-      return OpEntry::composed;  // linear without bias
-    case OpKind::count_:
-      return OpEntry::missing;
-    default:
-      return OpEntry::native;
+    case OpKind::lm_head: return OpEntry::composed;  // linear without bias
+    case OpKind::count_: return OpEntry::missing;
+    default: return OpEntry::native;
   }
 }
 
@@ -81,10 +78,9 @@ CudaOps::~CudaOps() {
 
 Status CudaOps::plan(const OpsPlan& plan) {
   if (plan.n_experts == 0) return Status::success();
-  MoeWorkspaceShape shape{plan.n_experts,       plan.top_k,
-                          plan.hidden,          plan.intermediate,
-                          plan.max_step_tokens, options_.expert_compute,
-                          plan.expert_storage,  options_.fused_moe_max_tokens};
+  MoeWorkspaceShape shape{plan.n_experts,         plan.top_k,    plan.hidden,
+                          plan.intermediate,       plan.max_step_tokens, options_.expert_compute,
+                          plan.expert_storage,    options_.fused_moe_max_tokens};
   if (options_.batch_invariant) {  // one MoE kernel for every step size: the fused MXFP4 one
     if (plan.expert_storage != ExpertStorage::mxfp4 || options_.expert_compute != ExpertCompute::bf16)
       return make_error("cuda: batch-invariant mode needs MXFP4 experts computed in bf16, got " +
@@ -104,8 +100,8 @@ Status CudaOps::plan(const OpsPlan& plan) {
 // Dense float matrices become bf16 (what the GEMMs take); expert storage (MXFP4 bytes, stored bf16 / fp8 values
 // and their f32 row scales), vectors (norms, biases, sinks) and everything else keep their stored dtype.
 static DType placed_dtype(const Tensor& t, bool expert) {
-  const bool float_matrix =
-      t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f16);
+  const bool float_matrix = t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 &&
+                            (t.dtype() == DType::f32 || t.dtype() == DType::f16);
   return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
@@ -192,8 +188,7 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
     return make_error("cuda copy: source " + shape_to_string(src.shape()) + " and destination " +
                       shape_to_string(dst.shape()) + " must be contiguous cuda tensors of one shape and dtype");
   if (src.nbytes() == 0) return Status::success();
-  D0_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
   return Status::success();
 }
 
@@ -203,14 +198,12 @@ Status CudaOps::synchronize() {
   std::int32_t flags[2] = {0, 0};
   D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
   if (moe_)
-    D0_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
-    return make_error(flags[0]
-                          ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
-                          : "cuda: an expert id outside [0, E) reached the MoE kernels");
+    return make_error(flags[0] ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
+                               : "cuda: an expert id outside [0, E) reached the MoE kernels");
   }
   return Status::success();
 }
