@@ -153,12 +153,6 @@ class Ops {
     }
     return Status::success();
   }
-  // The MoE router: logits = linear(x, w, bias), then router_topk_softmax; a backend may fuse the two.
-  virtual Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
-                        Tensor& weights) {
-    D0_RETURN_IF_ERROR(linear(x, w, bias, logits));
-    return router_topk_softmax(logits, k, indices, weights);
-  }
   // In place on x [S, n_heads * head_dim]: half-split rotation of the first rotary_dim lanes per head;
   // inv_freq f32 [rotary_dim / 2] in backend memory (see rope_inv_freq).
   virtual Status rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,

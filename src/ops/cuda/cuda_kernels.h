@@ -46,15 +46,6 @@ inline constexpr int kRouterMaxK = 8;
 inline constexpr int kRouterMaxExperts = 256;
 Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Tensor& weights, cudaStream_t stream);
 
-// The router's linear and the top-k softmax in one launch for up to 32 experts (a warp each, one block per token):
-// logits[s] = x[s] . w^T + bias in f32 sums of f32 x and bf16 w widened (CpuOps::linear's operands, in another
-// order), then as router_topk_softmax_cuda. x f32 [S, K] (K % 8 == 0, 16-byte aligned), w bf16 [E, K], bias
-// f32/bf16 [E] or undefined, logits f32 [S, E] (written too). A token's result does not depend on S.
-inline constexpr int kRouterFusedMaxExperts = 32;
-bool router_fused_fits(const Tensor& x, const Tensor& w, std::int64_t max_tokens);
-Status router_fused_cuda(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
-                         Tensor& weights, cudaStream_t stream);
-
 // Online MXFP4 -> BF16 of the selected experts only (w stored as mxfp4): workspace[j] = decode(w[expert_ids[j]]),
 // with expert_ids i32 [n] on the device and workspace bf16 [n, out, in]. Bit-exact with mxfp4_decode_row_bf16.
 // An id outside [0, E) is clamped (no out-of-bounds read) and sets error_flag (i32 [1]) to 1, as embedding.

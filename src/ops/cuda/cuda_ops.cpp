@@ -423,18 +423,6 @@ Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices
   return router_topk_softmax_cuda(logits, k, indices, weights, ctx_->stream());
 }
 
-// Decode-sized steps (and every step in batch-invariant mode, where a token's logits must not depend on the step):
-// one fused launch. Larger steps: the GEMM path, then top-k.
-Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
-                       Tensor& weights) {
-  constexpr std::int64_t kFusedMaxTokens = 64;
-  const std::int64_t max_tokens =
-      options_.batch_invariant ? std::numeric_limits<std::int64_t>::max() : kFusedMaxTokens;
-  if (router_fused_fits(x, w, max_tokens))
-    return router_fused_cuda(x, w, bias, k, logits, indices, weights, ctx_->stream());
-  return Ops::router(x, w, bias, k, logits, indices, weights);
-}
-
 Status CudaOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) {
   return swiglu_clamped_cuda(gate_up, p, out, ctx_->stream());
 }

@@ -70,8 +70,6 @@ class CudaOps final : public Ops {
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
-  Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
-                Tensor& weights) override;
   Status expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) override;
   Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) override;
   Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,

@@ -2,7 +2,6 @@
 // MXFP4 -> BF16 conversion of selected experts (bit-exact against mxfp4_decode_row_bf16). Skipped without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -54,78 +53,6 @@ TEST(CudaRouter, topk_softmax_matches_the_cpu_reference_including_lowest_index_f
           EXPECT_TRUE(all_close(download(*ctx, d_w), to_double(want_w), 1e-6, 1e-7))
               << "E " << E << " k " << k << " S " << S;
         }
-}
-
-// The fused router (linear + top-k in one launch) against CpuOps::linear for the logits (f32 sums of the same
-// operands in another order), and the top-k of its own logits against CpuOps::router_topk_softmax exactly; a
-// token's row is the same to the bit whatever the other tokens of the call.
-TEST(CudaRouter, fused_router_matches_the_cpu_linear_then_top_k_and_ignores_the_other_tokens) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  auto ctx = make_context();
-  ASSERT_TRUE(ctx);
-  std::mt19937 rng(2002);
-  CpuOps cpu;
-  enum class Bias { none, f32, bf16 };
-  for (std::int64_t K : {64, 2880})
-    for (std::int64_t E : {7, 32})
-      for (int k : {1, 4})
-        for (Bias b : {Bias::none, Bias::f32, Bias::bf16}) {
-          const std::int64_t S = 5;
-          SCOPED_TRACE(::testing::Message() << "K " << K << " E " << E << " k " << k << " bias " << int(b));
-          const Tensor x = random_f32({S, K}, rng, -1.f, 1.f);
-          const Tensor w = optest::to_bf16(random_f32({E, K}, rng, -1.f, 1.f));
-          Tensor bias;
-          if (b != Bias::none) bias = random_f32({E}, rng, -2.f, 2.f);
-          if (b == Bias::bf16) bias = optest::to_bf16(bias);
-          Tensor want = Tensor::zeros({S, E}, DType::f32);
-          D0_ASSERT_OK(cpu.linear(x, w, bias, want));
-          const Tensor d_x = upload(*ctx, x), d_w = upload(*ctx, w);
-          const Tensor d_bias = bias.defined() ? upload(*ctx, bias) : Tensor();
-          ASSERT_TRUE(router_fused_fits(d_x, d_w, S));
-          Tensor d_logits = poisoned(*ctx, {S, E}, DType::f32);
-          Tensor d_i = poisoned(*ctx, {S, k}, DType::i32), d_wt = poisoned(*ctx, {S, k}, DType::f32);
-          D0_ASSERT_OK(router_fused_cuda(d_x, d_w, d_bias, k, d_logits, d_i, d_wt, ctx->stream()));
-          const Tensor logits = download(*ctx, d_logits), got_i = download(*ctx, d_i), got_w = download(*ctx, d_wt);
-          // |logit| up to ~50 from 2,880 products: f32 sums in two orders differ by a few ulps of the partial sums.
-          EXPECT_TRUE(all_close(logits, to_double(want), 1e-5, 1e-4));
-          Tensor want_i = Tensor::zeros({S, k}, DType::i32), want_w = Tensor::zeros({S, k}, DType::f32);
-          D0_ASSERT_OK(cpu.router_topk_softmax(logits, k, want_i, want_w));
-          for (std::int64_t i = 0; i < S * k; ++i)
-            ASSERT_EQ(got_i.data<std::int32_t>()[i], want_i.data<std::int32_t>()[i]) << i;
-          // As the top-k test above: expf's last ulps.
-          EXPECT_TRUE(all_close(got_w, to_double(want_w), 1e-6, 1e-7));
-          // Token 2 alone: the same bits as among five.
-          Tensor one_x = Tensor::zeros({1, K}, DType::f32);
-          for (std::int64_t i = 0; i < K; ++i) one_x.data<float>()[i] = x.data<float>()[2 * K + i];
-          Tensor d_l1 = poisoned(*ctx, {1, E}, DType::f32);
-          Tensor d_i1 = poisoned(*ctx, {1, k}, DType::i32), d_w1 = poisoned(*ctx, {1, k}, DType::f32);
-          D0_ASSERT_OK(router_fused_cuda(upload(*ctx, one_x), d_w, d_bias, k, d_l1, d_i1, d_w1, ctx->stream()));
-          const Tensor l1 = download(*ctx, d_l1), w1 = download(*ctx, d_w1);
-          EXPECT_EQ(std::memcmp(l1.raw(), logits.data<float>() + 2 * E, E * sizeof(float)), 0);
-          EXPECT_EQ(std::memcmp(w1.raw(), got_w.data<float>() + 2 * k, k * sizeof(float)), 0);
-        }
-}
-
-TEST(CudaRouter, the_fused_router_takes_up_to_32_experts_and_rows_of_a_multiple_of_8) {
-  // Validation only: no device needed, nothing is launched.
-  static float buffer[64 * 40];
-  auto fake = [](const Shape& shape, DType dtype) {
-    return Tensor::borrow(buffer, shape, dtype, nullptr, Device::cuda);
-  };
-  Tensor idx = fake({1, 4}, DType::i32), wt = fake({1, 4}, DType::f32);
-  Tensor logits33 = fake({1, 33}, DType::f32);
-  const Status many = router_fused_cuda(fake({1, 64}, DType::f32), fake({33, 64}, DType::bf16), Tensor(), 4, logits33,
-                                        idx, wt, nullptr);
-  ASSERT_FALSE(many.ok());
-  EXPECT_TRUE(optest::contains(many.error().message, "33 experts")) << many.error().message;
-  Tensor logits = fake({1, 32}, DType::f32);
-  const Status odd =
-      router_fused_cuda(fake({1, 60}, DType::f32), fake({32, 60}, DType::bf16), Tensor(), 4, logits, idx, wt, nullptr);
-  ASSERT_FALSE(odd.ok());
-  EXPECT_TRUE(optest::contains(odd.error().message, "K % 8")) << odd.error().message;
-  EXPECT_FALSE(router_fused_fits(fake({1, 64}, DType::f32), fake({33, 64}, DType::bf16), 64));
-  EXPECT_FALSE(router_fused_fits(fake({65, 64}, DType::f32), fake({32, 64}, DType::bf16), 64));  // too many tokens
-  EXPECT_TRUE(router_fused_fits(fake({64, 64}, DType::f32), fake({32, 64}, DType::bf16), 64));
 }
 
 // A device-tagged tensor over a host buffer: validation reads only shape, dtype, device and non-null-ness.
