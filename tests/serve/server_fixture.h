@@ -181,27 +181,32 @@ inline bool wait_idle(int port, std::chrono::milliseconds timeout = std::chrono:
   return false;
 }
 
-// Polls /metrics until `sample` equals `value`, or times out.
-inline bool wait_metric(int port, const std::string& sample, double value,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+// Polls /metrics until `sample` equals `value`, or times out; a failure says what it read last (NaN: absent or
+// unreadable), so a rare timeout in CI tells a request that never started from one that came and went unseen.
+inline ::testing::AssertionResult wait_metric(int port, const std::string& sample, double value,
+                                              std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  double last = NAN;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (metric(port, sample) == value) return true;
+    if ((last = metric(port, sample)) == value) return ::testing::AssertionSuccess();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return false;
+  return ::testing::AssertionFailure() << sample << " did not read " << value << " within " << timeout.count()
+                                       << " ms; last read " << last;
 }
 
 // Polls /metrics until `sample` is at least `value`, or times out: for counters the server bumps after the
 // response has gone out (the HTTP request counter is counted by the logger, after the client may have read it).
-inline bool wait_metric_at_least(int port, const std::string& sample, double value,
-                                 std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+inline ::testing::AssertionResult wait_metric_at_least(int port, const std::string& sample, double value,
+                                                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  double last = NAN;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (metric(port, sample) >= value) return true;  // NaN (absent) compares false
+    if ((last = metric(port, sample)) >= value) return ::testing::AssertionSuccess();  // NaN compares false
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  return false;
+  return ::testing::AssertionFailure() << sample << " did not reach " << value << " within " << timeout.count()
+                                       << " ms; last read " << last;
 }
 
 // A client that sends one raw request and can vanish at any moment (no HTTP library in between).
