@@ -327,9 +327,12 @@ TEST(BenchCli, runs_on_synthetic_weights_from_a_config_alone_and_writes_json) {
   fs::create_directories(cfg_dir);
   fs::copy_file(kTinyConfig, cfg_dir + "/config.json");
   auto run = testing_util::run_day0({"bench", cfg_dir, "--synthetic", "--prefill", "8", "--batches", "1,2",
-                                     "--contexts", "16", "--decode-steps", "2", "--json", tmp.file("b.json")});
+                                     "--contexts", "16", "--decode-steps", "2", "--json", tmp.file("b.json"),
+                                     "--kernels"});
   ASSERT_EQ(run.exit_code, 0) << run.what << run.err;
   EXPECT_NE(run.out.find("synthetic "), std::string::npos) << run.out;
+  // --kernels traces CUDA kernels; on the CPU backend it says so once and the bench runs as without it.
+  EXPECT_NE(run.out.find("kernels     not traced on the cpu backend"), std::string::npos) << run.out;
   const json report = json::parse(slurp(tmp.file("b.json")));
   EXPECT_TRUE(report["load"]["synthetic"].get<bool>());
   EXPECT_EQ(report["decode"].size(), 2u);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "apps/day0/model_loading.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/kernel_trace.h"
 
 namespace day0::app {
 namespace {
@@ -74,10 +76,14 @@ int bench(const BenchOptions& o) {
                                             *std::max_element(o.contexts.begin(), o.contexts.end()));
   const std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int kWarmup = 2, kSteps = o.decode_steps;
+  const bool trace_kernels = o.kernels && o.engine.backend == "cuda";
+  if (o.kernels && !trace_kernels)
+    std::printf("kernels     not traced on the %s backend (CUPTI: GPU only)\n", o.engine.backend.c_str());
+  const int kTraced = trace_kernels ? kSteps : 0;  // steps after the timed ones, traced kernel by kernel
   // The solo region holds the longest prefill; the private decode blocks of every batch row follow it.
   BackendCliOptions engine = o.engine;
   const std::int64_t block = 16;
-  const std::int64_t private_tokens = (kWarmup + kSteps + block) / block * block;
+  const std::int64_t private_tokens = (kWarmup + kSteps + kTraced + block) / block * block;
   auto model = [&]() {
     LoadOptions lo;
     lo.backend = engine.backend;
@@ -165,14 +171,21 @@ int bench(const BenchOptions& o) {
       }
       std::vector<std::int32_t> tokens = random_tokens(rng, B, spec.vocab_size);
       double total = 0;
-      for (int step = 0; step < kWarmup + kSteps; ++step) {
+      std::unique_ptr<KernelTrace> trace;
+      for (int step = 0; step < kWarmup + kSteps + kTraced; ++step) {
+        // The traced steps come after the timed ones: CUPTI's records do not touch the timed figure.
+        if (step == kWarmup + kSteps) {
+          auto t = KernelTrace::start();
+          if (!t.ok()) return fail(t.error().message);
+          trace = std::move(*t);
+        }
         std::vector<SequenceStep> batch;
         for (std::int64_t b = 0; b < B; ++b)
           batch.push_back({std::span(&tokens[b], 1), C + step, tables[b], SequenceStep::Logits::last});
         const auto t0 = clock::now();
         auto r = ex.step(batch);
         if (!r.ok()) return fail(r.error().message);
-        if (step >= kWarmup) total += seconds_since(t0);
+        if (step >= kWarmup && step < kWarmup + kSteps) total += seconds_since(t0);
       }
       const double per_step = total / kSteps;
       const double bytes = step_weight_bytes(spec, B) + double(B) * double(C) * kv_bytes_per_token(spec);
@@ -183,6 +196,15 @@ int bench(const BenchOptions& o) {
       report["decode"].push_back({{"context", C}, {"batch", B}, {"seconds_per_step", per_step},
                                   {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
                                   {"of_copy_bandwidth", frac}});
+      if (trace) {
+        auto kernels = trace->finish();
+        if (!kernels.ok()) return fail(kernels.error().message);
+        print_kernel_times(*kernels, std::to_string(kTraced) + " decode steps at context " + std::to_string(C) +
+                                         ", batch " + std::to_string(B));
+        for (const KernelTime& k : *kernels)
+          report["decode"].back()["kernels"].push_back(
+              {{"name", k.name}, {"grid", k.grid}, {"calls", k.calls}, {"seconds", k.seconds}});
+      }
     }
   }
   std::printf("\n");

@@ -94,8 +94,8 @@ Status print_profile(Ops& ops) {
   return Status::success();
 }
 
-void print_kernel_times(const std::vector<KernelTime>& kernels) {
-  std::printf("kernels (CUPTI, device time of every launch in the profiled generation, longest total first):\n");
+void print_kernel_times(const std::vector<KernelTime>& kernels, const std::string& what) {
+  std::printf("kernels (CUPTI, device time of every launch in %s, longest total first):\n", what.c_str());
   std::vector<TimeRow> rows;
   constexpr int kWidth = 72;
   for (const KernelTime& k : kernels) {  // the grid stays whole: a long name is cut instead

@@ -23,8 +23,9 @@ ProgressFn terminal_progress();
 
 // The profile totals (day0 run --profile): span, calls, total, per call, share.
 Status print_profile(Ops& ops);
-// The kernel table of `run --profile` on the GPU (KernelTrace's totals).
-void print_kernel_times(const std::vector<KernelTime>& kernels);
+// A kernel table on the GPU (KernelTrace's totals: `run --profile`, `bench --kernels`); `what` names the traced
+// work in its heading.
+void print_kernel_times(const std::vector<KernelTime>& kernels, const std::string& what);
 
 // The memory report: one line per use (weights, workspace, KV cache, activations, free).
 void print_memory_report(Ops& ops);

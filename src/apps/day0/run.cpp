@@ -87,7 +87,7 @@ int run(const RunOptions& o) {
   if (trace) {
     auto kernels = trace->finish();
     if (!kernels.ok()) return fail(kernels.error().message);
-    print_kernel_times(*kernels);
+    print_kernel_times(*kernels, "the profiled generation");
   } else if (!trace_error.empty()) {
     std::printf("kernels: not traced (%s)\n", trace_error.c_str());
   }

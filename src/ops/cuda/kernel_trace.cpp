@@ -29,6 +29,7 @@ struct State {
   std::mutex mu;
   Cupti api;
   bool running = false;
+  bool registered = false;  // buffer callbacks: registered once per process, kept across traces
   // (mangled name, grid) -> calls, ns: one kernel at several shapes (q/k/v vs o projection) keeps a row per grid.
   std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::uint64_t>> totals;
 };
@@ -118,8 +119,11 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.running) return make_error("kernel trace: a trace is already running in this process");
   D0_RETURN_IF_ERROR(load(s.api));
-  if (CUptiResult r = s.api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
-    return make_error(cupti_error(s.api, r, "cuptiActivityRegisterCallbacks"));
+  if (!s.registered) {
+    if (CUptiResult r = s.api.register_callbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
+      return make_error(cupti_error(s.api, r, "cuptiActivityRegisterCallbacks"));
+    s.registered = true;
+  }
   if (CUptiResult r = s.api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
     return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
   s.totals.clear();

@@ -1,5 +1,6 @@
 // KernelTrace (CUPTI) on known launches: the fill kernel run three times shows up once, three calls, with device
-// time; a second trace cannot start while one runs. Skipped visibly without a GPU.
+// time; a second trace cannot start while one runs, and one started after the first sees only its own launches.
+// Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
@@ -35,6 +36,17 @@ TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
     EXPECT_EQ(k.name.find('('), std::string::npos) << "parameter list not cut: " << k.name;
   }
   EXPECT_EQ(found, 1);
+  // A second trace after the first (bench --kernels traces each decode point): only its own launches.
+  auto again = KernelTrace::start();
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  for (std::uint64_t seed : {5, 6}) D0_ASSERT_OK(fill_uniform_cuda(t, seed, 1.f, ctx->stream()));
+  ASSERT_EQ(cudaStreamSynchronize(ctx->stream()), cudaSuccess);
+  auto second_kernels = (*again)->finish();
+  ASSERT_TRUE(second_kernels.ok()) << second_kernels.error().message;
+  std::int64_t calls = 0;
+  for (const KernelTime& k : *second_kernels)
+    if (k.name.find("fill_uniform_kernel") != std::string::npos) calls += k.calls;
+  EXPECT_EQ(calls, 2);
 }
 
 }  // namespace
