@@ -199,8 +199,13 @@ int bench(const BenchOptions& o) {
       if (trace) {
         auto kernels = trace->finish();
         if (!kernels.ok()) return fail(kernels.error().message);
+        // A dependent launch starts while the kernel before it runs: its time then includes that wait.
         print_kernel_times(*kernels, std::to_string(kTraced) + " decode steps at context " + std::to_string(C) +
-                                         ", batch " + std::to_string(B));
+                                         ", batch " + std::to_string(B) +
+                                         (o.engine.no_dependent_launch
+                                              ? ""
+                                              : "; dependent launches: a kernel's time includes its wait for the "
+                                                "one before, --no-dependent-launch separates them"));
         for (const KernelTime& k : *kernels)
           report["decode"].back()["kernels"].push_back(
               {{"name", k.name}, {"grid", k.grid}, {"calls", k.calls}, {"seconds", k.seconds}});

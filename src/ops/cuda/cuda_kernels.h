@@ -19,6 +19,7 @@ Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tenso
 
 // Fused residual add and RMSNorm: x += residual (if residual is defined), then
 // out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].
+// A dependent launch: w is read before the kernel waits for the one before it, so that kernel must not write w.
 Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one,
                               Tensor& out, cudaStream_t stream);
 

@@ -32,6 +32,8 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 // x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias
 // f32/bf16 [N] or undefined, out f32 [M, N]. Products are x rounded to bf16 times the
 // bf16 weights, summed in f32 (the same values cuBLASLt's bf16 GEMM multiplies; the order of the sum differs).
+// A dependent launch (dependent_launch.h): the first weight loads go out before the kernel waits for the one
+// before it, so w must not be what that kernel writes (model weights never are).
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
 
 }  // namespace day0
