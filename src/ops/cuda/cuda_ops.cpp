@@ -57,6 +57,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   ops->gemms_ = std::make_unique<MoeGemms>(*ops->ctx_);
   D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->error_flag_.raw(), 0, sizeof(std::int32_t), ops->ctx_->stream()));
+  D0_ASSIGN_OR_RETURN(ops->flags_host_, PinnedDownloads::allocate(2 * sizeof(std::int32_t)));
   ops->persistent_end_ = ops->ctx_->arena().used_bytes();
   ops->persistent_by_use_["cuBLASLt workspace"] = co.cublas_workspace_bytes;
   return ops;
@@ -174,7 +175,8 @@ Status CudaOps::copy_from_host(const Tensor& host, Tensor& dst) {
 Result<Tensor> CudaOps::download(const Tensor& t) {
   if (t.device() != Device::cuda || !t.is_contiguous())
     return make_error("cuda download: expected a contiguous cuda tensor");
-  Tensor host = Tensor::zeros(t.shape(), t.dtype());
+  D0_ASSIGN_OR_RETURN(std::shared_ptr<void> pinned, downloads_.take(t.nbytes()));
+  Tensor host = pinned ? Tensor::borrow(pinned.get(), t.shape(), t.dtype(), pinned) : Tensor::zeros(t.shape(), t.dtype());
   if (t.nbytes() > 0) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
     D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
@@ -195,10 +197,15 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
 Status CudaOps::synchronize() {
   D0_RETURN_IF_ERROR(ctx_->synchronize());
   if (!closed_spans_.empty()) resolve_spans();
-  std::int32_t flags[2] = {0, 0};
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  // Both flags into pinned memory, one wait: a pageable cudaMemcpy is a round trip of its own.
+  std::int32_t* flags = static_cast<std::int32_t*>(flags_host_.get());
+  flags[0] = flags[1] = 0;
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, ctx_->stream()));
   if (moe_)
-    D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t),
+                                            cudaMemcpyDeviceToHost, ctx_->stream()));
+  D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));

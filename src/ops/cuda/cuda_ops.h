@@ -18,6 +18,7 @@
 #include "ops/cuda/cuda_context.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/moe_cuda.h"
+#include "ops/cuda/pinned_downloads.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 
@@ -99,6 +100,8 @@ class CudaOps final : public Ops {
   std::unique_ptr<MoeGemms> gemms_;  // bf16 for every dense matmul, bf16 or fp8 for the experts
   std::optional<MoeWorkspace> moe_;
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
+  std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize
+  PinnedDownloads downloads_;               // what download() returns borrows one of these
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins
   std::size_t scratch_peak_ = 0;            // most scratch bytes live at once
   std::map<std::string, std::uint64_t> persistent_by_use_;  // "kv cache" -> bytes (the text before ':')
