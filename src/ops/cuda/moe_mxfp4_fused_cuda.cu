@@ -43,6 +43,11 @@ __device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t 
   return l;
 }
 
+// Whether any lane's tile has a scale above 128 (uniform over the warp: every lane runs the tile loop).
+__device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
+  return __any_sync(0xffffffffu, l.sg > 128 || l.sh > 128);
+}
+
 // One chunk's B operand of a tile, loaded with the weights (decode: one chunk per pass): the 32 values of group
 // grp of this lane's token row, zeros where there is no token or no group.
 struct XTile {
@@ -58,9 +63,18 @@ __device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp,
   return x;
 }
 
+// bf16x2 v times the group's factor: one multiply, or both where some lane of the warp has a scale above 128
+// (kTwo, chosen per warp: a per-lane choice was a branch per value pair, which also kept the compiler from
+// sharing the nibble split between pairs and from scheduling the decode across them).
+template <bool kTwo>
+__device__ __forceinline__ std::uint32_t apply_scale(std::uint32_t v, const GroupScale& s) {
+  v = bf16x2_mul(v, s.first);
+  return kTwo ? bf16x2_mul(v, s.second) : v;
+}
+
 // Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens;
 // with xpre, the one chunk's B operand comes from registers loaded ahead (load_x_tile).
-template <int kChunks>
+template <int kChunks, bool kTwo>
 __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live,
                                          const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4],
                                          const XTile* xpre = nullptr) {
@@ -73,10 +87,10 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
       const int b = 2 * half;
-      const std::uint32_t a0 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
-      const std::uint32_t a1 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
-      const std::uint32_t a2 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
-      const std::uint32_t a3 = scaled(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
+      const std::uint32_t a0 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
+      const std::uint32_t a1 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
+      const std::uint32_t a2 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
+      const std::uint32_t a3 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
       const int value = grp * 32 + 8 * q + 4 * half;
 #pragma unroll
       for (int n = 0; n < kChunks; ++n) {
@@ -149,13 +163,19 @@ __global__ void __launch_bounds__(kWarps * 32, kChunks <= 2 ? 8 : 5) mxfp4_group
 #pragma unroll
         for (int u = 0; u < kInFlight; ++u) {
           const int grp = (base + u) * kGroupsPerTile + t;
-          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
+          if (needs_two_multiplies(buf[u]))
+            mma_tile<kChunks, true>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
+          else
+            mma_tile<kChunks, false>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
         }
       } else {
 #pragma unroll
         for (int u = 0; u < kInFlight; ++u) {
           const int grp = (base + u) * kGroupsPerTile + t;
-          mma_tile<kChunks>(buf[u], grp, grp < a.groups, xrow, acc);
+          if (needs_two_multiplies(buf[u]))
+            mma_tile<kChunks, true>(buf[u], grp, grp < a.groups, xrow, acc);
+          else
+            mma_tile<kChunks, false>(buf[u], grp, grp < a.groups, xrow, acc);
         }
       }
     }

@@ -42,14 +42,15 @@ __device__ __forceinline__ std::uint32_t bf16x2_mul(std::uint32_t a, std::uint32
 }
 
 // A group's scale byte as the one or two bf16x2 factors that turn value * 2^-126 into value * 2^(scale - 127).
+// Where one is enough, second is 1 (exact), so a caller may always apply both without a per-lane branch.
 struct GroupScale {
   std::uint32_t first, second;
   bool two;
 };
 
 __device__ __forceinline__ GroupScale group_scale(std::uint32_t scale) {
-  if (scale <= 128) return {pow2_bf16x2(static_cast<int>(scale) + 126), 0, false};  // 2^(scale - 1)
-  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};            // 2^126, then 2^(scale - 127)
+  if (scale <= 128) return {pow2_bf16x2(static_cast<int>(scale) + 126), 0x3F803F80u, false};  // 2^(scale - 1), 1
+  return {pow2_bf16x2(253), pow2_bf16x2(static_cast<int>(scale)), true};  // 2^126, then 2^(scale - 127)
 }
 
 __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScale& s) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "cuda_test_util.h"
 #include "moe_test_util.h"
@@ -79,40 +80,46 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4101);
-  // Random nibbles and scale codes 1..250 (large ones take the two-multiply branch; 6 * 2^123 stays finite in
-  // bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any decode error shows.
+  // Random nibbles and scale codes 1..128 (one multiply per pair) or 1..250 (most warps take both multiplies;
+  // 6 * 2^123 stays finite in bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any
+  // decode error shows. 96 tokens over 3 experts: passes of 32 tokens, or (the decode form, told at most 8 tokens
+  // an expert) of 8.
   const int E = 3, out = 64, in = 96;
   ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
   w.blocks = Tensor::zeros({E, out, in / 32, 16}, DType::u8);
   w.scales = Tensor::zeros({E, out, in / 32}, DType::u8);
   for (std::int64_t i = 0; i < w.blocks.numel(); ++i) w.blocks.data<std::uint8_t>()[i] = std::uint8_t(rng());
-  for (std::int64_t i = 0; i < w.scales.numel(); ++i) w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % 250);
   Tensor x = Tensor::zeros({in, in}, DType::f32);
   for (int s = 0; s < in; ++s) x.data<float>()[s * in + s] = 1.f;
   Tensor indices = Tensor::zeros({in, 1}, DType::i32);
   for (int s = 0; s < in; ++s) indices.data<std::int32_t>()[s] = static_cast<std::int32_t>(rng() % E);
-  const ExpertWeights d = upload_experts(*ctx, w);
   const Groups g = group(*ctx, indices, E);
-  for (Kernel kern : {Kernel::fused, Kernel::tiled}) {
-    SCOPED_TRACE(kernel_name(kern));
-    Tensor y = poisoned(*ctx, {in, out}, DType::f32);
-    // 96 tokens over 3 experts: passes of 32 tokens, several per expert.
-    D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, in, in, E, nullptr, y, ctx->stream()));
-    const Tensor got = download(*ctx, y);
-    std::vector<float> row(in);
-    std::int64_t mismatches = 0;
-    for (int s = 0; s < in; ++s) {
-      const int e = indices.data<std::int32_t>()[s];
-      for (int r = 0; r < out; ++r) {
-        const std::int64_t wr = std::int64_t(e) * out + r;
-        mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16,
-                         w.scales.data<std::uint8_t>() + wr * (in / 32), in, row.data());
-        const float v = got.data<float>()[s * out + r];
-        mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+  for (int max_code : {128, 250}) {
+    for (std::int64_t i = 0; i < w.scales.numel(); ++i)
+      w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % max_code);
+    const ExpertWeights d = upload_experts(*ctx, w);
+    for (auto [kern, told] : {std::pair{Kernel::fused, in}, std::pair{Kernel::fused, 8}, std::pair{Kernel::tiled, in}}) {
+      SCOPED_TRACE(::testing::Message() << kernel_name(kern) << ", scale codes 1.." << max_code << ", told " << told
+                                        << " tokens an expert");
+      Tensor y = poisoned(*ctx, {in, out}, DType::f32);
+      D0_ASSERT_OK(
+          run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, told, in, E, nullptr, y, ctx->stream()));
+      const Tensor got = download(*ctx, y);
+      std::vector<float> row(in);
+      std::int64_t mismatches = 0;
+      for (int s = 0; s < in; ++s) {
+        const int e = indices.data<std::int32_t>()[s];
+        for (int r = 0; r < out; ++r) {
+          const std::int64_t wr = std::int64_t(e) * out + r;
+          mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16,
+                           w.scales.data<std::uint8_t>() + wr * (in / 32), in, row.data());
+          const float v = got.data<float>()[s * out + r];
+          mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+        }
       }
+      EXPECT_EQ(mismatches, 0);
     }
-    EXPECT_EQ(mismatches, 0);
   }
 }
 
