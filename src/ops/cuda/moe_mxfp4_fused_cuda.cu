@@ -21,9 +21,10 @@ using namespace mxfp4_kernels;
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
-// CTA shape: split-K warps x tiles each warp loads before it decodes. On the H200 (bench-moe, 20b and 120b down
-// shapes, 1-512 tokens) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 (those 2-75% slower).
-constexpr int kWarps = 4;
+// CTA shape: split-K warps (kWarps, a template parameter) x tiles each warp loads before it decodes. On the H200
+// (bench-moe, 20b and 120b down shapes) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 from 4 tokens on
+// (8 x 1: 32.0 / 48.3 / 172.7 us at 4 / 8 / 64 tokens against 30.5 / 44.2 / 128.0); at one token 8 x 1 wins
+// (12.8 us against 15.4: twice the warps, each with half the serial round trips, where the grid is under a wave).
 constexpr int kInFlight = 1;
 
 // One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
@@ -112,8 +113,10 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
 // by assignment.
 // Registers capped at 64 for up to 16 tokens a pass: 8 CTAs per SM (6-7 at 72-80 uncapped), more weight loads in
 // flight and the down projection's 720 decode CTAs in one wave (ptxas: no spills). 32 tokens: 5 (96 registers).
-template <int kChunks, bool kSwiglu>
-__global__ void __launch_bounds__(kWarps * 32, kChunks <= 2 ? 8 : 5) mxfp4_grouped_mma_kernel(KernelArgs a) {
+// With 8 warps: half as many CTAs per SM, the same 64 registers.
+template <int kWarps, int kChunks, bool kSwiglu>
+__global__ void __launch_bounds__(kWarps * 32, (kChunks <= 2 ? 8 : 5) * 4 / kWarps)
+    mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
@@ -203,12 +206,12 @@ __global__ void __launch_bounds__(kWarps * 32, kChunks <= 2 ? 8 : 5) mxfp4_group
   }
 }
 
-template <int kChunks>
+template <int kWarps, int kChunks>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_grouped_mma_kernel<kChunks, true>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, kChunks, true>, grid, kWarps * 32, 0, stream, a);
   else
-    launch_dependent(mxfp4_grouped_mma_kernel<kChunks, false>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, kChunks, false>, grid, kWarps * 32, 0, stream, a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -251,13 +254,16 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
-  // One pass carries up to 8, 16 or 32 tokens of an expert; an expert with more makes further passes.
-  if (max_tokens_per_expert <= 8)
-    launch<1>(args, swiglu != nullptr, grid, stream);
+  // One pass carries up to 8, 16 or 32 tokens of an expert; an expert with more makes further passes. At one token
+  // an expert (batch 1) the CTA has 8 warps.
+  if (max_tokens_per_expert <= 1)
+    launch<8, 1>(args, swiglu != nullptr, grid, stream);
+  else if (max_tokens_per_expert <= 8)
+    launch<4, 1>(args, swiglu != nullptr, grid, stream);
   else if (max_tokens_per_expert <= 16)
-    launch<2>(args, swiglu != nullptr, grid, stream);
+    launch<4, 2>(args, swiglu != nullptr, grid, stream);
   else
-    launch<4>(args, swiglu != nullptr, grid, stream);
+    launch<4, 4>(args, swiglu != nullptr, grid, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_mma_kernel");
   return Status::success();
 }

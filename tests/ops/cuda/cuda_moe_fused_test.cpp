@@ -82,8 +82,8 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   std::mt19937 rng(4101);
   // Random nibbles and scale codes 1..128 (one multiply per pair) or 1..250 (most warps take both multiplies;
   // 6 * 2^123 stays finite in bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any
-  // decode error shows. 96 tokens over 3 experts: passes of 32 tokens, or (the decode form, told at most 8 tokens
-  // an expert) of 8.
+  // decode error shows. 96 tokens over 3 experts: passes of 32 tokens, or (the decode forms, told at most 8 or 1
+  // tokens an expert) of 8.
   const int E = 3, out = 64, in = 96;
   ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
@@ -99,7 +99,8 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
     for (std::int64_t i = 0; i < w.scales.numel(); ++i)
       w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % max_code);
     const ExpertWeights d = upload_experts(*ctx, w);
-    for (auto [kern, told] : {std::pair{Kernel::fused, in}, std::pair{Kernel::fused, 8}, std::pair{Kernel::tiled, in}}) {
+    for (auto [kern, told] : {std::pair{Kernel::fused, in}, std::pair{Kernel::fused, 8}, std::pair{Kernel::fused, 1},
+                              std::pair{Kernel::tiled, in}}) {
       SCOPED_TRACE(::testing::Message() << kernel_name(kern) << ", scale codes 1.." << max_code << ", told " << told
                                         << " tokens an expert");
       Tensor y = poisoned(*ctx, {in, out}, DType::f32);
