@@ -50,6 +50,8 @@ class Sampler {
   const std::vector<std::int32_t>& output_tokens() const { return output_; }
 
  private:
+  // The logprobs of the chosen token, and the token recorded in the history.
+  SampleResult finish(std::span<const float> logits, SampleResult& result);
   SamplingParams params_;
   std::uint64_t seed_;
   TokenHistory history_;

@@ -55,6 +55,34 @@ TEST(Sampler, greedy_is_the_exact_argmax_with_the_lowest_id_on_ties_whatever_the
   }
 }
 
+TEST(Sampler, greedy_over_a_long_vocabulary_finds_the_first_maximum_across_blocks_and_rejects_bad_logits) {
+  // 1,000 logits: blocks of 256 and a partial last one. The maximum sits in several blocks, -0.0 and +0.0 tie.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> logits(1000);
+  for (float& x : logits) x = std::min(normal(rng), 3.f);
+  for (const std::size_t at : {std::size_t{777}, std::size_t{300}, std::size_t{999}}) logits[at] = 5.f;
+  Sampler s(with_temperature(0.0), {}, 0);
+  EXPECT_EQ(s.sample(logits)->token, 300);
+  logits[300] = logits[777] = 4.f;
+  EXPECT_EQ(s.sample(logits)->token, 999);  // only in the partial block
+  std::vector<float> zeros(600, -1.f);
+  zeros[400] = -0.f, zeros[500] = 0.f;
+  EXPECT_EQ(s.sample(zeros)->token, 400);
+  std::vector<float> masked(600, -INFINITY);
+  masked[599] = -7.f;
+  EXPECT_EQ(s.sample(masked)->token, 599);
+  logits[900] = NAN;
+  const auto nan = s.sample(logits);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.error().message.find("token 900 is NaN"), std::string::npos) << nan.error().message;
+  logits[900] = INFINITY;
+  EXPECT_FALSE(s.sample(logits).ok());
+  EXPECT_FALSE(s.sample(std::vector<float>(600, -INFINITY)).ok());
+  EXPECT_FALSE(s.sample(std::vector<float>{}).ok());
+  EXPECT_EQ(s.output_tokens().size(), 4u);  // failed steps record nothing
+}
+
 TEST(Sampler, greedy_reads_no_random_number_so_a_later_sampled_request_is_unaffected) {
   // The draw for position i depends only on (seed, i): a greedy sampler has nothing to consume, and a
   // sampler's draws are the same whether or not other sequences ran in between with the same scratch.
