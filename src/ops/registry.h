@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +15,11 @@ namespace day0 {
 std::string_view expert_compute_name(ExpertCompute c);
 Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
+// With fp8 expert compute, MoE calls up to this many tokens still read MXFP4 directly (bf16): on the H200 the
+// direct kernels beat online fp8 up to 512 tokens (bench-moe, 20b: 1,253 vs 2,411 us) and fp8 wins from 2,048
+// (3.08 vs 3.49 ms a layer); at decode sizes the online path was ~3.6x slower a step.
+inline constexpr std::int64_t kFp8FusedMoeTokens = 1024;
+
 struct BackendOptions {
   int device = 0;
   // Share of the GPU's total memory this instance takes at start-up (it must be free) for everything (weights,
@@ -21,10 +27,11 @@ struct BackendOptions {
   // processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
-  // MoE calls of at most this many tokens read MXFP4 experts directly (bf16 compute only: the fused matmul at
-  // decode sizes, the tiled grouped GEMM at prefill sizes); larger ones convert the routed experts and run cuBLASLt
-  // GEMMs. 0: always the conversion path. The default covers every step.
-  std::int64_t fused_moe_max_tokens = std::int64_t{1} << 20;
+  // MoE calls of at most this many tokens read MXFP4 experts directly, computing in bf16 whatever expert_compute
+  // says (the fused matmul at decode sizes, the tiled grouped GEMM at prefill sizes); larger ones convert the
+  // routed experts (to expert_compute) and run cuBLASLt GEMMs. 0: always the conversion path. Unset: every step
+  // with bf16 compute, up to kFp8FusedMoeTokens with fp8 (fused_moe_tokens()).
+  std::optional<std::int64_t> fused_moe_max_tokens;
   // Prefill-sized attention (64+ query rows, head_dim 64) on TF32 tensor cores (Q, K, V and the softmax weights
   // rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
   bool attention_tensor_cores = true;
@@ -35,6 +42,11 @@ struct BackendOptions {
   // Kernels of a step launched as programmatic dependents (ops/cuda/dependent_launch.h): each may be scheduled
   // while the one before finishes. Same arithmetic either way; false for A/B measurement and profiled runs.
   bool dependent_launch = true;
+
+  std::int64_t fused_moe_tokens() const {
+    return fused_moe_max_tokens.value_or(expert_compute == ExpertCompute::fp8 ? kFp8FusedMoeTokens
+                                                                               : std::int64_t{1} << 20);
+  }
 };
 
 std::vector<std::string_view> backend_names();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,8 @@ struct BackendCliOptions {
   std::string expert_compute = "bf16";  // cuda: dtype the routed MXFP4 experts are converted to
   double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
   std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
-  std::int64_t fused_moe_tokens = std::int64_t{1} << 20;  // cuda: MoE calls up to this many tokens read MXFP4
-                                                          // directly (0: never)
+  // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never); unset: BackendOptions' default
+  std::optional<std::int64_t> fused_moe_tokens;
   bool f32_attention = false;           // cuda: no TF32 tensor cores in prefill attention
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)

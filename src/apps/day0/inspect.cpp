@@ -143,9 +143,11 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
       std::printf("  note          %s; planned with %s\n", st.error().message.c_str(),
                   std::string(expert_compute_name(compute)).c_str());
     }
+    BackendOptions defaults;
+    defaults.expert_compute = compute;
     const MoeWorkspaceShape shape{plan.n_experts, plan.top_k,          plan.hidden,
                                   plan.intermediate, max_step,         compute,
-                                  plan.expert_storage, BackendOptions{}.fused_moe_max_tokens};
+                                  plan.expert_storage, defaults.fused_moe_tokens()};
     auto bytes = moe_workspace_bytes(shape);
     if (!bytes.ok()) {
       fail(bytes.error().message);
@@ -157,10 +159,9 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
                   "per step%s\n",
                   format_bytes(*bytes).c_str(), static_cast<long long>(routed),
                   std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step),
-                  compute == ExpertCompute::bf16
-                      ? (", and the fused MXFP4 path's buffers up to " +
-                         std::to_string(BackendOptions{}.fused_moe_max_tokens) + " tokens").c_str()
-                      : "");
+                  (", and the fused MXFP4 path's buffers up to " +
+                   std::to_string(std::min(max_step, defaults.fused_moe_tokens())) + " tokens (bf16 compute)")
+                      .c_str());
     else
       std::printf("  moe workspace %s once for all layers: experts stored as %s, read in place (%s GEMMs) at %lld "
                   "tokens per step\n",

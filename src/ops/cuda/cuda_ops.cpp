@@ -81,7 +81,7 @@ Status CudaOps::plan(const OpsPlan& plan) {
   if (plan.n_experts == 0) return Status::success();
   MoeWorkspaceShape shape{plan.n_experts,         plan.top_k,    plan.hidden,
                           plan.intermediate,       plan.max_step_tokens, options_.expert_compute,
-                          plan.expert_storage,    options_.fused_moe_max_tokens};
+                          plan.expert_storage,    options_.fused_moe_tokens()};
   if (options_.batch_invariant) {  // one MoE kernel for every step size: the fused MXFP4 one
     if (plan.expert_storage != ExpertStorage::mxfp4 || options_.expert_compute != ExpertCompute::bf16)
       return make_error("cuda: batch-invariant mode needs MXFP4 experts computed in bf16, got " +

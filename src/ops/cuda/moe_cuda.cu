@@ -120,7 +120,8 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.h_scales, arena.allocate({T}, DType::f32, "moe workspace swiglu scales"));
     D0_ASSIGN_OR_RETURN(ws.fp8_inexact, arena.allocate({1}, DType::u64, "moe workspace fp8 inexact count"));
   }
-  if (convert && s.compute == ExpertCompute::bf16 && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
+  // With fp8 compute too: small calls (decode) then read MXFP4 directly in bf16, larger ones take fp8 GEMMs.
+  if (convert && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
     ws.fused_tokens = std::min(s.max_tokens, s.fused_max_tokens);
     const std::int64_t Af = ws.fused_tokens * s.k, E = s.n_experts;
     D0_ASSIGN_OR_RETURN(ws.group_counts, arena.allocate({E}, DType::i32, "moe workspace group counts"));

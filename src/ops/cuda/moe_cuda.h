@@ -23,7 +23,8 @@
 //      fp8:  gather + quantise its tokens (E4M3, one amax/448 scale per token), GemmFp8 gate_up (+bias),
 //            SwiGLU, quantise per token, GemmFp8 down (+bias), the same scatter-add.
 //   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
-// Calls of S <= fused_max_tokens (MXFP4 experts, bf16 compute, device routing) instead group on the device and run
+// Calls of S <= fused_max_tokens (MXFP4 experts, device routing; bf16 compute whatever the workspace's) instead
+// group on the device and run
 // the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes) or the tiled grouped GEMM of
 // moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync.
 #pragma once
