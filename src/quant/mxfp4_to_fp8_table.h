@@ -49,6 +49,71 @@ D0_HOST_DEVICE std::uint32_t mxfp4_fp8_inexact(std::uint32_t nibble, const Mxfp4
   return (t.inexact >> (nibble & 7)) & 1;
 }
 
+// Shifts with distinct tables. Below the range every magnitude rounds to E4M3 zero (6 * 2^-15 is under half of
+// 2^-9) and is inexact, as at the lowest; above it only all-zero groups occur (the row exponent is the largest
+// non-zero block exponent minus 6), whose nibbles use entry 0 of any table. So the kernel clamps.
+inline constexpr int kMxfp4Fp8MinShift = -14, kMxfp4Fp8MaxShift = 6;
+
+D0_HOST_DEVICE int mxfp4_fp8_clamped_shift(int shift) {
+  return shift < kMxfp4Fp8MinShift ? kMxfp4Fp8MinShift : shift > kMxfp4Fp8MaxShift ? kMxfp4Fp8MaxShift : shift;
+}
+
+// A table as byte lookups: codes[c] and inexact[c] (0 or 1) in two words each.
+struct Mxfp4Fp8Bytes {
+  std::uint32_t codes_lo, codes_hi, inexact_lo, inexact_hi;
+};
+
+D0_HOST_DEVICE Mxfp4Fp8Bytes mxfp4_fp8_bytes(const Mxfp4Fp8Table& t) {
+  std::uint64_t flags = 0;
+  for (int c = 0; c < 8; ++c) flags |= static_cast<std::uint64_t>((t.inexact >> c) & 1) << (8 * c);
+  return {static_cast<std::uint32_t>(t.codes), static_cast<std::uint32_t>(t.codes >> 32),
+          static_cast<std::uint32_t>(flags), static_cast<std::uint32_t>(flags >> 32)};
+}
+
+// PTX prmt in its default mode (the host version for tests): result byte i is byte (selector nibble i & 7) of
+// b:a, or that byte's top bit replicated where the nibble's bit 3 is set. Only the selector's low 16 bits count.
+D0_HOST_DEVICE std::uint32_t byte_perm(std::uint32_t a, std::uint32_t b, std::uint32_t selector) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+#else
+  const std::uint64_t both = (static_cast<std::uint64_t>(b) << 32) | a;
+  std::uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t n = (selector >> (4 * i)) & 0xF;
+    std::uint32_t byte = static_cast<std::uint32_t>(both >> (8 * (n & 7))) & 0xFF;
+    if (n & 8) byte = (byte & 0x80) ? 0xFF : 0;
+    r |= byte << (8 * i);
+  }
+  return r;
+#endif
+}
+
+D0_HOST_DEVICE int popcount32(std::uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __popc(v);
+#else
+  int n = 0;
+  for (; v; v &= v - 1) ++n;
+  return n;
+#endif
+}
+
+// Eight nibbles (one packed word: values in nibble order) to their eight E4M3 codes, out_lo holding the first
+// four: each lookup is one prmt over four magnitudes; the signs come from a prmt that replicates 0x80 where a
+// nibble's sign bit is set (0xFF, else 0x80), whose bit 6 is moved to bit 7. Returns how many are inexact.
+D0_HOST_DEVICE int mxfp4_word_to_fp8(std::uint32_t word, const Mxfp4Fp8Bytes& t, std::uint32_t& out_lo,
+                                     std::uint32_t& out_hi) {
+  const std::uint32_t magnitudes = word & 0x77777777u;
+  const std::uint32_t signs_lo = byte_perm(0x80808080u, 0x80808080u, word);
+  const std::uint32_t signs_hi = byte_perm(0x80808080u, 0x80808080u, word >> 16);
+  out_lo = byte_perm(t.codes_lo, t.codes_hi, magnitudes) | ((signs_lo << 1) & 0x80808080u);
+  out_hi = byte_perm(t.codes_lo, t.codes_hi, magnitudes >> 16) | ((signs_hi << 1) & 0x80808080u);
+  return popcount32(byte_perm(t.inexact_lo, t.inexact_hi, magnitudes)) +
+         popcount32(byte_perm(t.inexact_lo, t.inexact_hi, magnitudes >> 16));
+}
+
 }  // namespace day0
 
 #undef D0_HOST_DEVICE

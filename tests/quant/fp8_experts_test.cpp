@@ -209,7 +209,8 @@ TEST(Fp8Experts, device_rounding_helper_equals_f32_to_e4m3_on_every_tested_bit_p
 }
 
 TEST(Fp8Experts, the_kernels_table_lookup_equals_the_reference_for_every_shift) {
-  // The CUDA kernel's path: row exponent, then per group an 8-entry code table and a lookup per nibble.
+  // The CUDA kernel's path: row exponent, then per group an 8-entry code table (the shift clamped), looked up
+  // per nibble and per packed word (prmt).
   std::mt19937 rng(7);
   for (int top : {0, 1, 60, 127, 200, 254})
     for (int low = 0; low <= top; ++low) {
@@ -219,7 +220,7 @@ TEST(Fp8Experts, the_kernels_table_lookup_equals_the_reference_for_every_shift) 
       const Fp8Row info = mxfp4_row_to_fp8(r.blocks.data(), r.scales.data(), r.n_in(), want.data());
       const int row_exponent = mxfp4_row_fp8_exponent(r.blocks.data(), r.scales.data(), r.n_in());
       ASSERT_EQ(info.scale, std::ldexp(1.0f, row_exponent));
-      std::int64_t inexact = 0;
+      std::int64_t inexact = 0, word_inexact = 0;
       for (std::int64_t i = 0; i < r.n_in(); ++i) {
         const Mxfp4Fp8Table t = mxfp4_fp8_table(r.scales[i / kMxfp4GroupSize] - 127 - row_exponent);
         const std::uint32_t nibble = i % 2 == 0 ? r.blocks[i / 2] & 0xF : r.blocks[i / 2] >> 4;
@@ -227,6 +228,19 @@ TEST(Fp8Experts, the_kernels_table_lookup_equals_the_reference_for_every_shift) 
         inexact += mxfp4_fp8_inexact(nibble, t);
       }
       ASSERT_EQ(inexact, info.inexact) << "top " << top << " low " << low;
+      // The kernel's word form: clamped shift, byte tables, eight nibbles per packed word by prmt.
+      for (std::int64_t i = 0; i < r.n_in(); i += 8) {
+        const int shift = r.scales[i / kMxfp4GroupSize] - 127 - row_exponent;
+        const Mxfp4Fp8Bytes t = mxfp4_fp8_bytes(mxfp4_fp8_table(mxfp4_fp8_clamped_shift(shift)));
+        std::uint32_t word, lo, hi;
+        std::memcpy(&word, &r.blocks[i / 2], sizeof word);
+        word_inexact += mxfp4_word_to_fp8(word, t, lo, hi);
+        std::uint8_t got[8];
+        std::memcpy(got, &lo, 4);
+        std::memcpy(got + 4, &hi, 4);
+        for (int j = 0; j < 8; ++j) ASSERT_EQ(got[j], want[i + j]) << "top " << top << " low " << low << " at " << i + j;
+      }
+      ASSERT_EQ(word_inexact, info.inexact) << "top " << top << " low " << low;
     }
 }
 
