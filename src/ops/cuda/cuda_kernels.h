@@ -41,6 +41,12 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
 // out f32 [n, I] from gate_up f32 [n, 2I] (interleaved or split layout), as CpuOps::swiglu_clamped.
 Status swiglu_clamped_cuda(const Tensor& gate_up, const SwigluParams& p, Tensor& out, cudaStream_t stream);
 
+// q f8_e4m3 [n, I], scales f32 [n] = gather_quantize_fp8_cuda(swiglu_clamped(fp8_gemm_epilogue(gate_up, sx, sw,
+// bias))) in one pass per row, the same bits: gate_up f32 [n, 2I] a unit-scale FP8 GEMM output, sx f32 [n],
+// sw f32 [2I], bias f32/bf16 [2I] or undefined.
+Status swiglu_quantize_fp8_cuda(const Tensor& gate_up, const Tensor& sx, const Tensor& sw, const Tensor& bias,
+                                const SwigluParams& p, Tensor& q, Tensor& scales, cudaStream_t stream);
+
 // Top-k over logits f32 [S, E] (descending, lower index first on ties), softmax over the k selected.
 // indices i32 [S, k], weights f32 [S, k]. k <= 8, E <= 256 (one warp per token, values in registers).
 inline constexpr int kRouterMaxK = 8;

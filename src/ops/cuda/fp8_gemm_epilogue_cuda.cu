@@ -5,12 +5,10 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/fp8_moe_math.cuh"
 
 namespace day0 {
 namespace {
-
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <class B>
 __global__ void fp8_gemm_epilogue_kernel(float* __restrict__ y, const float* __restrict__ sx,
@@ -19,8 +17,7 @@ __global__ void fp8_gemm_epilogue_kernel(float* __restrict__ y, const float* __r
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < M * N;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t m = i / N, n = i % N;
-    const float v = __fmul_rn(__fmul_rn(y[i], sx[m]), sw[n]);
-    y[i] = bias ? __fadd_rn(v, widen(bias[n])) : v;
+    y[i] = fp8_moe::scaled_output(y[i], sx[m], sw[n], bias, n);
   }
 }
 

@@ -110,7 +110,7 @@ GemmFp8::Plan& GemmFp8::plan(const Key& key) {
 }
 
 Status GemmFp8::launch(Plan& p, const Key& key, const Tensor& x, const Tensor& sx, const Tensor& w, const Tensor& sw,
-                       const Tensor& bias, Tensor& y, bool& unsupported) {
+                       const Tensor& bias, Tensor& y, bool& unsupported, bool scale_after) {
   const auto scaling = static_cast<Fp8Scaling>(std::get<3>(key));
   const bool bias_in_gemm = std::get<4>(key) >= 0;
   if (scaling == Fp8Scaling::in_gemm) {
@@ -132,6 +132,7 @@ Status GemmFp8::launch(Plan& p, const Key& key, const Tensor& x, const Tensor& s
                      &p.algo, ctx_.cublas_workspace(), ctx_.cublas_workspace_bytes(), ctx_.stream());
   unsupported = st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE;
   D0_RETURN_IF_ERROR(cuda_call_status(st, "cublasLtMatmul (fp8)", __FILE__, __LINE__));
+  if (!scale_after) return Status::success();
   if (scaling == Fp8Scaling::epilogue) return fp8_gemm_epilogue_cuda(y, sx, sw, bias, ctx_.stream());
   if (has_values(bias) && !bias_in_gemm) return add_bias_cuda(y, bias, ctx_.stream());
   return Status::success();
@@ -195,6 +196,31 @@ Status GemmFp8::run(const Tensor& x, const Tensor& sx, const Tensor& w, const Te
   }
   return make_error("gemm_fp8: cuBLASLt has no FP8 algorithm for " + shape_text(M, N, K) + " (scaling " +
                     std::string(fp8_scaling_name(scaling_)) + ")" + refusals);
+}
+
+Status GemmFp8::run_unscaled(const Tensor& x, const Tensor& w, Tensor& y) {
+  const char* op = "gemm_fp8 (unscaled)";
+  if (x.dim() != 2 || w.dim() != 2)
+    return make_error(std::string(op) + ": x and w must be 2-D, got " + shape_to_string(x.shape()) + " and " +
+                      shape_to_string(w.shape()));
+  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f8_e4m3}, {M, K}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(w, op, "w", {DType::f8_e4m3}, {N, K}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {M, N}));
+  for (const Tensor* t : {&x, &w, static_cast<const Tensor*>(&y)})
+    if (!aligned_to(t->raw(), 16)) return make_error(std::string(op) + ": x, w and y must be 16-byte aligned");
+  if (M == 0 || N == 0) return Status::success();
+  if (K == 0 || K % 16 != 0 || N % 16 != 0)
+    return make_error(std::string(op) + ": K and N must be positive multiples of 16 (FP8 tensor cores), got " +
+                      shape_text(M, N, K));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return make_error(std::string(op) + ": dimension above 2^31");
+  const Key key{M, N, K, static_cast<int>(Fp8Scaling::epilogue), -1};
+  Plan& p = plan(key);
+  if (!p.usable) return make_error(std::string(op) + ": cuBLASLt has no FP8 algorithm for " + shape_text(M, N, K) + ": " + p.why_not);
+  bool unsupported = false;
+  D0_RETURN_IF_ERROR(launch(p, key, x, Tensor(), w, Tensor(), Tensor(), y, unsupported, /*scale_after=*/false));
+  last_scaling_ = Fp8Scaling::epilogue;  // applied by the caller
+  return Status::success();
 }
 
 }  // namespace day0

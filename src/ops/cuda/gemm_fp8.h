@@ -40,6 +40,9 @@ class GemmFp8 {
   // all on the device and contiguous; x, w, y, sx, sw 16-byte aligned; K and N multiples of 16 (FP8 tensor cores).
   // Not thread-safe (one stream, one plan cache).
   Status run(const Tensor& x, const Tensor& sx, const Tensor& w, const Tensor& sw, const Tensor& bias, Tensor& y);
+  // y = x . w^T with unit scales and no bias: the epilogue path's GEMM alone, for a consumer that applies
+  // fp8_moe::scaled_output itself (the same bits as run() in epilogue scaling).
+  Status run_unscaled(const Tensor& x, const Tensor& w, Tensor& y);
 
   // in_gemm or epilogue: how the last successful run applied the scales.
   Fp8Scaling last_scaling() const { return last_scaling_; }
@@ -61,8 +64,9 @@ class GemmFp8 {
   Status build(const Key& key, Plan& p);
   static void destroy(Plan& p);
   // One attempt with one plan; `unsupported` is set when cuBLASLt refuses the configuration at launch.
+  // scale_after false: an epilogue-scaling plan's GEMM without its epilogue (run_unscaled).
   Status launch(Plan& p, const Key& key, const Tensor& x, const Tensor& sx, const Tensor& w, const Tensor& sw,
-                const Tensor& bias, Tensor& y, bool& unsupported);
+                const Tensor& bias, Tensor& y, bool& unsupported, bool scale_after = true);
 
   CudaContext& ctx_;
   Fp8Scaling scaling_;

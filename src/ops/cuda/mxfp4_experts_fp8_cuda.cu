@@ -31,7 +31,8 @@ __global__ void mxfp4_experts_to_fp8_kernel(const uint4* __restrict__ blocks, co
   // kernel ran at ~1.2 TB/s of bytes moved, bound by issue, not memory).
   constexpr int kTables = kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1;
   __shared__ Mxfp4Fp8Bytes tables[kTables];
-  if (threadIdx.x < kTables) tables[threadIdx.x] = mxfp4_fp8_bytes(mxfp4_fp8_table(kMxfp4Fp8MinShift + threadIdx.x));
+  if (threadIdx.x < kTables)
+    tables[threadIdx.x] = mxfp4_fp8_bytes(mxfp4_fp8_table(kMxfp4Fp8MinShift + static_cast<int>(threadIdx.x)));
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;

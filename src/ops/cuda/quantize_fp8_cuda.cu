@@ -4,6 +4,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/fp8_moe_math.cuh"
 #include "quant/e4m3_rne.h"
 #include "quant/fp8_experts.h"
 
@@ -30,14 +31,10 @@ __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const st
   __syncthreads();
   amax = warp_max[0];
   for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
-  // The rule of fp8_experts.h: amax / 448 when that is a normal f32, else 1.
-  const float scale = amax >= kE4m3Max * 0x1p-126f ? __fdiv_rn(amax, kE4m3Max) : 1.0f;
+  const float scale = fp8_moe::row_scale(amax);
   if (threadIdx.x == 0) scales[r] = scale;
   std::uint8_t* qr = q + r * H;
-  for (std::int64_t c = threadIdx.x; c < H; c += kThreads) {
-    const float v = __fdiv_rn(xr[c], scale);
-    qr[c] = isnan(v) ? kE4m3PositiveNaN : e4m3_rne(v);
-  }
+  for (std::int64_t c = threadIdx.x; c < H; c += kThreads) qr[c] = fp8_moe::quantize(xr[c], scale);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/fp8_moe_math.cuh"
 
 namespace day0 {
 namespace {
@@ -14,12 +15,9 @@ __global__ void swiglu_clamped_kernel(const float* __restrict__ gate_up, std::in
        idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t s = idx / I, j = idx % I;
     const float* gu = gate_up + s * 2 * I;
-    float gate = interleaved ? gu[2 * j] : gu[j];
-    float up = interleaved ? gu[2 * j + 1] : gu[I + j];
-    gate = fminf(gate, limit);  // gate is clamped from above only
-    up = fminf(fmaxf(up, -limit), limit);
-    const float glu = gate / (1.0f + expf(-alpha * gate));
-    out[idx] = (up + 1.0f) * glu;
+    const float gate = interleaved ? gu[2 * j] : gu[j];
+    const float up = interleaved ? gu[2 * j + 1] : gu[I + j];
+    out[idx] = fp8_moe::swiglu(gate, up, alpha, limit);
   }
 }
 

@@ -167,6 +167,50 @@ TEST(CudaFp8Quantize, gather_and_quantise_matches_fp8_quantize_row_bit_for_bit) 
     }
 }
 
+TEST(CudaFp8Quantize, fused_epilogue_swiglu_quantise_equals_the_three_kernels_bit_for_bit) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4005);
+  std::uniform_real_distribution<float> gemm_out(-3000.f, 3000.f), scale(1e-4f, 4e-3f), b(-2.f, 2.f);
+  for (const std::int64_t I : {48, 2880})
+    for (const std::int64_t n : {1, 37})
+      for (const int bias_kind : {0, 1, 2})  // none, f32, bf16
+        for (const bool interleaved : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "I " << I << " n " << n << " bias " << bias_kind << " interleaved "
+                                            << interleaved);
+          Tensor gu = Tensor::zeros({n, 2 * I}, DType::f32), sx = Tensor::zeros({n}, DType::f32);
+          Tensor sw = Tensor::zeros({2 * I}, DType::f32), bias = Tensor::zeros({2 * I}, DType::f32);
+          for (std::int64_t i = 0; i < gu.numel(); ++i) gu.data<float>()[i] = gemm_out(rng);
+          for (std::int64_t i = 0; i < n; ++i) sx.data<float>()[i] = scale(rng);
+          for (std::int64_t i = 0; i < 2 * I; ++i) sw.data<float>()[i] = scale(rng), bias.data<float>()[i] = b(rng);
+          if (n > 1) gu.data<float>()[2 * I] = NAN;  // a NaN in the GEMM output: both paths must treat it alike
+          Tensor d_bias;
+          if (bias_kind == 1) d_bias = upload(*ctx, bias);
+          if (bias_kind == 2) d_bias = upload(*ctx, optest::to_bf16(bias));
+          SwigluParams p;
+          p.interleaved = interleaved;
+          const Tensor d_sx = upload(*ctx, sx), d_sw = upload(*ctx, sw);
+          // The three kernels: epilogue in place, SwiGLU, quantise.
+          Tensor y = upload(*ctx, gu), h = poisoned(*ctx, {n, I}, DType::f32);
+          Tensor q1 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s1 = poisoned(*ctx, {n}, DType::f32);
+          Tensor flag = zeroed(*ctx, {1}, DType::i32);
+          D0_ASSERT_OK(fp8_gemm_epilogue_cuda(y, d_sx, d_sw, d_bias, ctx->stream()));
+          D0_ASSERT_OK(swiglu_clamped_cuda(y, p, h, ctx->stream()));
+          D0_ASSERT_OK(gather_quantize_fp8_cuda(h, Tensor(), q1, s1, flag, ctx->stream()));
+          // The fused kernel on the unscaled output.
+          Tensor q2 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s2 = poisoned(*ctx, {n}, DType::f32);
+          D0_ASSERT_OK(swiglu_quantize_fp8_cuda(upload(*ctx, gu), d_sx, d_sw, d_bias, p, q2, s2, ctx->stream()));
+          const Tensor a_q = download(*ctx, q1), a_s = download(*ctx, s1);
+          const Tensor b_q = download(*ctx, q2), b_s = download(*ctx, s2);
+          EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
+          EXPECT_EQ(std::memcmp(a_q.raw(), b_q.raw(), a_q.nbytes()), 0);
+          std::int64_t nonzero = 0;
+          for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
+          EXPECT_GT(nonzero, b_q.numel() / 2);  // the inputs are not all quantised away
+        }
+}
+
 TEST(CudaFp8Quantize, an_out_of_range_row_is_clamped_and_raises_the_error_flag) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();

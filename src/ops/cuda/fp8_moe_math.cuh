@@ -1,0 +1,43 @@
+// The element arithmetic of the MoE's FP8 chain, shared by the kernels that run it step by step (GEMM epilogue,
+// SwiGLU, per-row quantisation, scatter-add) and the one that fuses them, so both give the same bits: every
+// product and sum is an explicitly rounded f32 operation (no contraction into FMAs).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "quant/e4m3_rne.h"
+#include "quant/fp8_experts.h"
+
+namespace day0::fp8_moe {
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// A unit-scale FP8 GEMM output y[m, n] scaled by its token's and its weight row's scales, plus the bias.
+template <class B>
+__device__ __forceinline__ float scaled_output(float y, float sx, float sw, const B* bias, std::int64_t n) {
+  const float v = __fmul_rn(__fmul_rn(y, sx), sw);
+  return bias ? __fadd_rn(v, widen(bias[n])) : v;
+}
+
+// gpt-oss's clamped SwiGLU of one (gate, up) pair, in CpuOps::swiglu_clamped's expression order.
+__device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {
+  gate = fminf(gate, limit);  // gate is clamped from above only
+  up = fminf(fmaxf(up, -limit), limit);
+  const float glu = gate / (1.0f + expf(-alpha * gate));
+  return (up + 1.0f) * glu;
+}
+
+// The rule of fp8_experts.h: a row's scale is amax / 448 when that is a normal f32, else 1.
+__device__ __forceinline__ float row_scale(float amax) {
+  return amax >= kE4m3Max * 0x1p-126f ? __fdiv_rn(amax, kE4m3Max) : 1.0f;
+}
+
+__device__ __forceinline__ std::uint8_t quantize(float x, float scale) {
+  const float v = __fdiv_rn(x, scale);
+  return isnan(v) ? kE4m3PositiveNaN : e4m3_rne(v);
+}
+
+}  // namespace day0::fp8_moe
