@@ -151,6 +151,9 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   if (convert && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
     ws.fused_tokens = std::min(s.max_tokens, s.fused_max_tokens);
     const std::int64_t Af = ws.fused_tokens * s.k, E = s.n_experts;
+    if (!ws.xs.defined()) {  // fp8 compute: the fused path still takes its tokens as bf16
+      D0_ASSIGN_OR_RETURN(ws.xs, arena.allocate({ws.fused_tokens, H}, DType::bf16, "moe workspace fused tokens"));
+    }
     D0_ASSIGN_OR_RETURN(ws.group_counts, arena.allocate({E}, DType::i32, "moe workspace group counts"));
     D0_ASSIGN_OR_RETURN(ws.group_offsets, arena.allocate({E + 1}, DType::i32, "moe workspace group offsets"));
     D0_ASSIGN_OR_RETURN(ws.group_rows, arena.allocate({Af}, DType::i32, "moe workspace group rows"));

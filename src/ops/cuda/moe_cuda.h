@@ -52,7 +52,8 @@ struct MoeWorkspaceShape {
   ExpertCompute compute = ExpertCompute::bf16;
   ExpertStorage storage = ExpertStorage::mxfp4;  // bf16 / fp8_rowwise: no conversion buffers (must match compute)
   // Calls of at most this many tokens take the fused MXFP4 path (moe_mxfp4_fused_cuda.h: no conversion, no host
-  // sync) when the experts are MXFP4, the compute bf16 and the router's choices on the device; 0 turns it off.
+  // sync, bf16 compute whatever `compute` says) when the experts are MXFP4 and the router's choices on the device;
+  // 0 turns it off.
   std::int64_t fused_max_tokens = 0;
   // Every call on the fused kernel (never the tiled GEMM, whose sums differ); other paths are an error.
   bool batch_invariant = false;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -173,6 +174,44 @@ TEST(CudaMoeFp8, routed_experts_match_the_fp8_emulation_and_stay_near_f32_at_odd
   run_shapes(*ctx, 5, 3, 96, 160, {1, 7, 64}, DType::f32, false, rng);  // odd E, k, S; split gate/up
   run_shapes(*ctx, 32, 4, 64, 96, {1, 5, 64}, DType::bf16, true, rng);
   run_shapes(*ctx, 4, 1, 64, 96, {1, 3}, DType::bf16, true, rng);
+}
+
+TEST(CudaMoeFp8, with_a_fused_limit_small_calls_take_the_bf16_fused_kernels_and_larger_ones_fp8_gemms) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(6003);
+  const int E = 8, k = 2;
+  const std::int64_t H = 64, I = 96, T = 64;
+  const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), DType::bf16, rng);
+  const ExpertWeights down_host = encoded_experts(E, int(H), int(I), DType::bf16, rng);
+  const ExpertWeights gu_dev = upload_experts(*ctx, gu_host), down_dev = upload_experts(*ctx, down_host);
+  const SwigluParams p;  // gpt-oss: interleaved, as the fused path needs
+  MoeWorkspaceShape s8{E, k, H, I, T, ExpertCompute::fp8};
+  s8.fused_max_tokens = 8;
+  MoeWorkspaceShape s16 = s8;
+  s16.compute = ExpertCompute::bf16;
+  auto ws8 = MoeWorkspace::plan(ctx->arena(), s8);
+  auto ws16 = MoeWorkspace::plan(ctx->arena(), s16);
+  ASSERT_TRUE(ws8.ok()) << ws8.error().message;
+  ASSERT_TRUE(ws16.ok()) << ws16.error().message;
+  EXPECT_EQ(ws8->fused_tokens, 8);
+  MoeGemms gemms(*ctx);
+  // 4 tokens, routing on the device: both workspaces run the fused MXFP4 kernels, so the same bits.
+  const Tensor x = upload(*ctx, optest::random_f32({4, H}, rng));
+  Tensor indices, weights;
+  random_routing(4, E, k, rng, indices, weights);
+  const Tensor d_idx = upload(*ctx, indices), d_wts = upload(*ctx, weights);
+  Tensor out8 = poisoned(*ctx, {4, H}, DType::f32), out16 = poisoned(*ctx, {4, H}, DType::f32);
+  D0_ASSERT_OK(moe_experts_cuda(x, d_idx, d_wts, gu_dev, down_dev, p, *ws8, gemms, out8, ctx->stream()));
+  D0_ASSERT_OK(moe_experts_cuda(x, d_idx, d_wts, gu_dev, down_dev, p, *ws16, gemms, out16, ctx->stream()));
+  const Tensor a = download(*ctx, out8), b = download(*ctx, out16);
+  EXPECT_EQ(cudatest::count_nan(a), 0);
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  // 32 tokens: above the limit, the fp8 workspace converts and runs fp8 GEMMs, near the fp8 emulation.
+  const Errors err = run_fp8_case(*ctx, gemms, *ws8, gu_host, down_host, gu_dev, down_dev, 32, p, rng);
+  EXPECT_LT(err.vs_emulation, kTolVsEmulation);
+  EXPECT_LT(err.vs_f32, kTolVsF32);
 }
 
 // Mean milliseconds of one moe_experts_cuda call (after 2 warm-ups).
