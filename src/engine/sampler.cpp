@@ -21,9 +21,9 @@ std::int32_t argmax(std::span<const float> logits) {
   return static_cast<std::int32_t>(best);
 }
 
-// check_logits and argmax in one pass: blocks of 256 with a branch-free max and counts (which the compiler
-// vectorises), then one scan of the first block holding the maximum. 2x faster than the two passes (64 rows of
-// 201,088 on the CI machine: 226 -> 106 us a row). Not usable: some NaN or +inf, or every logit -inf.
+// check_logits and argmax in one pass: blocks of 256 with a branch-free max and counts, then one scan of the
+// first block holding the maximum. 2x faster than the two passes (64 rows of 201,088 on the CI machine: 226 ->
+// 106 us a row). Not usable: some NaN or +inf, or every logit -inf.
 struct Scan {
   std::int32_t argmax = 0;
   bool usable = false;

@@ -238,7 +238,8 @@ TEST(Fp8Experts, the_kernels_table_lookup_equals_the_reference_for_every_shift) 
         std::uint8_t got[8];
         std::memcpy(got, &lo, 4);
         std::memcpy(got + 4, &hi, 4);
-        for (int j = 0; j < 8; ++j) ASSERT_EQ(got[j], want[i + j]) << "top " << top << " low " << low << " at " << i + j;
+        for (int j = 0; j < 8; ++j)
+          ASSERT_EQ(got[j], want[i + j]) << "top " << top << " low " << low << " at " << i + j;
       }
       ASSERT_EQ(word_inexact, info.inexact) << "top " << top << " low " << low;
     }

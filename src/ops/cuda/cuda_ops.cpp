@@ -176,7 +176,8 @@ Result<Tensor> CudaOps::download(const Tensor& t) {
   if (t.device() != Device::cuda || !t.is_contiguous())
     return make_error("cuda download: expected a contiguous cuda tensor");
   D0_ASSIGN_OR_RETURN(std::shared_ptr<void> pinned, downloads_.take(t.nbytes()));
-  Tensor host = pinned ? Tensor::borrow(pinned.get(), t.shape(), t.dtype(), pinned) : Tensor::zeros(t.shape(), t.dtype());
+  Tensor host =
+      pinned ? Tensor::borrow(pinned.get(), t.shape(), t.dtype(), pinned) : Tensor::zeros(t.shape(), t.dtype());
   if (t.nbytes() > 0) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
     D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));

@@ -1,6 +1,6 @@
 // The element arithmetic of the MoE's FP8 chain, shared by the kernels that run it step by step (GEMM epilogue,
-// SwiGLU, per-row quantisation, scatter-add) and the one that fuses them, so both give the same bits: every
-// product and sum is an explicitly rounded f32 operation (no contraction into FMAs).
+// SwiGLU, per-row quantisation, scatter-add) and the one that fuses them, so both give the same bits (a product
+// followed by a sum is rounded explicitly: no contraction into an FMA in one kernel and not the other).
 #pragma once
 
 #include <cuda_bf16.h>

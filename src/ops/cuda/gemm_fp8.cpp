@@ -216,7 +216,9 @@ Status GemmFp8::run_unscaled(const Tensor& x, const Tensor& w, Tensor& y) {
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return make_error(std::string(op) + ": dimension above 2^31");
   const Key key{M, N, K, static_cast<int>(Fp8Scaling::epilogue), -1};
   Plan& p = plan(key);
-  if (!p.usable) return make_error(std::string(op) + ": cuBLASLt has no FP8 algorithm for " + shape_text(M, N, K) + ": " + p.why_not);
+  if (!p.usable)
+    return make_error(std::string(op) + ": cuBLASLt has no FP8 algorithm for " + shape_text(M, N, K) + ": " +
+                      p.why_not);
   bool unsupported = false;
   D0_RETURN_IF_ERROR(launch(p, key, x, Tensor(), w, Tensor(), Tensor(), y, unsupported, /*scale_after=*/false));
   last_scaling_ = Fp8Scaling::epilogue;  // applied by the caller

@@ -399,7 +399,8 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
                                        ws.route.data<float>() + c0, out, stream));
       } else {
         D0_RETURN_IF_ERROR(expert_chunk_bf16(x, rows, w, b_gu, b_down, p, ws, *bf16, y, stream));
-        D0_RETURN_IF_ERROR(scatter_add(y, Tensor(), Tensor(), Tensor(), rows, ws.route.data<float>() + c0, out, stream));
+        D0_RETURN_IF_ERROR(
+            scatter_add(y, Tensor(), Tensor(), Tensor(), rows, ws.route.data<float>() + c0, out, stream));
       }
     }
   }

@@ -62,7 +62,8 @@ __global__ void mxfp4_experts_to_fp8_kernel(const uint4* __restrict__ blocks, co
     const std::uint32_t in_words[4] = {packed.x, packed.y, packed.z, packed.w};
     std::uint32_t out_words[8];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) inexact += mxfp4_word_to_fp8(in_words[q], table, out_words[2 * q], out_words[2 * q + 1]);
+    for (int q = 0; q < 4; ++q)
+      inexact += mxfp4_word_to_fp8(in_words[q], table, out_words[2 * q], out_words[2 * q + 1]);
     uint4* dst = weights + (dst_row * groups + g) * 2;
     dst[0] = make_uint4(out_words[0], out_words[1], out_words[2], out_words[3]);
     dst[1] = make_uint4(out_words[4], out_words[5], out_words[6], out_words[7]);
