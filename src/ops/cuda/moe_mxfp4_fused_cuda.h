@@ -4,11 +4,11 @@
 //
 // One CTA = 4 warps (8 at one token an expert) on 16 output rows of one routed expert; the warps split K (the
 // 32-value MXFP4 groups) and sum their partials in a fixed order. Each lane loads one whole 16-byte group of two
-// rows (g and g + 8) per 128-value tile (and, at up to 8 tokens per expert, its token's 32 values with it),
-// decodes byte pairs to bf16 (E2M1 -> bf16 by bit moves, times 2^(scale - 1) in a bf16x2 multiply: exact, so the
-// weights equal mxfp4_experts_to_bf16_cuda's bit for bit) and feeds mma.sync m16n8k16 with the K axis permuted so that a lane's
-// group maps onto its fragment slots; tokens are the N axis (8 per MMA, up to 32 per pass), read as bf16 from L1.
-// Accumulation is f32; only the summation order differs from the bf16 GEMM path. Prefill-sized calls take the
+// rows (g and g + 8) per 128-value tile (and, at up to 8 tokens per expert, its token's 32 values with it), decodes
+// byte pairs to bf16 (E2M1 -> bf16 by bit moves, times 2^(scale - 1) in a bf16x2 multiply: exact, so the weights
+// equal mxfp4_experts_to_bf16_cuda's bit for bit) and feeds mma.sync m16n8k16 with the K axis permuted so that a
+// lane's group maps onto its fragment slots; tokens are the N axis (8 per MMA, up to 32 per pass), read as bf16 from
+// L1. Accumulation is f32; only the summation order differs from the bf16 GEMM path. Prefill-sized calls take the
 // tiled GEMM of moe_mxfp4_gemm_cuda.h instead.
 #pragma once
 
