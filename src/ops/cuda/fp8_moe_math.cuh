@@ -30,6 +30,18 @@ __device__ __forceinline__ float swiglu(float gate, float up, float alpha, float
   return (up + 1.0f) * glu;
 }
 
+// The largest v over a block of kThreads threads (a multiple of 32); scratch holds kThreads / 32 floats. Every
+// thread gets it; max is order-free, so any reduction tree gives the same value.
+template <int kThreads>
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < kThreads / 32; ++w) v = fmaxf(v, scratch[w]);
+  return v;
+}
+
 // The rule of fp8_experts.h: a row's scale is amax / 448 when that is a normal f32, else 1.
 __device__ __forceinline__ float row_scale(float amax) {
   return amax >= kE4m3Max * 0x1p-126f ? __fdiv_rn(amax, kE4m3Max) : 1.0f;

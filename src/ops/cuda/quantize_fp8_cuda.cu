@@ -26,11 +26,7 @@ __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const st
   const float* xr = x + src * H;
   float amax = 0.0f;
   for (std::int64_t c = threadIdx.x; c < H; c += kThreads) amax = fmaxf(amax, fabsf(xr[c]));
-  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = warp_max[0];
-  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  amax = fp8_moe::block_max<kThreads>(amax, warp_max);
   const float scale = fp8_moe::row_scale(amax);
   if (threadIdx.x == 0) scales[r] = scale;
   std::uint8_t* qr = q + r * H;

@@ -35,11 +35,7 @@ __global__ void swiglu_quantize_fp8_kernel(const float* __restrict__ gate_up, co
   float amax = 0.0f;
   for (std::int64_t j = threadIdx.x; j < I; j += kThreads)
     amax = fmaxf(amax, fabsf(swiglu_at(row, s, sw, bias, j, I, interleaved, alpha, limit)));
-  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = warp_max[0];
-  for (int w = 1; w < kThreads / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+  amax = fp8_moe::block_max<kThreads>(amax, warp_max);
   const float scale = fp8_moe::row_scale(amax);
   if (threadIdx.x == 0) scales[r] = scale;
   std::uint8_t* qr = q + r * I;
