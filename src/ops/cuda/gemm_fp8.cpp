@@ -29,6 +29,32 @@ std::string shape_text(std::int64_t M, std::int64_t N, std::int64_t K) {
   return "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K);
 }
 
+struct Dims {
+  std::int64_t M, N, K;
+};
+
+// What run() and run_unscaled() both need: x [M, K] and w [N, K] E4M3, y f32 [M, N], on the device, contiguous,
+// 16-byte aligned; for a non-empty product K and N positive multiples of 16 and every dimension below 2^31.
+Result<Dims> check_operands(const char* op, const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (x.dim() != 2 || w.dim() != 2)
+    return make_error(std::string(op) + ": x and w must be 2-D, got " + shape_to_string(x.shape()) + " and " +
+                      shape_to_string(w.shape()));
+  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f8_e4m3}, {M, K}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(w, op, "w", {DType::f8_e4m3}, {N, K}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {M, N}));
+  for (const Tensor* t : {&x, &w, &y})
+    if (!aligned_to(t->raw(), 16)) return make_error(std::string(op) + ": x, w and y must be 16-byte aligned");
+  if (M == 0 || N == 0) return Dims{M, N, K};
+  // cuBLASLt's FP8 kernels want 16-byte aligned leading dimensions and tile-friendly N (PyTorch's _scaled_mm
+  // asks the same of its operands); the MoE's N and K (2I, H, I) are multiples of 32.
+  if (K == 0 || K % 16 != 0 || N % 16 != 0)
+    return make_error(std::string(op) + ": K and N must be positive multiples of 16 (FP8 tensor cores), got " +
+                      shape_text(M, N, K));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return make_error(std::string(op) + ": dimension above 2^31");
+  return Dims{M, N, K};
+}
+
 }  // namespace
 
 std::string_view fp8_scaling_name(Fp8Scaling s) {
@@ -141,26 +167,15 @@ Status GemmFp8::launch(Plan& p, const Key& key, const Tensor& x, const Tensor& s
 Status GemmFp8::run(const Tensor& x, const Tensor& sx, const Tensor& w, const Tensor& sw, const Tensor& bias,
                     Tensor& y) {
   const char* op = "gemm_fp8";
-  if (x.dim() != 2 || w.dim() != 2)
-    return make_error("gemm_fp8: x and w must be 2-D, got " + shape_to_string(x.shape()) + " and " +
-                      shape_to_string(w.shape()));
-  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f8_e4m3}, {M, K}));
+  D0_ASSIGN_OR_RETURN(const Dims dims, check_operands(op, x, w, y));
+  const auto [M, N, K] = dims;
   D0_RETURN_IF_ERROR(check_cuda_tensor(sx, op, "sx", {DType::f32}, {M}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w, op, "w", {DType::f8_e4m3}, {N, K}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(sw, op, "sw", {DType::f32}, {N}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {M, N}));
   const bool has_bias = has_values(bias);
   if (has_bias) D0_RETURN_IF_ERROR(check_cuda_tensor(bias, op, "bias", {DType::f32, DType::bf16}, {N}));
-  for (const Tensor* t : {&x, &sx, &w, &sw, static_cast<const Tensor*>(&y)})
-    if (!aligned_to(t->raw(), 16)) return make_error("gemm_fp8: x, sx, w, sw and y must be 16-byte aligned");
+  if (!aligned_to(sx.raw(), 16) || !aligned_to(sw.raw(), 16))
+    return make_error("gemm_fp8: sx and sw must be 16-byte aligned");
   if (M == 0 || N == 0) return Status::success();
-  // cuBLASLt's FP8 kernels want 16-byte aligned leading dimensions and tile-friendly N (PyTorch's _scaled_mm
-  // asks the same of its operands); the MoE's N and K (2I, H, I) are multiples of 32.
-  if (K == 0 || K % 16 != 0 || N % 16 != 0)
-    return make_error("gemm_fp8: K and N must be positive multiples of 16 (FP8 tensor cores), got " +
-                      shape_text(M, N, K));
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return make_error("gemm_fp8: dimension above 2^31");
 
   // Configurations in order of preference; a refused one falls through to the next.
   struct Attempt {
@@ -200,20 +215,9 @@ Status GemmFp8::run(const Tensor& x, const Tensor& sx, const Tensor& w, const Te
 
 Status GemmFp8::run_unscaled(const Tensor& x, const Tensor& w, Tensor& y) {
   const char* op = "gemm_fp8 (unscaled)";
-  if (x.dim() != 2 || w.dim() != 2)
-    return make_error(std::string(op) + ": x and w must be 2-D, got " + shape_to_string(x.shape()) + " and " +
-                      shape_to_string(w.shape()));
-  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f8_e4m3}, {M, K}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w, op, "w", {DType::f8_e4m3}, {N, K}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {M, N}));
-  for (const Tensor* t : {&x, &w, static_cast<const Tensor*>(&y)})
-    if (!aligned_to(t->raw(), 16)) return make_error(std::string(op) + ": x, w and y must be 16-byte aligned");
+  D0_ASSIGN_OR_RETURN(const Dims dims, check_operands(op, x, w, y));
+  const auto [M, N, K] = dims;
   if (M == 0 || N == 0) return Status::success();
-  if (K == 0 || K % 16 != 0 || N % 16 != 0)
-    return make_error(std::string(op) + ": K and N must be positive multiples of 16 (FP8 tensor cores), got " +
-                      shape_text(M, N, K));
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return make_error(std::string(op) + ": dimension above 2^31");
   const Key key{M, N, K, static_cast<int>(Fp8Scaling::epilogue), -1};
   Plan& p = plan(key);
   if (!p.usable)
