@@ -122,10 +122,10 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   D0_ASSIGN_OR_RETURN(ws.route, arena.allocate({A}, DType::f32, "moe workspace route"));
   D0_ASSIGN_OR_RETURN(ws.error_flag, arena.allocate({1}, DType::i32, "moe workspace error flag"));
   D0_ASSIGN_OR_RETURN(ws.gu, arena.allocate({T, 2 * I}, DType::f32, "moe workspace gate_up output"));
-  D0_ASSIGN_OR_RETURN(ws.h, arena.allocate({T, I}, DType::f32, "moe workspace swiglu output"));
   D0_ASSIGN_OR_RETURN(ws.y, arena.allocate({T, H}, DType::f32, "moe workspace down output"));
   const std::int64_t R = ws.max_routed;
   if (s.compute == ExpertCompute::bf16) {
+    D0_ASSIGN_OR_RETURN(ws.h, arena.allocate({T, I}, DType::f32, "moe workspace swiglu output"));
     if (convert) {
       D0_ASSIGN_OR_RETURN(ws.gate_up_w, arena.allocate({R, 2 * I, H}, DType::bf16, "moe workspace gate_up experts"));
       D0_ASSIGN_OR_RETURN(ws.down_w, arena.allocate({R, H, I}, DType::bf16, "moe workspace down experts"));

@@ -75,9 +75,9 @@ struct MoeWorkspace {
                       //                            checks ids) or the device grouping (fused path)
   bool error_flag_zeroed = false;  // zeroed by the first call
   Tensor gu;          // f32 [max_tokens, 2I]
-  Tensor h;           // f32 [max_tokens, I]
   Tensor y;           // f32 [max_tokens, H]
   // ExpertCompute::bf16 only (undefined for fp8; gate_up_w and down_w also for stored experts):
+  Tensor h;           // f32 [max_tokens, I]        SwiGLU output (fp8 quantises it in the kernel that makes it)
   Tensor gate_up_w;   // bf16 [max_routed, 2I, H]   converted routed experts, slot j = j-th routed expert
   Tensor down_w;      // bf16 [max_routed, H, I]
   Tensor xs;          // bf16 [max_tokens, H]       gathered tokens of one expert chunk
