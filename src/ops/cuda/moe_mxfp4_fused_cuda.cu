@@ -243,7 +243,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 }  // namespace
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
-                                 const DeviceExpertGroups& groups, std::int64_t max_tokens_per_expert,
+                                 const DeviceExpertGroups& groups, const FusedMoePass& pass,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
                                  cudaStream_t stream) {
   const char* op = "mxfp4_grouped_matmul_cuda";
@@ -252,15 +252,17 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
+  if (pass.tokens != 8 && pass.tokens != 16 && pass.tokens != 32)
+    return make_error(std::string(op) + ": a pass carries 8, 16 or 32 tokens, got " + std::to_string(pass.tokens));
+  if (pass.wide_split && pass.tokens != 8)
+    return make_error(std::string(op) + ": the 8-warp split runs 8-token passes only");
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
-  // One pass carries up to 8, 16 or 32 tokens of an expert; an expert with more makes further passes. At one token
-  // an expert (batch 1) the CTA has 8 warps.
-  if (max_tokens_per_expert <= 1)
+  if (pass.wide_split)
     launch<8, 1>(args, swiglu != nullptr, grid, stream);
-  else if (max_tokens_per_expert <= 8)
+  else if (pass.tokens == 8)
     launch<4, 1>(args, swiglu != nullptr, grid, stream);
-  else if (max_tokens_per_expert <= 16)
+  else if (pass.tokens == 16)
     launch<4, 2>(args, swiglu != nullptr, grid, stream);
   else
     launch<4, 4>(args, swiglu != nullptr, grid, stream);

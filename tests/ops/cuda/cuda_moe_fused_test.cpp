@@ -51,12 +51,20 @@ enum class Kernel { fused, tiled };
 
 const char* kernel_name(Kernel k) { return k == Kernel::fused ? "fused matmul" : "tiled gemm"; }
 
-// One grouped launch over A = S k assignments of E experts by either kernel.
+// Every form of the fused kernel: 8 split-K warps, then 4 with passes of 8, 16 and 32 tokens.
+constexpr FusedMoePass kFusedPasses[] = {{8, true}, {8, false}, {16, false}, {32, false}};
+
+std::string pass_name(const FusedMoePass& p) {
+  return std::to_string(p.tokens) + "-token passes, " + (p.wide_split ? "8" : "4") + " warps";
+}
+
+// One grouped launch over A assignments of E experts by either kernel (`pass`: the fused kernel's form).
 Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const ExpertWeights& d, const Groups& g,
-                   std::int64_t S, std::int64_t A, int E, const SwigluParams* p, Tensor& out, cudaStream_t stream) {
+                   const FusedMoePass& pass, std::int64_t A, int E, const SwigluParams* p, Tensor& out,
+                   cudaStream_t stream) {
   const std::int64_t routed = std::min<std::int64_t>(E, A);
   if (kern == Kernel::fused)
-    return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), S, routed, p, out, stream);
+    return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), pass, routed, p, out, stream);
   return mxfp4_grouped_gemm_cuda(x, inputs_are_tokens, d, g.view(), mxfp4_gemm_launch_slots(routed, A), p, out, stream);
 }
 
@@ -82,8 +90,7 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   std::mt19937 rng(4101);
   // Random nibbles and scale codes 1..128 (one multiply per pair) or 1..250 (most warps take both multiplies;
   // 6 * 2^123 stays finite in bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any
-  // decode error shows. 96 tokens over 3 experts: passes of 32 tokens, or (the decode forms, told at most 8 or 1
-  // tokens an expert) of 8.
+  // decode error shows. 96 tokens over 3 experts: every fused form makes several passes.
   const int E = 3, out = 64, in = 96;
   ExpertWeights w;
   w.n_experts = E, w.out = out, w.in = in;
@@ -99,13 +106,14 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
     for (std::int64_t i = 0; i < w.scales.numel(); ++i)
       w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % max_code);
     const ExpertWeights d = upload_experts(*ctx, w);
-    for (auto [kern, told] : {std::pair{Kernel::fused, in}, std::pair{Kernel::fused, 8}, std::pair{Kernel::fused, 1},
-                              std::pair{Kernel::tiled, in}}) {
-      SCOPED_TRACE(::testing::Message() << kernel_name(kern) << ", scale codes 1.." << max_code << ", told " << told
-                                        << " tokens an expert");
+    std::vector<std::pair<Kernel, FusedMoePass>> forms = {{Kernel::tiled, {}}};
+    for (const FusedMoePass& pass : kFusedPasses) forms.push_back({Kernel::fused, pass});
+    for (const auto& [kern, pass] : forms) {
+      SCOPED_TRACE(::testing::Message() << kernel_name(kern) << ", scale codes 1.." << max_code << ", "
+                                        << pass_name(pass));
       Tensor y = poisoned(*ctx, {in, out}, DType::f32);
       D0_ASSERT_OK(
-          run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, told, in, E, nullptr, y, ctx->stream()));
+          run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, pass, in, E, nullptr, y, ctx->stream()));
       const Tensor got = download(*ctx, y);
       std::vector<float> row(in);
       std::int64_t mismatches = 0;
@@ -134,13 +142,20 @@ void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int 
   Tensor indices, weights;
   random_routing(S, E, k, rng, indices, weights);
   const Groups g = group(ctx, indices, E);
-  Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
-  D0_ASSERT_OK(run_grouped(kern, upload(ctx, optest::to_bf16(x)), true, d, g, S, S * k, E, nullptr, y, ctx.stream()));
-  const Tensor got = download(ctx, y);
-  EXPECT_EQ(cudatest::count_nan(got), 0);
-  // 1e-5: weights and inputs are exact on both sides and every product is exact in f32; only the summation
-  // order (and the tensor cores' f32 accumulation) differs.
-  EXPECT_LT(relative_norm_error(got, cpu_per_assignment(x, indices, w)), 1e-5);
+  const Tensor want = cpu_per_assignment(x, indices, w);
+  std::vector<FusedMoePass> passes(std::begin(kFusedPasses), std::end(kFusedPasses));
+  if (kern == Kernel::tiled) passes.resize(1);  // the tiled kernel has one form
+  for (const FusedMoePass& pass : passes) {
+    SCOPED_TRACE(pass_name(pass));
+    Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
+    D0_ASSERT_OK(
+        run_grouped(kern, upload(ctx, optest::to_bf16(x)), true, d, g, pass, S * k, E, nullptr, y, ctx.stream()));
+    const Tensor got = download(ctx, y);
+    EXPECT_EQ(cudatest::count_nan(got), 0);
+    // 1e-5: weights and inputs are exact on both sides and every product is exact in f32; only the summation
+    // order (and the tensor cores' f32 accumulation) differs.
+    EXPECT_LT(relative_norm_error(got, want), 1e-5);
+  }
 }
 
 TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_expert_matmul) {
@@ -193,8 +208,8 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   for (Kernel kern : {Kernel::fused, Kernel::tiled}) {
     SCOPED_TRACE(kernel_name(kern));
     Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
-    D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g, S, S * k, E, &p,
-                             h, ctx->stream()));
+    D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g,
+                             fused_moe_pass(S, k, E, false), S * k, E, &p, h, ctx->stream()));
     const Tensor got = download(*ctx, h).to_f32();
     // h is by grouped entry: row q holds assignment assignments[q].
     const Tensor assignments = download(*ctx, g.assignments);
@@ -224,13 +239,55 @@ TEST(CudaMoeFused, a_bad_expert_id_raises_the_flag_and_leaves_the_rest_computed)
   const Groups g = group(*ctx, indices, 4);
   EXPECT_EQ(cudatest::download_flag(*ctx, g.flag), 1);
   Tensor y = poisoned(*ctx, {2, 32}, DType::f32);
-  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g.view(), 2,
-                                         2, nullptr, y, ctx->stream()));
+  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g.view(),
+                                         FusedMoePass{}, 2, nullptr, y, ctx->stream()));
   const Tensor got = download(*ctx, y);
   Tensor first = Tensor::zeros({1, 1}, DType::i32);
   first.data<std::int32_t>()[0] = 2;
   const Tensor want = cpu_per_assignment(x.slice_rows(0, 1).clone(), first, w);
   EXPECT_LT(relative_norm_error(got.slice_rows(0, 1).clone(), want), 1e-5);
+}
+
+TEST(CudaMoeFused, the_pass_follows_the_mean_count_per_expert_and_keeps_the_split_when_batch_invariant) {
+  // gpt-oss-20b (32 experts, top-4): batch 1 takes the 8-warp form unless results must not depend on the batch;
+  // batch 8 (mean 1) 8-token passes; 64 (mean 8) 16; 128 (mean 16) 32. 120b (128 experts) at 64: mean 2, 8.
+  EXPECT_TRUE(fused_moe_pass(1, 4, 32, false).wide_split);
+  EXPECT_FALSE(fused_moe_pass(1, 4, 32, true).wide_split);
+  EXPECT_EQ(fused_moe_pass(1, 4, 32, true).tokens, 8);
+  EXPECT_FALSE(fused_moe_pass(2, 4, 32, false).wide_split);
+  EXPECT_EQ(fused_moe_pass(8, 4, 32, false).tokens, 8);
+  EXPECT_EQ(fused_moe_pass(64, 4, 32, false).tokens, 16);
+  EXPECT_EQ(fused_moe_pass(128, 4, 32, false).tokens, 32);
+  EXPECT_EQ(fused_moe_pass(64, 4, 128, false).tokens, 8);
+  EXPECT_EQ(fused_moe_pass(12, 4, 4, false).tokens, 16);  // capped by S: never more than the batch
+}
+
+TEST(CudaMoeFused, batch_invariant_passes_give_a_token_the_same_bits_alone_and_in_a_batch) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4106);
+  // 1,024 inputs = 8 tiles: the 8-warp split and the 4-warp one sum them in different orders, so a batch-1 call
+  // on the wide split would differ from the same token in a batch.
+  const int E = 4, out = 32, in = 1024;
+  const ExpertWeights d = upload_experts(*ctx, encoded_experts(E, out, in, DType::f32, rng));
+  const Tensor x = optest::to_bf16(optest::random_f32({3, in}, rng));
+  Tensor indices = Tensor::zeros({3, 1}, DType::i32);
+  for (int s = 0; s < 3; ++s) indices.data<std::int32_t>()[s] = s == 0 ? 1 : s;
+  auto run = [&](std::int64_t S, bool invariant) {
+    Tensor ids = indices.slice_rows(0, S).clone();
+    const Groups g = group(*ctx, ids, E);
+    Tensor y = poisoned(*ctx, {S, out}, DType::f32);
+    EXPECT_TRUE(run_grouped(Kernel::fused, upload(*ctx, x.slice_rows(0, S).clone()), true, d, g,
+                            fused_moe_pass(S, 1, E, invariant), S, E, nullptr, y, ctx->stream())
+                    .ok());
+    return download(*ctx, y).slice_rows(0, 1).clone();
+  };
+  const Tensor batch = run(3, true), alone = run(1, true);
+  EXPECT_EQ(std::memcmp(batch.raw(), alone.raw(), batch.nbytes()), 0);
+  // Not a tautology: the 8-warp form is another sum (it may agree on a few elements, not on all 32).
+  const Tensor wide = run(1, false);
+  EXPECT_NE(std::memcmp(batch.raw(), wide.raw(), batch.nbytes()), 0);
 }
 
 }  // namespace
