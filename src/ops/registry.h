@@ -32,8 +32,8 @@ struct BackendOptions {
   // routed experts (to expert_compute) and run cuBLASLt GEMMs. 0: always the conversion path. Unset: every step
   // with bf16 compute, up to kFp8FusedMoeTokens with fp8 (fused_moe_tokens()).
   std::optional<std::int64_t> fused_moe_max_tokens;
-  // Prefill-sized attention (64+ query rows, head_dim 64) on TF32 tensor cores (Q, K, V and the softmax weights
-  // rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
+  // Prefill-sized attention (64+ query rows, head_dim 64) on f16 tensor cores with a power-of-two scale per block
+  // (Q, K, V and the softmax weights rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
   bool attention_tensor_cores = true;
   // Every token's arithmetic independent of what else is in its step (RELIABILITY D3): dense linears through the
   // small-M kernel in 16-row slices, MoE through the fused MXFP4 kernel at every size (bf16 compute only), attention

@@ -18,7 +18,7 @@ struct BackendCliOptions {
   std::int64_t max_step_tokens = 2048;  // tokens per forward step (longer prompts prefill in chunks)
   // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never); unset: BackendOptions' default
   std::optional<std::int64_t> fused_moe_tokens;
-  bool f32_attention = false;           // cuda: no TF32 tensor cores in prefill attention
+  bool f32_attention = false;           // cuda: no tensor cores in prefill attention
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)

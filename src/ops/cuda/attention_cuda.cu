@@ -346,8 +346,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
     sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
   }
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
-  if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(k.raw(), 16) &&
-      aligned_to(v.raw(), 16)) {
+  if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(q.raw(), 16) &&
+      aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
     const AttentionTcArgs ta{
         q.data<float>(), k.data<float>(),   v.data<float>(),     q_pos.data<std::int32_t>(), sink_ptr,
         sink_kind,       out.data<float>(), static_cast<int>(S), static_cast<int>(T),        layout};

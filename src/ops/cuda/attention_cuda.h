@@ -18,7 +18,7 @@ inline constexpr int kAttentionMaxHeadDim = 256;
 // pair each take an equal contiguous share of that query's keys (found on the device from its position) and
 // leave (max, sum, unnormalised output) in `partials`, f32 [attention_partials_floats(...)]; a merge kernel adds
 // the sink and writes out. splits = 1: one block per pair writes out itself (partials unused).
-// tensor_cores (with splits = 1): the TF32 tensor-core prefill kernel (attention_tc_cuda.h) where it fits
+// tensor_cores (with splits = 1): the tensor-core prefill kernel (attention_tc_cuda.h) where it fits
 // (head_dim 64, enough query rows; the per-query kernel otherwise): CudaOps asks for it on prefill-sized steps.
 struct AttentionSplit {
   int splits = 1;

@@ -1,6 +1,8 @@
 // Tensor-core prefill attention: see the header for the scheme.
 #include "ops/cuda/attention_tc_cuda.h"
 
+#include <cuda_fp16.h>
+
 #include <climits>
 #include <string>
 
@@ -14,25 +16,49 @@ constexpr int kD = kAttentionTcHeadDim;
 constexpr int kWarps = 4;
 constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;           // keys per tile
-constexpr int kStride = kD + 4;     // smem row stride in floats: conflict-free fragment reads
+constexpr int kStride = kD + 8;     // smem row stride in halves (144 bytes): conflict-free ldmatrix rows
 constexpr int kThreads = 32 * kWarps;
+constexpr int kStage = kKeys * kD / 4 / kThreads;  // float4s of K (and of V) each thread stages per tile
+
+// The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
+// 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
+__device__ __forceinline__ int block_exponent(float max_abs) {
+  const int biased = static_cast<int>(__float_as_uint(max_abs) >> 23);
+  if (biased == 0 || biased >= 255) return 0;
+  return min(max(biased - 127 - 14, -100), 100);
+}
+
+// 2^e for e in [-126, 127], exactly.
+__device__ __forceinline__ float pow2(int e) { return __uint_as_float(static_cast<std::uint32_t>(127 + e) << 23); }
+
+__device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+}
+
+__device__ __forceinline__ float max_abs4(float m, float4 v) {
+  return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
+}
 
 __global__ void __launch_bounds__(kThreads)
     attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
-  __shared__ __align__(16) float ks[kKeys][kStride];
-  __shared__ __align__(16) float vs[kKeys][kStride];
+  __shared__ __align__(16) __half ks[kKeys][kStride];
+  __shared__ __align__(16) __half vs[kKeys][kStride];
   __shared__ int pos_s[kRows], seq_s[kRows], first_s[kRows];
   __shared__ int bad_s[kRows];
   __shared__ int seq_min, seq_max, lo_s, hi_s, any_s, first_bad_s;
+  __shared__ unsigned tile_max[2][2];  // [tile parity][K, V]: largest magnitude, as f32 bits
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.y, kvh = h / group;
-  const int s0 = blockIdx.x * kRows;
+  // The last rows (the most keys under a causal mask) go first: a shorter tail.
+  const int s0 = (gridDim.x - 1 - blockIdx.x) * kRows;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD;
   const std::int64_t kv_width = static_cast<std::int64_t>(n_heads / group) * kD;
   const KeyLayout& L = a.layout;
 
   if (tid == 0) seq_min = INT_MAX, seq_max = INT_MIN;
+  if (tid < 2) tile_max[0][tid] = 0;
   __syncthreads();
   if (tid < kRows) {
     const int s = s0 + tid;
@@ -51,24 +77,44 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // Q fragments of this warp's 16 rows (rows past S or bad: zeros, never written).
+  // Q fragments of this warp's 16 rows as f16, each row divided by 2^eq (rows past S or bad: zeros, never written).
   const int r_lo = warp * 16 + g, r_hi = r_lo + 8;
-  std::uint32_t qf[kD / 8][4];
+  std::uint32_t qf[kD / 16][4];
+  int eq_lo, eq_hi;
   {
     const float* q_lo = a.q + static_cast<std::int64_t>(min(s0 + r_lo, a.S - 1)) * q_width + h * kD;
     const float* q_hi = a.q + static_cast<std::int64_t>(min(s0 + r_hi, a.S - 1)) * q_width + h * kD;
+    float2 lo[kD / 16][2], hi[kD / 16][2];
+    float m_lo = 0.f, m_hi = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < kD / 8; ++kk) {
-      qf[kk][0] = tf32(q_lo[8 * kk + t]);
-      qf[kk][1] = tf32(q_hi[8 * kk + t]);
-      qf[kk][2] = tf32(q_lo[8 * kk + t + 4]);
-      qf[kk][3] = tf32(q_hi[8 * kk + t + 4]);
+    for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        lo[kk][u] = *reinterpret_cast<const float2*>(q_lo + 16 * kk + 8 * u + 2 * t);
+        hi[kk][u] = *reinterpret_cast<const float2*>(q_hi + 16 * kk + 8 * u + 2 * t);
+        m_lo = fmaxf(m_lo, fmaxf(fabsf(lo[kk][u].x), fabsf(lo[kk][u].y)));
+        m_hi = fmaxf(m_hi, fmaxf(fabsf(hi[kk][u].x), fabsf(hi[kk][u].y)));
+      }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+      m_lo = fmaxf(m_lo, __shfl_xor_sync(0xffffffffu, m_lo, off));
+      m_hi = fmaxf(m_hi, __shfl_xor_sync(0xffffffffu, m_hi, off));
+    }
+    eq_lo = block_exponent(m_lo), eq_hi = block_exponent(m_hi);
+    const float d_lo = pow2(-eq_lo), d_hi = pow2(-eq_hi);
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      qf[kk][0] = half2_bits(lo[kk][0].x * d_lo, lo[kk][0].y * d_lo);
+      qf[kk][1] = half2_bits(hi[kk][0].x * d_hi, hi[kk][0].y * d_hi);
+      qf[kk][2] = half2_bits(lo[kk][1].x * d_lo, lo[kk][1].y * d_lo);
+      qf[kk][3] = half2_bits(hi[kk][1].x * d_hi, hi[kk][1].y * d_hi);
     }
   }
-  float o[kD / 8][4];
+  float o[kD / 8][4];  // in units of 2^ev (the V scale of the last tile)
 #pragma unroll
   for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+  int ev = 0, parity = 0;
 
   for (int seq = seq_min; seq <= seq_max; ++seq) {
     // This sequence's rows in the tile and the keys they need: [lo, hi].
@@ -100,23 +146,44 @@ __global__ void __launch_bounds__(kThreads)
     const int pos_lo = pos_s[r_lo], pos_hi = pos_s[r_hi], first_lo = first_s[r_lo], first_hi = first_s[r_hi];
 
     for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys) {
-      __syncthreads();  // the previous tile is consumed
-      // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as TF32.
-      for (int i = tid; i < kKeys * (kD / 4); i += kThreads) {
-        const int r = i / (kD / 4), c4 = i % (kD / 4), key = k0 + r;
-        float4 kv4 = make_float4(0.f, 0.f, 0.f, 0.f), vv4 = kv4;
+      // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
+      // two per tile (its largest magnitude first: loads, then a block maximum).
+      float4 kr[kStage], vr[kStage];
+      float kmax = 0.f, vmax = 0.f;
+#pragma unroll
+      for (int n = 0; n < kStage; ++n) {
+        const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
+        kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (key >= lo && key <= valid_to) {
           const std::int64_t row = key_row(table, L.block_size, key);
-          kv4 = *reinterpret_cast<const float4*>(a.k + row * kv_width + kvh * kD + 4 * c4);
-          vv4 = *reinterpret_cast<const float4*>(a.v + row * kv_width + kvh * kD + 4 * c4);
+          kr[n] = *reinterpret_cast<const float4*>(a.k + row * kv_width + kvh * kD + 4 * c4);
+          vr[n] = *reinterpret_cast<const float4*>(a.v + row * kv_width + kvh * kD + 4 * c4);
         }
-        float4 kt, vt;
-        kt.x = __uint_as_float(tf32(kv4.x)), kt.y = __uint_as_float(tf32(kv4.y));
-        kt.z = __uint_as_float(tf32(kv4.z)), kt.w = __uint_as_float(tf32(kv4.w));
-        vt.x = __uint_as_float(tf32(vv4.x)), vt.y = __uint_as_float(tf32(vv4.y));
-        vt.z = __uint_as_float(tf32(vv4.z)), vt.w = __uint_as_float(tf32(vv4.w));
-        *reinterpret_cast<float4*>(&ks[r][4 * c4]) = kt;
-        *reinterpret_cast<float4*>(&vs[r][4 * c4]) = vt;
+        kmax = max_abs4(kmax, kr[n]);
+        vmax = max_abs4(vmax, vr[n]);
+      }
+      const unsigned kmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(kmax));
+      const unsigned vmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
+      __syncthreads();  // the previous tile is consumed
+      if (lane == 0) {
+        atomicMax(&tile_max[parity][0], kmax_w);
+        atomicMax(&tile_max[parity][1], vmax_w);
+      }
+      if (tid < 2) tile_max[parity ^ 1][tid] = 0;  // for the next tile; this one's readers are past the barrier
+      __syncthreads();
+      const int ek = block_exponent(__uint_as_float(tile_max[parity][0]));
+      const int ev_tile = block_exponent(__uint_as_float(tile_max[parity][1]));
+      parity ^= 1;
+      {
+        const float dk = pow2(-ek), dv = pow2(-ev_tile);
+#pragma unroll
+        for (int n = 0; n < kStage; ++n) {
+          const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4);
+          const uint2 kh = make_uint2(half2_bits(kr[n].x * dk, kr[n].y * dk), half2_bits(kr[n].z * dk, kr[n].w * dk));
+          const uint2 vh = make_uint2(half2_bits(vr[n].x * dv, vr[n].y * dv), half2_bits(vr[n].z * dv, vr[n].w * dv));
+          *reinterpret_cast<uint2*>(&ks[r][4 * c4]) = kh;
+          *reinterpret_cast<uint2*>(&vs[r][4 * c4]) = vh;
+        }
       }
       __syncthreads();
       // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them all).
@@ -128,12 +195,19 @@ __global__ void __launch_bounds__(kThreads)
       for (int j = 0; j < kKeys / 8; ++j) {
         sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
 #pragma unroll
-        for (int kk = 0; kk < kD / 8; ++kk) {
-          const std::uint32_t b0 = __float_as_uint(ks[8 * j + g][8 * kk + t]);
-          const std::uint32_t b1 = __float_as_uint(ks[8 * j + g][8 * kk + t + 4]);
-          mma_tf32_1688(sc[j], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
+        for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
+          std::uint32_t b[4];
+          ldmatrix_x4(b, &ks[8 * j + lane % 8][32 * half + 8 * (lane / 8)]);
+          mma_f16_16816(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
+          mma_f16_16816(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2], qf[2 * half + 1][3],
+                        b[2], b[3]);
         }
       }
+      // The scale times the two powers of two the operands were divided by: exact, one rounding as before.
+      const float f_lo = ldexpf(scale, eq_lo + ek), f_hi = ldexpf(scale, eq_hi + ek);
+      // Every key of the tile visible to every row of the warp: no per-key mask.
+      const bool full = __all_sync(0xffffffffu, live_lo && live_hi && k0 >= max(first_lo, first_hi) &&
+                                                     k0 + kKeys - 1 <= min(min(pos_lo, pos_hi), valid_to));
       float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
       for (int j = 0; j < kKeys / 8; ++j)
@@ -141,9 +215,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + 8 * j + 2 * t + (e & 1);
           const bool hi_row = e >= 2;
-          const bool ok = hi_row ? live_hi && key >= first_hi && key <= pos_hi && key <= valid_to
-                                 : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to;
-          const float v = ok ? sc[j][e] * scale : -INFINITY;
+          const bool ok = full || (hi_row ? live_hi && key >= first_hi && key <= pos_hi && key <= valid_to
+                                          : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to);
+          const float v = ok ? sc[j][e] * (hi_row ? f_hi : f_lo) : -INFINITY;
           sc[j][e] = v;
           if (hi_row)
             mx_hi = fmaxf(mx_hi, v);
@@ -163,30 +237,40 @@ __global__ void __launch_bounds__(kThreads)
       m_lo = new_lo, m_hi = new_hi;
       float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) {
-        sc[j][0] = sc[j][0] == -INFINITY ? 0.f : expf(sc[j][0] - m_lo);
-        sc[j][1] = sc[j][1] == -INFINITY ? 0.f : expf(sc[j][1] - m_lo);
-        sc[j][2] = sc[j][2] == -INFINITY ? 0.f : expf(sc[j][2] - m_hi);
-        sc[j][3] = sc[j][3] == -INFINITY ? 0.f : expf(sc[j][3] - m_hi);
+      for (int j = 0; j < kKeys / 8; ++j) {  // exp(-inf) = 0 where m is finite; an all -inf row stays 0
+        sc[j][0] = m_lo == -INFINITY ? 0.f : expf(sc[j][0] - m_lo);
+        sc[j][1] = m_lo == -INFINITY ? 0.f : expf(sc[j][1] - m_lo);
+        sc[j][2] = m_hi == -INFINITY ? 0.f : expf(sc[j][2] - m_hi);
+        sc[j][3] = m_hi == -INFINITY ? 0.f : expf(sc[j][3] - m_hi);
         sum_lo += sc[j][0] + sc[j][1];
         sum_hi += sc[j][2] + sc[j][3];
       }
       l_lo = l_lo * keep_lo + sum_lo;  // this lane's share; the row's lanes are added at the end
       l_hi = l_hi * keep_hi + sum_hi;
+      // O moves to this tile's V units with the softmax rescale (a power of two more: still one rounding).
+      const int shift = ev - ev_tile;
+      const float o_lo = shift == 0 ? keep_lo : ldexpf(keep_lo, shift);
+      const float o_hi = shift == 0 ? keep_hi : ldexpf(keep_hi, shift);
+      ev = ev_tile;
 #pragma unroll
       for (int i = 0; i < kD / 8; ++i) {
-        o[i][0] *= keep_lo, o[i][1] *= keep_lo;
-        o[i][2] *= keep_hi, o[i][3] *= keep_hi;
+        o[i][0] *= o_lo, o[i][1] *= o_lo;
+        o[i][2] *= o_hi, o[i][3] *= o_hi;
       }
-      // O += P V: P's accumulators are the A fragment under the key renaming (logical t = key 2t, t + 4 = 2t + 1).
+      // O += P V: P's accumulators of key steps 2kk, 2kk + 1 are the A fragment of k-step kk; V's B fragments by
+      // transposed ldmatrix, two dim tiles (16 dims) per load.
 #pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) {
-        const std::uint32_t p0 = tf32(sc[j][0]), p1 = tf32(sc[j][2]), p2 = tf32(sc[j][1]), p3 = tf32(sc[j][3]);
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const std::uint32_t p0 = half2_bits(sc[2 * kk][0], sc[2 * kk][1]);
+        const std::uint32_t p1 = half2_bits(sc[2 * kk][2], sc[2 * kk][3]);
+        const std::uint32_t p2 = half2_bits(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+        const std::uint32_t p3 = half2_bits(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-        for (int i = 0; i < kD / 8; ++i) {
-          const std::uint32_t b0 = __float_as_uint(vs[8 * j + 2 * t][8 * i + g]);
-          const std::uint32_t b1 = __float_as_uint(vs[8 * j + 2 * t + 1][8 * i + g]);
-          mma_tf32_1688(o[i], p0, p1, p2, p3, b0, b1);
+        for (int i2 = 0; i2 < kD / 16; ++i2) {
+          std::uint32_t b[4];
+          ldmatrix_x4_trans(b, &vs[16 * kk + 8 * ((lane / 8) & 1) + lane % 8][16 * i2 + 8 * (lane / 16)]);
+          mma_f16_16816(o[2 * i2], p0, p1, p2, p3, b[0], b[1]);
+          mma_f16_16816(o[2 * i2 + 1], p0, p1, p2, p3, b[2], b[3]);
         }
       }
     }
@@ -209,6 +293,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     mul_lo = (m_lo == -INFINITY ? 0.f : expf(m_lo - M_lo)) / L_lo;
     mul_hi = (m_hi == -INFINITY ? 0.f : expf(m_hi - M_hi)) / L_hi;
+    mul_lo = ldexpf(mul_lo, ev), mul_hi = ldexpf(mul_hi, ev);  // O back from the V units
   }
   const bool bad_lo = bad_s[r_lo] != 0, bad_hi = bad_s[r_hi] != 0;
 #pragma unroll

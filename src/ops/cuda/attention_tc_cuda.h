@@ -1,10 +1,12 @@
-// Prefill attention on tensor cores (flash-attention 2 style, TF32 MMAs, f32 accumulation and softmax): one CTA
-// of 4 warps per (64 query rows, head), each warp 16 rows; key/value tiles of 64 rows staged in shared memory
-// (converted to TF32 once), scores S = Q K^T and O += P V with mma.sync m16n8k8, the online softmax in registers.
-// P feeds the second MMA straight from the first one's accumulators: inside each 8-key step keys are renamed
-// (logical t <-> physical 2t, t + 4 <-> 2t + 1) for P and V alike, which a sum over keys does not notice.
+// Prefill attention on tensor cores (flash-attention 2 style, f16 MMAs, f32 accumulation and softmax): one CTA
+// of 4 warps per (64 query rows, head), each warp 16 rows; key/value tiles of 64 rows staged in shared memory as
+// f16 (converted once per CTA), scores S = Q K^T and O += P V with mma.sync m16n8k16 fed by ldmatrix, the online
+// softmax in registers, P to the second MMA straight from the first one's accumulators.
+// Numerics as the TF32 kernel this replaced: f16 carries TF32's 11 significant bits; its range is made up by a
+// power of two per Q row and per K and V tile (largest magnitude into [2^14, 2^15)), divided out exactly after
+// the sums. So Q, K, V and P are rounded to 11 bits (relative 2^-11; elements 2^28 below their block's largest
+// lose more, absolutely negligible), all sums in f32; twice TF32's MMA rate and a quarter of its shared loads.
 // Rows of one tile may belong to different sequences (a mixed batch): the tile walks each sequence present.
-// Numerics: Q, K, V and P rounded to TF32 (10-bit mantissa, relative 2^-11 per element), all sums in f32.
 #pragma once
 
 #include <cuda_runtime.h>

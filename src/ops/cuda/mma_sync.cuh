@@ -1,10 +1,8 @@
 // The warp-level tensor-core instructions our kernels share (sm_80 and later), f32 accumulation.
-// bf16 m16n8k16, fragment layout (lane = 4 g + t): a0 row g k {2t, 2t+1}, a1 row g+8 k {2t, 2t+1}, a2 row g
+// bf16 / f16 m16n8k16, fragment layout (lane = 4 g + t): a0 row g k {2t, 2t+1}, a1 row g+8 k {2t, 2t+1}, a2 row g
 // k {2t+8, 2t+9}, a3 row g+8 k {2t+8, 2t+9}; b0 column g k {2t, 2t+1}, b1 column g k {2t+8, 2t+9}; c0, c1 row g
 // columns 2t, 2t+1; c2, c3 row g+8 columns 2t, 2t+1. A dot product does not care which k is which, so a kernel
 // may give each lane any k it likes as long as its A and B halves name the same ones.
-// tf32 m16n8k8: a0 row g k t, a1 row g+8 k t, a2 row g k t+4, a3 row g+8 k t+4; b0 column g k t, b1 column g
-// k t+4; c as above. Operands are f32 bit patterns rounded to TF32 (tf32()).
 #pragma once
 
 #include <cstdint>
@@ -19,16 +17,11 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], std::uint32_t a0, 
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ std::uint32_t tf32(float v) {
-  std::uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-  return r;
-}
-
-__device__ __forceinline__ void mma_tf32_1688(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+// f16 m16n8k16: the fragment layout of bf16 m16n8k16.
+__device__ __forceinline__ void mma_f16_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                               std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
   asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
@@ -39,6 +32,16 @@ __device__ __forceinline__ void mma_tf32_1688(float (&c)[4], std::uint32_t a0, s
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+
+// As ldmatrix_x4, transposed: lane 4 g + t receives rows 2t and 2t + 1 of column g (a B fragment from a
+// row-major [k][n] tile).
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a)
                : "memory");

@@ -1,4 +1,4 @@
-// The TF32 tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
+// The tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
 // attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 64-row tiles
 // straddle sequences, prompts continued at an offset, block sizes 16 and 7, GQA 64/8 and 8/1, windows, sinks;
 // a bad block table gives NaN rows for its sequence only. Skipped visibly without a GPU.
@@ -24,8 +24,8 @@ using cudatest::poisoned;
 using cudatest::relative_norm_error;
 using cudatest::upload;
 
-// Q, K, V and P rounded to TF32 (relative 2^-11 each), f32 sums: ~5e-4 relative on random data; 2e-3 bounds it
-// while a wrong mask, key or scale is off by O(1).
+// Q, K, V and P rounded to 11 significant bits (relative 2^-11 each), f32 sums: ~5e-4 relative on random data;
+// 2e-3 bounds it while a wrong mask, key or scale is off by O(1).
 constexpr double kTolerance = 2e-3;
 
 TEST(CudaAttentionTc, serves_prefill_shapes_only) {
@@ -59,7 +59,7 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
       EXPECT_EQ(count_nan(got), 0);
       const double err = relative_norm_error(got, sc.want);
       EXPECT_LE(err, kTolerance);
-      EXPECT_GT(err, 0.0) << "TF32 rounding leaves a trace: an exact match means the f32 kernel ran";
+      EXPECT_GT(err, 0.0) << "11-bit rounding leaves a trace: an exact match means the f32 kernel ran";
     }
 }
 
@@ -86,6 +86,42 @@ TEST(CudaAttentionTc, contiguous_prefill_matches_the_cpu_attention) {
   const Tensor got = download(*ctx, out);
   EXPECT_EQ(count_nan(got), 0);
   EXPECT_LE(relative_norm_error(got, want), kTolerance);
+}
+
+TEST(CudaAttentionTc, keeps_its_precision_for_values_far_outside_the_f16_range) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7304);
+  const AttentionParams p{8, 2, 64, 0, 0.125f};
+  const std::int64_t T = 150, S = 150;
+  const Tensor q0 = optest::random_f32({S, 8 * 64}, rng), k0 = optest::random_f32({T, 2 * 64}, rng),
+               v0 = optest::random_f32({T, 2 * 64}, rng);
+  std::vector<std::int32_t> pos(S);
+  for (std::int64_t i = 0; i < S; ++i) pos[i] = static_cast<std::int32_t>(i);
+  const Tensor q_pos = optest::i32_tensor(pos);
+  auto scaled = [](const Tensor& t, float f) {
+    Tensor r = t.clone();
+    for (std::int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] *= f;
+    return r;
+  };
+  // Q up and K down by the same power of two leave the scores as they were; V moves the output with it. Either
+  // way f16 alone overflows (2^20 > 65504) or loses the values to subnormals (2^-24 * 1 ~ its smallest step).
+  for (auto [fq, fv] : {std::pair{0x1p20f, 0x1p30f}, std::pair{0x1p-24f, 0x1p-30f}}) {
+    SCOPED_TRACE(::testing::Message() << "q x " << fq << ", v x " << fv);
+    const Tensor q = scaled(q0, fq), k = scaled(k0, 1.f / fq), v = scaled(v0, fv);
+    CpuOps cpu;
+    Tensor want = Tensor::zeros({S, 8 * 64}, DType::f32);
+    D0_ASSERT_OK(cpu.attention(q, k, v, q_pos, Tensor(), p, want));
+    AttentionSplit split;
+    split.tensor_cores = true;
+    Tensor out = poisoned(*ctx, {S, 8 * 64}, DType::f32);
+    D0_ASSERT_OK(attention_cuda(upload(*ctx, q), upload(*ctx, k), upload(*ctx, v), upload(*ctx, q_pos), Tensor(), p,
+                                out, ctx->stream(), split));
+    const Tensor got = download(*ctx, out);
+    EXPECT_EQ(count_nan(got), 0);
+    EXPECT_LE(relative_norm_error(got, want), kTolerance);
+  }
 }
 
 TEST(CudaAttentionTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_sequence) {
