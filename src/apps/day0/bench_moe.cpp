@@ -165,11 +165,11 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     auto next = [&]() -> Routing& { return routings[static_cast<size_t>(i++ % kRoutings)]; };
     const int calls = kRoutings * 4;
 
-    FusedMoePass pass = fused_moe_pass(S, m.k, m.E, false);
+    bool wide = fused_moe_wide_split(S, false);
     auto matmul = [&] {
       Routing& r = next();
       const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
-      return mxfp4_grouped_matmul_cuda(xb, true, down, g, pass, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
+      return mxfp4_grouped_matmul_cuda(xb, true, down, g, wide, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
                                        ctx.stream());
     };
     auto group = [&] {
@@ -184,17 +184,12 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     // "graph": the same calls replayed from a CUDA graph (device time; how a captured decode step runs them).
     D0_ASSIGN_OR_RETURN(double t_matmul_graph, time_graph_median(ctx, 9, matmul, calls));
     report_row("matmul fused (graph)", t_matmul_graph, distinct * down_bytes, 2 * A * m.H * m.I);
-    // The other pass sizes, to check fused_moe_pass's choice.
-    const FusedMoePass chosen = pass;
-    for (int tokens : {8, 16, 32}) {
-      if (tokens == chosen.tokens && !chosen.wide_split) continue;
-      if (tokens > 8 && tokens / 2 >= S) continue;
-      pass = FusedMoePass{tokens, false};
+    if (wide) {  // the 4-warp form at one token: what batch-invariant mode runs, and fused_moe_wide_split's check
+      wide = false;
       D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
-      const std::string name = "  pass of " + std::to_string(tokens) + " (graph)";
-      report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
+      wide = true;
     }
-    pass = chosen;
     auto tiled = [&] {
       Routing& r = next();
       const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};

@@ -274,9 +274,9 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(xb, true, gate_up, groups, tiles, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));
   } else {
-    const FusedMoePass pass = fused_moe_pass(S, ws.shape.k, ws.shape.n_experts, ws.shape.batch_invariant);
-    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, pass, slots, &p, h, stream));
-    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, pass, slots, nullptr, y, stream));
+    const bool wide = fused_moe_wide_split(S, ws.shape.batch_invariant);
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, wide, slots, &p, h, stream));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, wide, slots, nullptr, y, stream));
   }
   return moe_combine_cuda(y, indices, weights, out, stream);
 }

@@ -19,7 +19,7 @@ namespace {
 using namespace mxfp4_kernels;
 
 constexpr int kRowsPerCta = 16;    // the MMA's M
-constexpr int kTokensPerMma = 8;   // the MMA's N
+constexpr int kTokensPerMma = 8;   // the MMA's N: tokens per pass
 constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
 // CTA shape: split-K warps (kWarps, a template parameter) x tiles each warp loads before it decodes. On the H200
 // (bench-moe, 20b and 120b down shapes) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 from 4 tokens on
@@ -49,8 +49,8 @@ __device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
   return __any_sync(0xffffffffu, l.sg > 128 || l.sh > 128);
 }
 
-// One chunk's B operand of a tile, loaded with the weights (decode: one chunk per pass): the 32 values of group
-// grp of this lane's token row, zeros where there is no token or no group.
+// The pass's B operand of a tile, loaded with the weights: the 32 values of group grp of this lane's token row,
+// zeros where there is no token or no group.
 struct XTile {
   uint4 v[4];
 };
@@ -73,12 +73,9 @@ __device__ __forceinline__ std::uint32_t apply_scale(std::uint32_t v, const Grou
   return kTwo ? bf16x2_mul(v, s.second) : v;
 }
 
-// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps for every chunk of tokens;
-// with xpre, the one chunk's B operand comes from registers loaded ahead (load_x_tile).
-template <int kChunks, bool kTwo>
-__device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live,
-                                         const __nv_bfloat16* const (&xrow)[kChunks], float (&acc)[kChunks][4],
-                                         const XTile* xpre = nullptr) {
+// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps on the pass's 8 tokens.
+template <bool kTwo>
+__device__ __forceinline__ void mma_tile(const TileLoad& cur, const XTile& x, float (&acc)[4]) {
   const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
   const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
 #pragma unroll
@@ -92,31 +89,19 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, int grp, bool live
       const std::uint32_t a1 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
       const std::uint32_t a2 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
       const std::uint32_t a3 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
-      const int value = grp * 32 + 8 * q + 4 * half;
-#pragma unroll
-      for (int n = 0; n < kChunks; ++n) {
-        uint2 xv = make_uint2(0, 0);
-        if (xpre != nullptr) {
-          const uint4& w = xpre->v[q];  // k-step 2q + half: bytes 16q + 8 half of the group
-          xv = half == 0 ? make_uint2(w.x, w.y) : make_uint2(w.z, w.w);
-        } else if (live && xrow[n] != nullptr) {
-          xv = __ldg(reinterpret_cast<const uint2*>(xrow[n] + value));
-        }
-        mma_bf16_16816(acc[n], a0, a1, a2, a3, xv.x, xv.y);
-      }
+      const uint4& w = x.v[q];  // k-step 2q + half: bytes 16q + 8 half of the group
+      mma_bf16_16816(acc, a0, a1, a2, a3, half == 0 ? w.x : w.z, half == 0 ? w.y : w.w);
     }
   }
 }
 
-// kChunks MMAs of 8 tokens per pass over K. kWarps warps split K; each takes kInFlight consecutive tiles per
-// round and issues all their loads before it decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows
-// by assignment.
-// Registers capped at 64 for up to 16 tokens a pass: 8 CTAs per SM (6-7 at 72-80 uncapped), more weight loads in
-// flight and the down projection's 720 decode CTAs in one wave (ptxas: no spills). 32 tokens: 5 (96 registers).
-// With 8 warps: half as many CTAs per SM, the same 64 registers.
-template <int kWarps, int kChunks, bool kSwiglu>
-__global__ void __launch_bounds__(kWarps * 32, (kChunks <= 2 ? 8 : 5) * 4 / kWarps)
-    mxfp4_grouped_mma_kernel(KernelArgs a) {
+// Passes of 8 tokens (one MMA per k-step; an expert with more makes further passes). kWarps warps split K; each
+// takes kInFlight consecutive tiles per round and issues all their loads, its tokens' values with them, before it
+// decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
+// Registers capped at 64: 8 CTAs of 4 warps per SM (6-7 at 72-80 uncapped), more weight loads in flight and the
+// down projection's 720 decode CTAs in one wave (ptxas: no spills). With 8 warps: 4 CTAs per SM.
+template <int kWarps, bool kSwiglu>
+__global__ void __launch_bounds__(kWarps * 32, 32 / kWarps) mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
@@ -139,79 +124,59 @@ __global__ void __launch_bounds__(kWarps * 32, (kChunks <= 2 ? 8 : 5) * 4 / kWar
   load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
-  __shared__ float partial[kWarps][kChunks][32][4];
+  __shared__ float partial[kWarps][32][4];
 
-  for (int c0 = p_begin; c0 < p_end; c0 += kChunks * kTokensPerMma) {
-    // This lane's B operand is token g of each chunk.
-    const __nv_bfloat16* xrow[kChunks];
-#pragma unroll
-    for (int n = 0; n < kChunks; ++n) {
-      const int p = c0 + n * kTokensPerMma + g;
-      xrow[n] = nullptr;
-      if (p < p_end) xrow[n] = a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
-    }
-    float acc[kChunks][4];
-#pragma unroll
-    for (int n = 0; n < kChunks; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int c0 = p_begin; c0 < p_end; c0 += kTokensPerMma) {
+    // This lane's B operand is token g of the pass.
+    const int p = c0 + g;
+    const __nv_bfloat16* xrow =
+        p < p_end ? a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in : nullptr;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
 
     for (int base = first; base < tiles; base += kRound) {
       if (base != first || c0 != p_begin) load_round(base);
-      if constexpr (kChunks == 1) {  // decode: the tokens' values go out with the weights, not per k-step
-        XTile xt[kInFlight];
+      XTile xt[kInFlight];
 #pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          xt[u] = load_x_tile(xrow[0], grp, grp < a.groups);
-        }
+      for (int u = 0; u < kInFlight; ++u) {
+        const int grp = (base + u) * kGroupsPerTile + t;
+        xt[u] = load_x_tile(xrow, grp, grp < a.groups);
+      }
 #pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          if (needs_two_multiplies(buf[u]))
-            mma_tile<kChunks, true>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
-          else
-            mma_tile<kChunks, false>(buf[u], grp, grp < a.groups, xrow, acc, &xt[u]);
-        }
-      } else {
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int grp = (base + u) * kGroupsPerTile + t;
-          if (needs_two_multiplies(buf[u]))
-            mma_tile<kChunks, true>(buf[u], grp, grp < a.groups, xrow, acc);
-          else
-            mma_tile<kChunks, false>(buf[u], grp, grp < a.groups, xrow, acc);
-        }
+      for (int u = 0; u < kInFlight; ++u) {
+        if (needs_two_multiplies(buf[u]))
+          mma_tile<true>(buf[u], xt[u], acc);
+        else
+          mma_tile<false>(buf[u], xt[u], acc);
       }
     }
 
-    // Split-K partials summed in warp order (deterministic); warp n finishes chunk n.
+    // Split-K partials summed in warp order (deterministic) by warp 0.
 #pragma unroll
-    for (int n = 0; n < kChunks; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][n][lane][i] = acc[n][i];
+    for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
     __syncthreads();
-    for (int n = warp; n < kChunks; n += kWarps) {
+    if (warp == 0) {
       float v[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        float s = partial[0][n][lane][i];
+        float s = partial[0][lane][i];
 #pragma unroll
-        for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
+        for (int w = 1; w < kWarps; ++w) s += partial[w][lane][i];
         v[i] = s;
       }
       // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
-      const int p0 = c0 + n * kTokensPerMma + 2 * t;
+      const int p0 = c0 + 2 * t;
       store_outputs<kSwiglu>(a, e, row0 + g, row0 + g + 8, p0, p0 + 1, p_end, v);
     }
     __syncthreads();  // partial[] is rewritten by the next pass
   }
 }
 
-template <int kWarps, int kChunks>
+template <int kWarps>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, kChunks, true>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true>, grid, kWarps * 32, 0, stream, a);
   else
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, kChunks, false>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false>, grid, kWarps * 32, 0, stream, a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -243,7 +208,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 }  // namespace
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
-                                 const DeviceExpertGroups& groups, const FusedMoePass& pass,
+                                 const DeviceExpertGroups& groups, bool wide_split,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
                                  cudaStream_t stream) {
   const char* op = "mxfp4_grouped_matmul_cuda";
@@ -252,20 +217,12 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
-  if (pass.tokens != 8 && pass.tokens != 16 && pass.tokens != 32)
-    return make_error(std::string(op) + ": a pass carries 8, 16 or 32 tokens, got " + std::to_string(pass.tokens));
-  if (pass.wide_split && pass.tokens != 8)
-    return make_error(std::string(op) + ": the 8-warp split runs 8-token passes only");
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
-  if (pass.wide_split)
-    launch<8, 1>(args, swiglu != nullptr, grid, stream);
-  else if (pass.tokens == 8)
-    launch<4, 1>(args, swiglu != nullptr, grid, stream);
-  else if (pass.tokens == 16)
-    launch<4, 2>(args, swiglu != nullptr, grid, stream);
+  if (wide_split)
+    launch<8>(args, swiglu != nullptr, grid, stream);
   else
-    launch<4, 4>(args, swiglu != nullptr, grid, stream);
+    launch<4>(args, swiglu != nullptr, grid, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_mma_kernel");
   return Status::success();
 }
