@@ -6,7 +6,6 @@
 #include <climits>
 #include <string>
 
-#include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/mma_sync.cuh"
 
@@ -20,7 +19,6 @@ constexpr int kKeys = 64;           // keys per tile
 constexpr int kStride = kD + 8;     // smem row stride in halves (144 bytes): conflict-free ldmatrix rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStage = kKeys * kD / 4 / kThreads;  // float4s of K (and of V) each thread stages per tile
-constexpr int kStageBytes = 2 * kKeys * kD * 4;      // dynamic shared memory: K and V of a tile in f32
 
 // The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
 // 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
@@ -50,7 +48,6 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int bad_s[kRows];
   __shared__ int seq_min, seq_max, lo_s, hi_s, any_s, first_bad_s;
   __shared__ unsigned tile_max[2][2];  // [tile parity][K, V]: largest magnitude, as f32 bits
-  extern __shared__ float4 stage[];    // the next tile's K rows, then its V rows, f32 (kStageBytes)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.y, kvh = h / group;
@@ -148,46 +145,20 @@ __global__ void __launch_bounds__(kThreads)
     const bool live_hi = !bad_s[r_hi] && seq_s[r_hi] == seq && s0 + r_hi < a.S;
     const int pos_lo = pos_s[r_lo], pos_hi = pos_s[r_hi], first_lo = first_s[r_lo], first_hi = first_s[r_hi];
 
-    // This thread's rows of a tile (keys k0 + tid / 16 + 8 n): where they are, or -1 outside [lo, valid_to].
-    auto tile_rows = [&](int k0, std::int64_t (&rows)[kStage]) {
-#pragma unroll
-      for (int n = 0; n < kStage; ++n) {
-        const int key = k0 + tid / (kD / 4) + n * (kThreads / (kD / 4));
-        rows[n] = key >= lo && key <= valid_to ? key_row(table, L.block_size, key) : -1;
-      }
-    };
-    // Copies them (zeros for -1) into the f32 stage, each thread its own 16-byte pieces.
-    auto issue_tile = [&](const std::int64_t (&rows)[kStage]) {
-      const int c4 = tid % (kD / 4);
-#pragma unroll
-      for (int n = 0; n < kStage; ++n) {
-        const int i = tid + n * kThreads;
-        const std::int64_t off = (rows[n] < 0 ? 0 : rows[n]) * kv_width + kvh * kD + 4 * c4;
-        cp_async_16(&stage[i], a.k + off, rows[n] >= 0);
-        cp_async_16(&stage[kKeys * kD / 4 + i], a.v + off, rows[n] >= 0);
-      }
-      cp_async_commit();
-    };
-    {
-      std::int64_t rows[kStage];
-      tile_rows(lo - lo % kKeys, rows);
-      issue_tile(rows);
-    }
     for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys) {
-      // Tile k0 is in flight into the stage; the next one's table lookups go out now, its copies once this tile
-      // is in f16 (they land while it is computed).
-      const bool more = k0 + kKeys <= hi;
-      std::int64_t next_rows[kStage];
-      if (more) tile_rows(k0 + kKeys, next_rows);
-      // Stage K and V rows k0..k0+63 as f16, each tensor divided by one power of two per tile (its largest
-      // magnitude first: a block maximum). A thread reads back only its own copies: no barrier for them.
-      cp_async_wait_all();
+      // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
+      // two per tile (its largest magnitude first: loads, then a block maximum).
       float4 kr[kStage], vr[kStage];
       float kmax = 0.f, vmax = 0.f;
 #pragma unroll
       for (int n = 0; n < kStage; ++n) {
-        kr[n] = stage[tid + n * kThreads];
-        vr[n] = stage[kKeys * kD / 4 + tid + n * kThreads];
+        const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
+        kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (key >= lo && key <= valid_to) {
+          const std::int64_t row = key_row(table, L.block_size, key);
+          kr[n] = *reinterpret_cast<const float4*>(a.k + row * kv_width + kvh * kD + 4 * c4);
+          vr[n] = *reinterpret_cast<const float4*>(a.v + row * kv_width + kvh * kD + 4 * c4);
+        }
         kmax = max_abs4(kmax, kr[n]);
         vmax = max_abs4(vmax, vr[n]);
       }
@@ -215,7 +186,6 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
       __syncthreads();
-      if (more) issue_tile(next_rows);
       // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them all).
       if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
 
@@ -348,11 +318,7 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
                       std::to_string(kAttentionTcMinQueries) + " queries");
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
-  // Above the default 48 KB of shared memory in all (set on every call: the attribute is per device).
-  D0_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(attention_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageBytes));
-  attention_tc_kernel<<<grid, kThreads, kStageBytes, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads,
-                                                               p.sliding_window, p.scale);
+  attention_tc_kernel<<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_tc_kernel");
   return Status::success();
 }
