@@ -1,5 +1,5 @@
 // Prefill attention on tensor cores (flash-attention 2 style, f16 MMAs, f32 accumulation and softmax): one CTA
-// of 4 warps per (64 query rows, head), each warp 16 rows; key/value tiles of 64 rows staged in shared memory as
+// of 8 warps per (128 query rows, head), each warp 16 rows; key/value tiles of 64 rows staged in shared memory as
 // f16 (converted once per CTA), scores S = Q K^T and O += P V with mma.sync m16n8k16 fed by ldmatrix, the online
 // softmax in registers, P to the second MMA straight from the first one's accumulators.
 // Numerics as the TF32 kernel this replaced: f16 carries TF32's 11 significant bits; its range is made up by a

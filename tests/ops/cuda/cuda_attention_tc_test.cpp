@@ -1,5 +1,5 @@
 // The tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
-// attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 64-row tiles
+// attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 128-row tiles
 // straddle sequences, prompts continued at an offset, block sizes 16 and 7, GQA 64/8 and 8/1, windows, sinks;
 // a bad block table gives NaN rows for its sequence only. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
