@@ -43,9 +43,12 @@ void mxfp4_encode_row(const float* x, std::int64_t n_in, std::uint8_t* blocks, s
     }
     scales[g] = static_cast<std::uint8_t>(e + 127);
     std::uint8_t* b = blocks + g * kMxfp4GroupBytes;
+    // v * 2^-e is ldexp(v, -e) exactly (one correctly rounded product either way, 2^-e a float for |e| <= 127),
+    // without a library call per value.
+    const float down = std::ldexp(1.0f, -e);
     for (int i = 0; i < kMxfp4GroupBytes; ++i) {
-      const std::uint8_t lo = f32_to_fp4_e2m1(std::ldexp(v[2 * i], -e));
-      const std::uint8_t hi = f32_to_fp4_e2m1(std::ldexp(v[2 * i + 1], -e));
+      const std::uint8_t lo = f32_to_fp4_e2m1(v[2 * i] * down);
+      const std::uint8_t hi = f32_to_fp4_e2m1(v[2 * i + 1] * down);
       b[i] = static_cast<std::uint8_t>(lo | (hi << 4));
     }
   }

@@ -2,6 +2,7 @@
 // decode kernel against the CPU decode (GPU machine only; skipped visibly elsewhere).
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -80,6 +81,33 @@ TEST(Mxfp4, encode_picks_the_smallest_scale_that_fits_and_rounds_to_nearest) {
     for (int i = 0; i < 32; ++i) {
       // Grid spacing at the top of the range is 2^(e+1); nearest rounding is within half of it.
       EXPECT_LE(std::fabs(y[g * 32 + i] - x[g * 32 + i]), std::ldexp(1.0f, e)) << g << "," << i;
+    }
+  }
+}
+
+TEST(Mxfp4, encode_rounds_each_value_as_ldexp_then_nearest_at_every_group_exponent) {
+  // The encoder divides by the group's 2^e with one multiply; ldexp per value is the reference. Groups from
+  // subnormal maxima (e clamped at -127) to FLT_MAX (e = 126), values spread 2^-40 below their maximum, so the
+  // scaled values reach f32's subnormals and the products round there.
+  std::mt19937 rng(13);
+  const int groups = 400;
+  std::vector<float> x(32 * groups);
+  for (int g = 0; g < groups; ++g) {
+    const int top = static_cast<int>(rng() % 278) - 150;  // 2^-150 .. 2^127
+    for (int i = 0; i < 32; ++i) {
+      const float m = 1.f + static_cast<float>(rng() % 1000) / 1000.f;
+      const float v = std::ldexp(m, top - static_cast<int>(rng() % 41));
+      x[g * 32 + i] = std::isfinite(v) ? (rng() % 2 ? -v : v) : FLT_MAX;
+    }
+  }
+  std::vector<std::uint8_t> blocks(16 * groups), scales(groups);
+  mxfp4_encode_row(x.data(), static_cast<std::int64_t>(x.size()), blocks.data(), scales.data());
+  for (int g = 0; g < groups; ++g) {
+    const int e = scales[g] - 127;
+    for (int i = 0; i < 32; ++i) {
+      const std::uint8_t want = f32_to_fp4_e2m1(std::ldexp(x[g * 32 + i], -e));
+      const std::uint8_t got = (blocks[g * 16 + i / 2] >> (4 * (i % 2))) & 0xF;
+      ASSERT_EQ(got, want) << "group " << g << " value " << i << " = " << x[g * 32 + i] << ", e " << e;
     }
   }
 }
