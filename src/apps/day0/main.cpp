@@ -29,7 +29,8 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                   "GEMM; default: every step with bf16 compute, up to 1024 tokens with fp8)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_flag("--f32-attention", o.f32_attention,
-               "cuda: prefill attention in f32 on CUDA cores (default: f16 tensor cores, 11-bit operands, from 64 query rows)");
+               "cuda: prefill attention in f32 on CUDA cores (default: f16 tensor cores, 11-bit operands, from 64 "
+               "query rows)");
   cmd->add_flag("--batch-invariant", o.batch_invariant,
                "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
                "batched; slower prefill; MXFP4 experts with bf16 compute)");
