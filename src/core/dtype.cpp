@@ -282,22 +282,4 @@ float fp4_e2m1_to_f32(std::uint8_t nibble) {
   return (nibble & kFp4SignBit) != 0 ? -magnitude : magnitude;
 }
 
-std::uint8_t f32_to_fp4_e2m1(float x) {
-  const std::uint32_t bits = bits_of(x);
-  if (is_nan_bits(bits)) return kFp4MaxCode;  // no NaN code; the header documents +6
-  const std::uint8_t sign = (bits & kF32SignBit) != 0 ? kFp4SignBit : 0;
-  const float a = float_of(bits & kF32AbsMask);
-  // Eight values are few enough to compare with the midpoints directly: the code is the number of midpoints
-  // below a (summed, not branched: random weights mispredict every branch). A midpoint itself goes to the
-  // neighbour with the even code (mantissa bit 0): ">" past it where the lower code is even, ">=" where odd.
-  const int code = (a > 0.25f) +   // tie 0.25 -> 0   (code 0)
-                   (a >= 0.75f) +  // tie 0.75 -> 1   (code 2)
-                   (a > 1.25f) +   // tie 1.25 -> 1   (code 2)
-                   (a >= 1.75f) +  // tie 1.75 -> 2   (code 4)
-                   (a > 2.5f) +    // tie 2.5  -> 2   (code 4)
-                   (a >= 3.5f) +   // tie 3.5  -> 4   (code 6)
-                   (a > 5.0f);     // tie 5    -> 4   (code 6); above 5, including inf: saturate at 6 (code 7)
-  return static_cast<std::uint8_t>(sign | code);
-}
-
 }  // namespace day0

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string_view>
 
@@ -45,6 +46,26 @@ std::uint8_t f32_to_e8m0(float x);
 
 float fp4_e2m1_to_f32(std::uint8_t nibble);  // low 4 bits used
 // RNE, saturates to +-6 (MX convention). FP4 has no NaN code: NaN maps to +6 (0x7); callers that care check first.
-std::uint8_t f32_to_fp4_e2m1(float x);
+// Inline: the MXFP4 encoder calls it for every value.
+inline std::uint8_t f32_to_fp4_e2m1(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);  // (std::bit_cast: not in the CUDA files' C++ dialect)
+  const std::uint32_t abs_bits = bits & 0x7FFF'FFFFu;
+  if (abs_bits > 0x7F80'0000u) return 0x7;  // NaN: no NaN code; +6
+  const std::uint8_t sign = (bits & 0x8000'0000u) != 0 ? 0x8 : 0;
+  float a;
+  std::memcpy(&a, &abs_bits, sizeof a);
+  // Eight values are few enough to compare with the midpoints directly: the code is the number of midpoints
+  // below a (summed, not branched: random weights mispredict every branch). A midpoint itself goes to the
+  // neighbour with the even code (mantissa bit 0): ">" past it where the lower code is even, ">=" where odd.
+  const int code = (a > 0.25f) +   // tie 0.25 -> 0   (code 0)
+                   (a >= 0.75f) +  // tie 0.75 -> 1   (code 2)
+                   (a > 1.25f) +   // tie 1.25 -> 1   (code 2)
+                   (a >= 1.75f) +  // tie 1.75 -> 2   (code 4)
+                   (a > 2.5f) +    // tie 2.5  -> 2   (code 4)
+                   (a >= 3.5f) +   // tie 3.5  -> 4   (code 6)
+                   (a > 5.0f);     // tie 5    -> 4   (code 6); above 5, including inf: saturate at 6 (code 7)
+  return static_cast<std::uint8_t>(sign | code);
+}
 
 }  // namespace day0

@@ -32,13 +32,17 @@ void mxfp4_encode_row(const float* x, std::int64_t n_in, std::uint8_t* blocks, s
   for (std::int64_t g = 0; g < n_in / kMxfp4GroupSize; ++g) {
     const float* v = x + g * kMxfp4GroupSize;
     float amax = 0.f;
-    for (int i = 0; i < kMxfp4GroupSize; ++i) amax = std::fmax(amax, std::fabs(v[i]));
-    // Smallest e with amax / 2^e <= 6 (the largest E2M1 magnitude).
+    for (int i = 0; i < kMxfp4GroupSize; ++i) {
+      const float a = std::fabs(v[i]);
+      amax = a > amax ? a : amax;  // NaN never wins, as with fmax
+    }
+    // Smallest e with amax / 2^e <= 6 (the largest E2M1 magnitude). With amax = f 2^k, f in [0.5, 1):
+    // 6 * 2^(k-3) = 0.75 * 2^k covers f <= 0.75, 6 * 2^(k-2) the rest (exact, no log2). Infinity: e = 127.
     int e = -127;
     if (amax > 0.f) {
-      e = static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 6.0)));
-      while (std::ldexp(6.0, e) < amax) ++e;  // guard log2 rounding either way
-      while (std::ldexp(6.0, e - 1) >= amax) --e;
+      int k = 0;
+      const float f = std::isinf(amax) ? 0.f : std::frexp(amax, &k);
+      e = std::isinf(amax) ? 127 : (f <= 0.75f ? k - 3 : k - 2);
       e = e < -127 ? -127 : (e > 127 ? 127 : e);
     }
     scales[g] = static_cast<std::uint8_t>(e + 127);
