@@ -20,13 +20,14 @@
 //      deterministic and the same as the CPU's), in chunks of at most max_tokens assignments:
 //      bf16: gather its tokens (x f32 -> bf16), GemmBf16 gate_up (+bias, f32 out), clamped SwiGLU (f32),
 //            convert to bf16, GemmBf16 down (+bias, f32 out), out[token] += weight * y (a kernel; no atomics);
-//      fp8:  gather + quantise its tokens (E4M3, one amax/448 scale per token), GemmFp8 gate_up (+bias),
-//            SwiGLU, quantise per token, GemmFp8 down (+bias), the same scatter-add.
+//      fp8:  gather + quantise its tokens (E4M3, one amax/448 scale per token), GemmFp8 gate_up with unit
+//            scales, then one kernel for its scales + bias, SwiGLU and the per-token quantisation
+//            (swiglu_quantize_fp8_cuda), GemmFp8 down with unit scales, and the scatter-add applying the down
+//            GEMM's scales + bias (the same bits as GEMMs with their own epilogues: fp8_moe_math.cuh).
 //   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
 // Calls of S <= fused_max_tokens (MXFP4 experts, device routing; bf16 compute whatever the workspace's) instead
-// group on the device and run
-// the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes) or the tiled grouped GEMM of
-// moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync.
+// group on the device and run the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes) or the tiled
+// grouped GEMM of moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync.
 #pragma once
 
 #include <cuda_runtime.h>
