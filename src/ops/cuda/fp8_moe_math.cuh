@@ -1,12 +1,14 @@
 // The element arithmetic of the MoE's FP8 chain, shared by the kernels that run it step by step (GEMM epilogue,
-// SwiGLU, per-row quantisation, scatter-add) and the one that fuses them, so both give the same bits (a product
-// followed by a sum is rounded explicitly: no contraction into an FMA in one kernel and not the other).
+// per-row quantisation, scatter-add; SwiGLU: swiglu_math.cuh) and the one that fuses them, so both give the same
+// bits (a product followed by a sum is rounded explicitly: no contraction into an FMA in one kernel and not the
+// other).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "ops/cuda/swiglu_math.cuh"
 #include "quant/e4m3_rne.h"
 #include "quant/fp8_experts.h"
 
@@ -20,14 +22,6 @@ template <class B>
 __device__ __forceinline__ float scaled_output(float y, float sx, float sw, const B* bias, std::int64_t n) {
   const float v = __fmul_rn(__fmul_rn(y, sx), sw);
   return bias ? __fadd_rn(v, widen(bias[n])) : v;
-}
-
-// gpt-oss's clamped SwiGLU of one (gate, up) pair, in CpuOps::swiglu_clamped's expression order.
-__device__ __forceinline__ float swiglu(float gate, float up, float alpha, float limit) {
-  gate = fminf(gate, limit);  // gate is clamped from above only
-  up = fminf(fmaxf(up, -limit), limit);
-  const float glu = gate / (1.0f + expf(-alpha * gate));
-  return (up + 1.0f) * glu;
 }
 
 // The largest v over a block of kThreads threads (a multiple of 32); scratch holds kThreads / 32 floats. Every

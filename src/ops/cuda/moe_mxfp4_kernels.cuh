@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/cuda/swiglu_math.cuh"
 
 namespace day0::mxfp4_kernels {
 
@@ -99,11 +100,9 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
       for (int i = 0; i < 4; ++i) {
         const int p = p_tok[i % 2];
         if (p >= p_end) continue;
-        const float gate = fminf(v[i], a.limit);  // as swiglu_clamped_kernel
-        const float u = fminf(fmaxf(up[i], -a.limit), a.limit);
-        const float glu = gate / (1.0f + expf(-a.alpha * gate));
         const int col = (i < 2 ? r_lo : r_hi) / 2;
-        h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn((u + 1.0f) * glu);
+        h[static_cast<std::int64_t>(p) * half_rows + col] =
+            __float2bfloat16_rn(swiglu_clamped_pair(v[i], up[i], a.alpha, a.limit));
       }
     }
   } else {

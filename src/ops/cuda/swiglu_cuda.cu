@@ -3,7 +3,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/fp8_moe_math.cuh"
+#include "ops/cuda/swiglu_math.cuh"
 
 namespace day0 {
 namespace {
@@ -17,7 +17,7 @@ __global__ void swiglu_clamped_kernel(const float* __restrict__ gate_up, std::in
     const float* gu = gate_up + s * 2 * I;
     const float gate = interleaved ? gu[2 * j] : gu[j];
     const float up = interleaved ? gu[2 * j + 1] : gu[I + j];
-    out[idx] = fp8_moe::swiglu(gate, up, alpha, limit);
+    out[idx] = swiglu_clamped_pair(gate, up, alpha, limit);
   }
 }
 
