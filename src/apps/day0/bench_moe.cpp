@@ -190,6 +190,16 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
       wide = true;
     }
+    if (S == 1) {  // the token kernel (no grouping), what moe_experts runs for one token: a row per slot
+      D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
+      auto token = [&] {
+        Routing& r = next();
+        return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream());
+      };
+      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
+      report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
+    }
     auto tiled = [&] {
       Routing& r = next();
       const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};

@@ -256,11 +256,19 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 }
 
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
-// the weighted sum in expert order. Bad expert ids are left ungrouped and raise ws.error_flag (reported at sync).
+// the weighted sum in expert order (one token: the token kernels on the router's ids, the same sums). Bad expert
+// ids are left ungrouped (unwritten) and raise ws.error_flag (reported at sync).
 Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
                      cudaStream_t stream) {
   const std::int64_t S = x.size(0), A = S * ws.shape.k;
+  if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
+      mxfp4_token_matmul_fits(down)) {  // one token: its k experts straight from the router's ids, no grouping
+    Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
+    D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream));
+    D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream));
+    return moe_combine_cuda(y, indices, weights, out, stream);
+  }
   Tensor xb = ws.xs.slice_rows(0, S);
   D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);

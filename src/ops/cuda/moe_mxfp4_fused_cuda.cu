@@ -10,7 +10,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
 namespace day0 {
@@ -20,80 +19,11 @@ using namespace mxfp4_kernels;
 
 constexpr int kRowsPerCta = 16;    // the MMA's M
 constexpr int kTokensPerMma = 8;   // the MMA's N: tokens per pass
-constexpr int kGroupsPerTile = 4;  // one 16-byte group per lane t (lane = 4 g + t)
 // CTA shape: split-K warps (kWarps, a template parameter) x tiles each warp loads before it decodes. On the H200
 // (bench-moe, 20b and 120b down shapes) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 from 4 tokens on
 // (8 x 1: 32.0 / 48.3 / 172.7 us at 4 / 8 / 64 tokens against 30.5 / 44.2 / 128.0); at one token 8 x 1 wins
 // (12.8 us against 15.4: twice the warps, each with half the serial round trips, where the grid is under a wave).
 constexpr int kInFlight = 1;
-
-// One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
-struct TileLoad {
-  uint4 g, h;
-  std::uint32_t sg, sh;
-};
-
-__device__ __forceinline__ TileLoad load_tile(const KernelArgs& a, std::int64_t base_g, std::int64_t base_h, int grp) {
-  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
-  if (grp < a.groups) {
-    l.g = __ldg(a.blocks + base_g + grp);
-    l.h = __ldg(a.blocks + base_h + grp);
-    l.sg = __ldg(a.scales + base_g + grp);
-    l.sh = __ldg(a.scales + base_h + grp);
-  }
-  return l;
-}
-
-// Whether any lane's tile has a scale above 128 (uniform over the warp: every lane runs the tile loop).
-__device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
-  return __any_sync(0xffffffffu, l.sg > 128 || l.sh > 128);
-}
-
-// The pass's B operand of a tile, loaded with the weights: the 32 values of group grp of this lane's token row,
-// zeros where there is no token or no group.
-struct XTile {
-  uint4 v[4];
-};
-
-__device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp, bool live) {
-  XTile x;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    x.v[i] =
-        live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
-  return x;
-}
-
-// bf16x2 v times the group's factor: one multiply, or both where some lane of the warp has a scale above 128
-// (kTwo, chosen per warp: a per-lane choice was a branch per value pair, which also kept the compiler from
-// sharing the nibble split between pairs and from scheduling the decode across them).
-template <bool kTwo>
-__device__ __forceinline__ std::uint32_t apply_scale(std::uint32_t v, const GroupScale& s) {
-  v = bf16x2_mul(v, s.first);
-  return kTwo ? bf16x2_mul(v, s.second) : v;
-}
-
-// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps on the pass's 8 tokens.
-template <bool kTwo>
-__device__ __forceinline__ void mma_tile(const TileLoad& cur, const XTile& x, float (&acc)[4]) {
-  const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
-  const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
-    const std::uint32_t lo_g = wg[q] & 0x0F0F0F0Fu, hi_g = (wg[q] >> 4) & 0x0F0F0F0Fu;
-    const std::uint32_t lo_h = wh[q] & 0x0F0F0F0Fu, hi_h = (wh[q] >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
-      const int b = 2 * half;
-      const std::uint32_t a0 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
-      const std::uint32_t a1 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
-      const std::uint32_t a2 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
-      const std::uint32_t a3 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
-      const uint4& w = x.v[q];  // k-step 2q + half: bytes 16q + 8 half of the group
-      mma_bf16_16816(acc, a0, a1, a2, a3, half == 0 ? w.x : w.z, half == 0 ? w.y : w.w);
-    }
-  }
-}
 
 // Passes of 8 tokens (one MMA per k-step; an expert with more makes further passes). kWarps warps split K; each
 // takes kInFlight consecutive tiles per round and issues all their loads, its tokens' values with them, before it
@@ -119,7 +49,8 @@ __global__ void __launch_bounds__(kWarps * 32, 32 / kWarps) mxfp4_grouped_mma_ke
   TileLoad buf[kInFlight];
   auto load_round = [&](int base) {
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) buf[u] = load_tile(a, base_g, base_h, (base + u) * kGroupsPerTile + t);
+    for (int u = 0; u < kInFlight; ++u)
+      buf[u] = load_tile(a.blocks, a.scales, a.groups, base_g, base_h, (base + u) * kGroupsPerTile + t);
   };
   load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
@@ -143,10 +74,11 @@ __global__ void __launch_bounds__(kWarps * 32, 32 / kWarps) mxfp4_grouped_mma_ke
       }
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
+        const auto words = [&](int q) { return xt[u].v[q]; };
         if (needs_two_multiplies(buf[u]))
-          mma_tile<true>(buf[u], xt[u], acc);
+          mma_tile<true>(buf[u], words, acc);
         else
-          mma_tile<false>(buf[u], xt[u], acc);
+          mma_tile<false>(buf[u], words, acc);
       }
     }
 

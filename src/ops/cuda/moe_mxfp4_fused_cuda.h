@@ -46,6 +46,17 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
                                  cudaStream_t stream);
 
+// One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
+// ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or
+// f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
+// slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
+// where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
+// Fits: MXFP4, out a multiple of 16, in a multiple of 32 with the bf16 row in kMxfp4TokenMaxInputBytes.
+constexpr std::int64_t kMxfp4TokenMaxInputBytes = 48 * 1024;
+bool mxfp4_token_matmul_fits(const ExpertWeights& w);
+Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w,
+                               const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream);
+
 // out f32 [S, H] = sum over j of weights[s, j] * y[s k + j], summed in ascending expert id order (as CpuOps adds its
 // experts), each term a separate multiply and add. y f32 [S k, H]; indices i32 / weights f32 [S, k] on the device.
 Status moe_combine_cuda(const Tensor& y, const Tensor& indices, const Tensor& weights, Tensor& out,

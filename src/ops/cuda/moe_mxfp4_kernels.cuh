@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 
@@ -59,6 +60,81 @@ __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScal
   return s.two ? bf16x2_mul(v, s.second) : v;
 }
 
+// ---- The fused matmuls' tile (moe_mxfp4_fused_cuda.cu, moe_mxfp4_token_cuda.cu): 16 rows x 128 values of one
+// expert, one 16-byte group of rows g and g + 8 per lane t (lane = 4 g + t), decoded into mma.sync m16n8k16.
+
+constexpr int kGroupsPerTile = 4;
+
+// One lane's share of a tile: group `grp` of rows g and g + 8 (zeros past the last group).
+struct TileLoad {
+  uint4 g, h;
+  std::uint32_t sg, sh;
+};
+
+__device__ __forceinline__ TileLoad load_tile(const uint4* blocks, const std::uint8_t* scales, int groups,
+                                              std::int64_t base_g, std::int64_t base_h, int grp) {
+  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
+  if (grp < groups) {
+    l.g = __ldg(blocks + base_g + grp);
+    l.h = __ldg(blocks + base_h + grp);
+    l.sg = __ldg(scales + base_g + grp);
+    l.sh = __ldg(scales + base_h + grp);
+  }
+  return l;
+}
+
+// Whether any lane's tile has a scale above 128 (uniform over the warp: every lane runs the tile loop).
+__device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
+  return __any_sync(0xffffffffu, l.sg > 128 || l.sh > 128);
+}
+
+// The pass's B operand of a tile, loaded with the weights: the 32 values of group grp of this lane's token row,
+// zeros where there is no token or no group.
+struct XTile {
+  uint4 v[4];
+};
+
+__device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp, bool live) {
+  XTile x;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    x.v[i] =
+        live && xrow != nullptr ? __ldg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
+  return x;
+}
+
+// bf16x2 v times the group's factor: one multiply, or both where some lane of the warp has a scale above 128
+// (kTwo, chosen per warp: a per-lane choice was a branch per value pair, which also kept the compiler from
+// sharing the nibble split between pairs and from scheduling the decode across them).
+template <bool kTwo>
+__device__ __forceinline__ std::uint32_t apply_scale(std::uint32_t v, const GroupScale& s) {
+  v = bf16x2_mul(v, s.first);
+  return kTwo ? bf16x2_mul(v, s.second) : v;
+}
+
+// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps on the pass's 8 tokens; x(q) is
+// this lane's token values 8q..8q+7 of the group (an XTile's v[q], or read where they wait).
+template <bool kTwo, class XWords>
+__device__ __forceinline__ void mma_tile(const TileLoad& cur, const XWords& x, float (&acc)[4]) {
+  const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
+  const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // word q = bytes 4q..4q+3 = values 8q..8q+7 = k-steps 2q, 2q + 1
+    const std::uint32_t lo_g = wg[q] & 0x0F0F0F0Fu, hi_g = (wg[q] >> 4) & 0x0F0F0F0Fu;
+    const std::uint32_t lo_h = wh[q] & 0x0F0F0F0Fu, hi_h = (wh[q] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // k-step j = 2q + half: bytes 2j, 2j + 1 = values 4j..4j+3
+      const int b = 2 * half;
+      const std::uint32_t a0 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b), fg);
+      const std::uint32_t a1 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
+      const std::uint32_t a2 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
+      const std::uint32_t a3 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
+      const uint4 w = x(q);  // k-step 2q + half: bytes 16q + 8 half of the group
+      mma_bf16_16816(acc, a0, a1, a2, a3, half == 0 ? w.x : w.z, half == 0 ? w.y : w.w);
+    }
+  }
+}
+
 struct KernelArgs {
   const uint4* blocks;         // [E, out, groups] 16-byte groups
   const std::uint8_t* scales;  // [E, out, groups]
@@ -72,10 +148,14 @@ struct KernelArgs {
   void* out;
 };
 
-__device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
-  if (a.bias_kind == kBiasF32) return static_cast<const float*>(a.bias)[i];
-  if (a.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[i]);
+__device__ __forceinline__ float bias_value(const void* bias, int kind, std::int64_t i) {
+  if (kind == kBiasF32) return static_cast<const float*>(bias)[i];
+  if (kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[i]);
   return 0.f;
+}
+
+__device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
+  return bias_value(a.bias, a.bias_kind, i);
 }
 
 // Adds the bias to one MMA accumulator (v[0], v[1]: row r_lo, grouped entries p0, p1; v[2], v[3]: row r_hi, the

@@ -27,26 +27,12 @@ using cudatest::make_context;
 using cudatest::poisoned;
 using cudatest::relative_norm_error;
 using cudatest::upload;
+using moetest::cpu_per_assignment;
 using moetest::encoded_experts;
+using moetest::group;
+using moetest::Groups;
 using moetest::random_routing;
 using moetest::upload_experts;
-
-// Device grouping of `indices` (host, [S, k]) for E experts; `flag` receives bad ids.
-struct Groups {
-  Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
-  DeviceExpertGroups view() const { return {offsets, rows, assignments, experts}; }
-};
-
-Groups group(CudaContext& ctx, const Tensor& indices, int E) {
-  const std::int64_t A = indices.numel();
-  Groups g{poisoned(ctx, {E}, DType::i32),        poisoned(ctx, {E + 1}, DType::i32), poisoned(ctx, {A}, DType::i32),
-           poisoned(ctx, {A}, DType::i32),        poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {1}, DType::i32),
-           cudatest::zeroed(ctx, {1}, DType::i32)};
-  EXPECT_TRUE(group_by_expert_cuda(upload(ctx, indices), E, g.counts, g.offsets, g.rows, g.assignments, g.experts,
-                                   g.n_routed, g.flag, ctx.stream())
-                  .ok());
-  return g;
-}
 
 enum class Kernel { fused, tiled };
 
@@ -64,21 +50,6 @@ Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const E
   if (kern == Kernel::fused)
     return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), wide, routed, p, out, stream);
   return mxfp4_grouped_gemm_cuda(x, inputs_are_tokens, d, g.view(), mxfp4_gemm_launch_slots(routed, A), p, out, stream);
-}
-
-// want[s k + j] = W_{indices[s, j]} x[s] + bias, on the CPU (x already bf16-exact).
-Tensor cpu_per_assignment(const Tensor& x, const Tensor& indices, const ExpertWeights& w) {
-  CpuOps cpu;
-  const std::int64_t S = indices.size(0), k = indices.size(1);
-  Tensor want = Tensor::zeros({S * k, w.out}, DType::f32);
-  for (std::int64_t s = 0; s < S; ++s)
-    for (std::int64_t j = 0; j < k; ++j) {
-      Tensor xs = Tensor::zeros({1, w.in}, DType::f32), y = Tensor::zeros({1, w.out}, DType::f32);
-      std::memcpy(xs.data<float>(), x.data<float>() + s * w.in, w.in * sizeof(float));
-      EXPECT_TRUE(cpu.expert_matmul(xs, w, indices.data<std::int32_t>()[s * k + j], y).ok());
-      std::memcpy(want.data<float>() + (s * k + j) * w.out, y.data<float>(), w.out * sizeof(float));
-    }
-  return want;
 }
 
 TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {

@@ -1,15 +1,21 @@
 // Helpers shared by the CUDA MoE tests: MXFP4 experts encoded from random weights, their bf16 / fp8 conversions
-// as `day0 convert` stores them, device copies, and random routing (k distinct experts per token, weights summing
-// to 1).
+// as `day0 convert` stores them, device copies, random routing (k distinct experts per token, weights summing
+// to 1), device grouping and the CPU's product per assignment.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/expert_grouping_cuda.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/ops.h"
 #include "quant/fp8_experts.h"
@@ -90,6 +96,39 @@ inline void random_routing(std::int64_t S, int E, int k, std::mt19937& rng, Tens
       weights.data<float>()[s * k + j] /= sum;
     }
   }
+}
+
+// Device grouping of `indices` (host, [S, k]) for E experts; `flag` receives bad ids.
+struct Groups {
+  Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
+  DeviceExpertGroups view() const { return {offsets, rows, assignments, experts}; }
+};
+
+inline Groups group(CudaContext& ctx, const Tensor& indices, int E) {
+  using cudatest::poisoned;
+  const std::int64_t A = indices.numel();
+  Groups g{poisoned(ctx, {E}, DType::i32), poisoned(ctx, {E + 1}, DType::i32), poisoned(ctx, {A}, DType::i32),
+           poisoned(ctx, {A}, DType::i32), poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {1}, DType::i32),
+           cudatest::zeroed(ctx, {1}, DType::i32)};
+  EXPECT_TRUE(group_by_expert_cuda(cudatest::upload(ctx, indices), E, g.counts, g.offsets, g.rows, g.assignments,
+                                   g.experts, g.n_routed, g.flag, ctx.stream())
+                  .ok());
+  return g;
+}
+
+// want[s k + j] = W_{indices[s, j]} x[s] + bias, on the CPU (x already bf16-exact).
+inline Tensor cpu_per_assignment(const Tensor& x, const Tensor& indices, const ExpertWeights& w) {
+  CpuOps cpu;
+  const std::int64_t S = indices.size(0), k = indices.size(1);
+  Tensor want = Tensor::zeros({S * k, w.out}, DType::f32);
+  for (std::int64_t s = 0; s < S; ++s)
+    for (std::int64_t j = 0; j < k; ++j) {
+      Tensor xs = Tensor::zeros({1, w.in}, DType::f32), y = Tensor::zeros({1, w.out}, DType::f32);
+      std::memcpy(xs.data<float>(), x.data<float>() + s * w.in, w.in * sizeof(float));
+      EXPECT_TRUE(cpu.expert_matmul(xs, w, indices.data<std::int32_t>()[s * k + j], y).ok());
+      std::memcpy(want.data<float>() + (s * k + j) * w.out, y.data<float>(), w.out * sizeof(float));
+    }
+  return want;
 }
 
 }  // namespace day0::moetest

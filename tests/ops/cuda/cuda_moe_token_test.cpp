@@ -1,0 +1,176 @@
+// The one-token MXFP4 expert kernels (mxfp4_token_matmul_cuda: decode at batch 1, no grouping) against the grouped
+// fused kernel's wide split bit for bit and against the CPU's expert matmul, with SwiGLU, with a row per slot, and
+// with a bad expert id. The whole MoE at one token runs them and is compared with CpuOps::moe_experts in
+// cuda_moe_test.cpp. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "moe_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/op_test_util.h"
+
+namespace day0 {
+namespace {
+
+using cudatest::download;
+using cudatest::make_context;
+using cudatest::poisoned;
+using cudatest::relative_norm_error;
+using cudatest::upload;
+using moetest::cpu_per_assignment;
+using moetest::encoded_experts;
+using moetest::group;
+using moetest::Groups;
+using moetest::upload_experts;
+
+// Inputs over 2^-12..2^12: the f32 sums are inexact, so a different split or order would show in the bits.
+Tensor spread_inputs(std::int64_t rows, int in, std::mt19937& rng) {
+  Tensor x = optest::random_f32({rows, in}, rng);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = std::ldexp(x.data<float>()[i], static_cast<int>(rng() % 25) - 12);
+  return x;
+}
+
+// k distinct experts for the one token, as the router gives them (pick order, not ascending).
+Tensor token_slots(int E, int k, std::mt19937& rng) {
+  Tensor indices, weights;
+  moetest::random_routing(1, E, k, rng, indices, weights);
+  return indices;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+struct Shape4 {
+  int E, k, out, in;
+  DType bias;
+};
+
+// 96 / 160 inputs end in a part-filled tile; 2,880 is gpt-oss (23 tiles: 3 per warp); 4,096 takes two rounds of
+// loads per warp.
+constexpr Shape4 kShapes[] = {{4, 4, 64, 96, DType::f32},
+                              {32, 4, 48, 160, DType::bf16},
+                              {32, 4, 2880, 2880, DType::bf16},
+                              {8, 2, 32, 4096, DType::f32}};
+
+TEST(CudaMoeToken, plain_form_gives_the_grouped_wide_split_bits_and_matches_the_cpu) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context(std::size_t(2) << 30);
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4201);
+  for (const Shape4& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "E " << s.E << " k " << s.k << " out " << s.out << " in " << s.in);
+    const ExpertWeights w = encoded_experts(s.E, s.out, s.in, s.bias, rng);
+    const ExpertWeights d = upload_experts(*ctx, w);
+    const Tensor slots = token_slots(s.E, s.k, rng);
+    const Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+    // The token as f32 (not bf16-exact: the kernel rounds it on the way in, as the grouped path's conversion).
+    const Tensor x = spread_inputs(1, s.in, rng);
+    Tensor y = poisoned(*ctx, {s.k, s.out}, DType::f32), f = flag;
+    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), upload(*ctx, slots), d, nullptr, y, f, ctx->stream()));
+    const Tensor got = download(*ctx, y);
+    EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+
+    const Groups g = group(*ctx, slots, s.E);
+    Tensor yg = poisoned(*ctx, {s.k, s.out}, DType::f32);
+    D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, d, g.view(), true,
+                                           std::min(s.E, s.k), nullptr, yg, ctx->stream()));
+    EXPECT_TRUE(same_bits(got, download(*ctx, yg)));
+    // 1e-5: the weights and the bf16 token are exact on both sides; only the summation order differs.
+    EXPECT_LT(relative_norm_error(got, cpu_per_assignment(optest::to_bf16(x).to_f32(), slots, w)), 1e-5);
+
+    // A row per slot (bf16, as the gate_up output reaches the down projection): token j of a grouped call whose
+    // token j has the single expert e_j gives the same sum.
+    const Tensor xs = optest::to_bf16(spread_inputs(s.k, s.in, rng));
+    Tensor ys = poisoned(*ctx, {s.k, s.out}, DType::f32);
+    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, xs), upload(*ctx, slots), d, nullptr, ys, f, ctx->stream()));
+    const Tensor per_token = slots.view({s.k, 1}).clone();
+    const Groups gt = group(*ctx, per_token, s.E);
+    Tensor yt = poisoned(*ctx, {s.k, s.out}, DType::f32);
+    D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, xs), true, d, gt.view(), true, std::min(s.E, s.k), nullptr, yt,
+                                           ctx->stream()));
+    EXPECT_TRUE(same_bits(download(*ctx, ys), download(*ctx, yt)));
+  }
+}
+
+TEST(CudaMoeToken, swiglu_form_gives_the_grouped_wide_split_bits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4202);
+  const int E = 8, k = 4, I = 64, H = 160;
+  const ExpertWeights d = upload_experts(*ctx, encoded_experts(E, 2 * I, H, DType::bf16, rng));
+  Tensor x = optest::random_f32({1, H}, rng, -3.f, 3.f);  // reaches the clamp
+  const Tensor slots = token_slots(E, k, rng);
+  SwigluParams p;
+  p.interleaved = true;
+  Tensor h = poisoned(*ctx, {k, I}, DType::bf16), flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), upload(*ctx, slots), d, &p, h, flag, ctx->stream()));
+  const Tensor got = download(*ctx, h);
+  // The grouped kernel writes h by grouped entry (ascending expert): put slot j's row where it is.
+  const Groups g = group(*ctx, slots, E);
+  Tensor hg = poisoned(*ctx, {k, I}, DType::bf16);
+  D0_ASSERT_OK(mxfp4_grouped_matmul_cuda(upload(*ctx, optest::to_bf16(x)), true, d, g.view(), true, k, &p, hg,
+                                         ctx->stream()));
+  const Tensor grouped = download(*ctx, hg), assignments = download(*ctx, g.assignments);
+  for (int q = 0; q < k; ++q) {
+    const int j = assignments.data<std::int32_t>()[q];
+    EXPECT_EQ(std::memcmp(got.data<std::uint16_t>() + j * I, grouped.data<std::uint16_t>() + q * I, I * 2), 0)
+        << "slot " << j;
+  }
+  EXPECT_EQ(cudatest::count_nan(got.to_f32()), 0);
+}
+
+TEST(CudaMoeToken, a_bad_expert_id_raises_the_flag_and_leaves_the_other_slots_computed) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4203);
+  const ExpertWeights w = encoded_experts(4, 32, 64, DType::f32, rng);
+  Tensor slots = Tensor::zeros({1, 2}, DType::i32);
+  slots.data<std::int32_t>()[0] = 2;
+  slots.data<std::int32_t>()[1] = 9;  // outside [0, 4)
+  const Tensor x = optest::to_bf16(optest::random_f32({1, 64}, rng)).to_f32();
+  Tensor y = poisoned(*ctx, {2, 32}, DType::f32), flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(
+      mxfp4_token_matmul_cuda(upload(*ctx, x), upload(*ctx, slots), upload_experts(*ctx, w), nullptr, y, flag,
+                              ctx->stream()));
+  EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+  const Tensor got = download(*ctx, y);
+  Tensor first = Tensor::zeros({1, 1}, DType::i32);
+  first.data<std::int32_t>()[0] = 2;
+  EXPECT_LT(relative_norm_error(got.slice_rows(0, 1).clone(), cpu_per_assignment(x, first, w)), 1e-5);
+  EXPECT_EQ(cudatest::count_nan(got.slice_rows(1, 2).clone()), 32);  // slot 1 left unwritten (poisoned)
+}
+
+TEST(CudaMoeToken, refuses_shapes_and_inputs_it_does_not_take) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4204);
+  const ExpertWeights d = upload_experts(*ctx, encoded_experts(4, 32, 64, DType::f32, rng));
+  Tensor slots = upload(*ctx, Tensor::zeros({1, 2}, DType::i32)), flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  Tensor y = poisoned(*ctx, {2, 32}, DType::f32);
+  const Tensor three_rows = upload(*ctx, Tensor::zeros({3, 64}, DType::f32));
+  const Status rows = mxfp4_token_matmul_cuda(three_rows, slots, d, nullptr, y, flag, ctx->stream());
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.error().message.find("a row per slot"), std::string::npos) << rows.error().message;
+  const Tensor two_tokens = upload(*ctx, Tensor::zeros({2, 2}, DType::i32));
+  const Status tokens =
+      mxfp4_token_matmul_cuda(upload(*ctx, Tensor::zeros({1, 64}, DType::f32)), two_tokens, d, nullptr, y, flag,
+                              ctx->stream());
+  ASSERT_FALSE(tokens.ok());
+  EXPECT_NE(tokens.error().message.find("one token"), std::string::npos) << tokens.error().message;
+  ExpertWeights odd = d;
+  odd.out = 24;  // not a multiple of 16
+  EXPECT_FALSE(mxfp4_token_matmul_fits(odd));
+}
+
+}  // namespace
+}  // namespace day0
