@@ -262,8 +262,8 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
                      const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
                      cudaStream_t stream) {
   const std::int64_t S = x.size(0), A = S * ws.shape.k;
-  if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up, ws.shape.k) &&
-      mxfp4_token_matmul_fits(down, ws.shape.k)) {  // one token: its k experts straight from the router's ids, no grouping
+  if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
+      mxfp4_token_matmul_fits(down)) {  // one token: its k experts straight from the router's ids, no grouping
     Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream));
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream));

@@ -49,13 +49,11 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 // One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
 // ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or
 // f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
-// slot: the gate_up output). A grid of one wave walks the (16-row tile, slot) items, each CTA loading its next
-// item's weights while it decodes the current one. The sums are the grouped kernel's with the wide split, bit for
-// bit, so this serves where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row
-// unwritten. Fits: MXFP4, out a multiple of 16, in of 32, k <= 64 and the staged bf16 rows (k of them at most)
-// within kMxfp4TokenMaxInputBytes.
+// slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
+// where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
+// Fits: MXFP4, out a multiple of 16, in a multiple of 32 with the bf16 row in kMxfp4TokenMaxInputBytes.
 constexpr std::int64_t kMxfp4TokenMaxInputBytes = 48 * 1024;
-bool mxfp4_token_matmul_fits(const ExpertWeights& w, std::int64_t k);
+bool mxfp4_token_matmul_fits(const ExpertWeights& w);
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w,
                                const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream);
 
