@@ -22,7 +22,6 @@ static_assert(kG == 8 && kThreads == 4 * 32, "one warp per two heads in the soft
 template <int kD>
 __global__ void __launch_bounds__(kThreads)
     attention_group_kernel(AttentionGroupArgs a, int n_heads, int window, float scale) {
-  begin_dependent_grid();
   constexpr int kDims = kD / kSlices;  // value dims per thread: 4 or 8
   constexpr int kVec = kDims / 4;
   __shared__ __align__(16) float qs[kG][kD];
@@ -39,13 +38,17 @@ __global__ void __launch_bounds__(kThreads)
   const bool split = a.splits > 1;
   auto part_of = [&](int g) { return a.partials + ((s * n_heads + h0 + g) * a.splits + blockIdx.y) * (kD + 2); };
 
-  // The query rows go to shared memory while the position and table are checked (their loads overlap); the
-  // check's barrier orders them before use.
-  for (int i = tid; i < kG * kD; i += kThreads) qs[i / kD][i % kD] = a.q[s * q_width + h0 * kD + i];
+  // Positions and block tables are the step's inputs, uploaded before its first kernel and written by none: the
+  // chain position -> sequence -> table -> first chunk's rows runs before the wait, while the kernel before
+  // (RoPE + KV write) still runs. Keys and q come after it.
   const int pos = a.q_pos[s];
   const KeyLayout& L = a.layout;
   const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
-  if (query_is_bad(pos, a.T, table, L)) {
+  const bool bad = query_is_bad(pos, a.T, table, L);
+  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, kChunk, blockIdx.y);
+  const std::int64_t first_row = tid <= keys.hi - keys.lo ? key_row(table, L.block_size, keys.lo + tid) : 0;
+  begin_dependent_grid();
+  if (bad) {
     for (int i = tid; i < kG * kD; i += kThreads) {
       const int g = i / kD;
       if (split) {
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
-  const KeySpan keys = split_keys(pos, window, a.splits, a.keys_per_split, kChunk, blockIdx.y);
+  for (int i = tid; i < kG * kD; i += kThreads) qs[i / kD][i % kD] = a.q[s * q_width + h0 * kD + i];
   if (tid < kG) {
     // Without splits the sink starts the running max and adds exp(sink - m) = 1 to the sum; with them, the merge.
     const bool sink = a.sink_kind != kNoSink && !split;
@@ -71,13 +74,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int x = 0; x < kDims; ++x) acc[g][x] = 0.f;
-  __syncthreads();  // m_s, l_s ready
+  __syncthreads();  // qs, m_s, l_s ready
 
   for (int c0 = keys.lo; c0 <= keys.hi; c0 += kChunk) {
     const int n = min(kChunk, keys.hi - c0 + 1);
     // Scores: one key per thread, its row read whole, the 8 heads' dot products in the row's order.
     if (tid < n) {
-      const std::int64_t row = key_row(table, L.block_size, c0 + tid);
+      const std::int64_t row = c0 == keys.lo ? first_row : key_row(table, L.block_size, c0 + tid);
       rows[tid] = row;
       const float4* kr = reinterpret_cast<const float4*>(kbase + row * kv_width);
       float dot[kG];

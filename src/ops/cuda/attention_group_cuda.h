@@ -22,6 +22,8 @@ namespace day0 {
 bool attention_group_fits(const AttentionParams& p);
 
 // Arguments as attention_cuda / paged_attention_cuda after their checks (device pointers; T key rows in k, v).
+// q_pos and the layout's tables and q_seq are read before the kernel's dependent wait (dependent_launch.h): they
+// must come from a copy (the step's uploaded inputs), not from a kernel launched just before.
 struct AttentionGroupArgs {
   const float *q, *k, *v;
   const std::int32_t* q_pos;
