@@ -14,10 +14,14 @@
 namespace day0 {
 namespace {
 
-constexpr int kWarps = 8;         // split-K warps per CTA
 constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
-constexpr int kInFlight = 4;      // 32-wide k blocks whose weights a lane loads before it multiplies
+// CTA shapes: split-K warps x 32-wide k blocks whose weights a lane loads before it multiplies. Many row tiles
+// (q/k/v, o): 8 x 4, several CTAs per SM. A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on one SM
+// each, so a row tile of K = 2,880 is a single round of loads, issued before the dependent wait.
+constexpr int kWarps = 8, kInFlight = 4;
+constexpr int kWideWarps = 16, kWideInFlight = 8;
+constexpr std::int64_t kWideMaxTiles = 16;
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
@@ -61,9 +65,9 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
 // the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
 // Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
-// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80).
-template <int kTiles>
-__global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 4 : 3) linear_small_kernel(Args a) {
+// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide shape takes a whole SM.
+template <int kTiles, int kWarps, int kInFlight>
+__global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 3) : 1) linear_small_kernel(Args a) {
   Target tg = a.t[0];
 #pragma unroll
   for (int i = 1; i < kLinearSmallMaxTargets; ++i)
@@ -200,10 +204,18 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
   const std::int64_t slices = (M + kLinearSmallMaxRows - 1) / kLinearSmallMaxRows;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), block(kWarps * 32);
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
-  if (M <= kTokensPerMma)
-    launch_dependent(linear_small_kernel<1>, grid, block, 0, stream, a);
-  else
-    launch_dependent(linear_small_kernel<2>, grid, block, 0, stream, a);
+  // The shape follows N only: a token's sums do not depend on the batch around it.
+  if (tiles <= kWideMaxTiles) {
+    const dim3 wide_block(kWideWarps * 32);
+    if (M <= kTokensPerMma)
+      launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
+    else
+      launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
+  } else if (M <= kTokensPerMma) {
+    launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, block, 0, stream, a);
+  } else {
+    launch_dependent(linear_small_kernel<2, kWarps, kInFlight>, grid, block, 0, stream, a);
+  }
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();
 }
