@@ -175,7 +175,7 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   return ops_.linear(mixed, weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out);
 }
 
-Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap) {
+Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap, const NormAfter* after) {
   const MoESpec& m = spec_.layers[layer].channel.moe;
   const std::int64_t S = h.size(0);
   D0_ASSIGN_OR_RETURN(Tensor router_logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
@@ -190,9 +190,13 @@ Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn&
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));
   const SwigluParams swiglu{m.swiglu_alpha, m.swiglu_limit, m.gate_up_interleaved};
-  ProfileSpan span(ops_, "moe: experts");
-  return ops_.moe_experts(h, indices, route, expert_weights(weights_, m.gate_up, m.n_experts),
-                          expert_weights(weights_, m.down, m.n_experts), swiglu, out);
+  ProfileSpan span(ops_, "moe: experts");  // with `after`, the residual add and next norm too
+  const ExpertWeights gate_up = expert_weights(weights_, m.gate_up, m.n_experts);
+  const ExpertWeights down = expert_weights(weights_, m.down, m.n_experts);
+  if (after)
+    return ops_.moe_experts_add_rms_norm(h, indices, route, gate_up, down, swiglu, *after->x, *after->w, after->eps,
+                                         after->plus_one, *after->normed);
+  return ops_.moe_experts(h, indices, route, gate_up, down, swiglu, out);
 }
 
 Result<Tensor> Executor::forward(std::span<const std::int32_t> tokens, bool all_logits, const TapFn& tap) {

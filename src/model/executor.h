@@ -106,7 +106,16 @@ class Executor {
   Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
                          const PagedKv& kv, Tensor& out);
   Status channel_mixer(int layer, const Tensor& h, Tensor& out, const TapFn& tap);
-  Status moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap);
+  // The residual add and next norm after a block (x += block out, normed = norm(x)), for a block that takes them in.
+  struct NormAfter {
+    Tensor* x;
+    const Tensor* w;
+    float eps;
+    bool plus_one;
+    Tensor* normed;
+  };
+  // With `after`, out is not written: the experts' sum goes into after's residual add and norm.
+  Status moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap, const NormAfter* after = nullptr);
 
   ModelSpec spec_;
   ModelWeights weights_;

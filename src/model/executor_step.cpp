@@ -138,12 +138,16 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
       auto [w, eps, plus_one] = norm_args(L.channel_norm);
       D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
     }
-    D0_RETURN_IF_ERROR(channel_mixer(i, h, y, tap));
-    D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
-    // The residual add fused with the next norm: the next layer's, or the final one.
-    {
+    // The residual add fused with the next norm: the next layer's, or the final one. Without taps a MoE block
+    // takes it in (its experts' weighted sum then goes straight into the norm's kernel).
+    auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
+    if (!tap && L.channel.kind == ChannelMixerKind::moe) {
+      const NormAfter after{&x, &w, eps, plus_one, &h};
+      D0_RETURN_IF_ERROR(moe_block(i, h, y, tap, &after));
+    } else {
+      D0_RETURN_IF_ERROR(channel_mixer(i, h, y, tap));
+      D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
       ProfileSpan span(ops_, "norms (with the residual adds)");
-      auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
       D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
     }
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "out"), x));

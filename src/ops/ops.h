@@ -185,6 +185,16 @@ class Ops {
   virtual Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights,
                              const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                              Tensor& out) = 0;
+  // moe_experts on h, then add_rms_norm(x, its output, w, eps, plus_one, out): the MoE block's residual add and the
+  // next norm, which a backend may run with the experts' weighted sum inside the norm's kernel. out may be h.
+  virtual Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
+                                          const ExpertWeights& gate_up, const ExpertWeights& down,
+                                          const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
+                                          Tensor& out) {
+    D0_ASSIGN_OR_RETURN(Tensor y, scratch(x.shape(), DType::f32, "moe out"));
+    D0_RETURN_IF_ERROR(moe_experts(h, indices, weights, gate_up, down, p, y));
+    return add_rms_norm(x, y, w, eps, plus_one, out);
+  }
   // x += y
   virtual Status add(Tensor& x, const Tensor& y) = 0;
   // x += y, then out = rms_norm(x): the residual stream update fused with the next block's norm.

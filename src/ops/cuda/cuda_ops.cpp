@@ -473,6 +473,17 @@ Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor
   return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemms_, out, ctx_->stream());
 }
 
+// On the fused MXFP4 path the experts' weighted sum runs inside the norm's kernel; elsewhere as Ops does.
+Status CudaOps::moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
+                                         const ExpertWeights& gate_up, const ExpertWeights& down,
+                                         const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
+                                         Tensor& out) {
+  if (!moe_ || h.dim() != 2 || !moe_takes_fused_path(*moe_, h.size(0), indices, gate_up, p))
+    return Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, out);
+  const MoeNormAfter norm{&x, w, eps, plus_one, &out};
+  return moe_experts_add_rms_norm_cuda(h, indices, weights, gate_up, down, p, *moe_, *gemms_, norm, ctx_->stream());
+}
+
 Status CudaOps::add(Tensor& x, const Tensor& y) { return add_inplace_cuda(x, y, ctx_->stream()); }
 
 }  // namespace day0

@@ -76,6 +76,9 @@ class CudaOps final : public Ops {
   Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, Tensor& out) override;
   Status add(Tensor& x, const Tensor& y) override;
+  Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
+                                  const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                                  Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
 

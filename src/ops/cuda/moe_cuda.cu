@@ -258,16 +258,22 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
 // the weighted sum in expert order (one token: the token kernels on the router's ids, the same sums). Bad expert
 // ids are left ungrouped (unwritten) and raise ws.error_flag (reported at sync).
+// With `norm`, the weighted sum goes into its residual add and RMSNorm instead of `out` (one kernel).
 Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
-                     cudaStream_t stream) {
+                     const MoeNormAfter* norm, cudaStream_t stream) {
+  auto combine = [&](const Tensor& y) {
+    return norm ? rms_norm_moe_residual_cuda(*norm->x, y, indices, weights, norm->w, norm->eps, norm->plus_one,
+                                             *norm->out, stream)
+                : moe_combine_cuda(y, indices, weights, out, stream);
+  };
   const std::int64_t S = x.size(0), A = S * ws.shape.k;
   if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
       mxfp4_token_matmul_fits(down)) {  // one token: its k experts straight from the router's ids, no grouping
     Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream));
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream));
-    return moe_combine_cuda(y, indices, weights, out, stream);
+    return combine(y);
   }
   Tensor xb = ws.xs.slice_rows(0, S);
   D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
@@ -286,13 +292,14 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, wide, slots, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, wide, slots, nullptr, y, stream));
   }
-  return moe_combine_cuda(y, indices, weights, out, stream);
+  return combine(y);
 }
 
 // The body of both entry points: exactly one of bf16 / fp8 is given, matching ws.shape.compute.
+// With `norm` (moe_experts_add_rms_norm_cuda) only the fused path runs.
 Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                        const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
-                       GemmFp8* fp8, Tensor& out, cudaStream_t stream) {
+                       GemmFp8* fp8, Tensor& out, const MoeNormAfter* norm, cudaStream_t stream) {
   const char* op = "moe_experts_cuda";
   const MoeWorkspaceShape& s = ws.shape;
   const bool use_fp8 = s.compute == ExpertCompute::fp8;
@@ -331,9 +338,11 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
     ws.error_flag_zeroed = true;
   }
   const std::int64_t A = S * k;
-  if (A > 0 && S <= ws.fused_tokens && gate_up.storage == ExpertStorage::mxfp4 && p.interleaved &&
-      indices.device() == Device::cuda)
-    return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, stream);
+  if (moe_takes_fused_path(ws, S, indices, gate_up, p))
+    return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, norm, stream);
+  if (norm)
+    return make_error(std::string(op) + ": the residual add and norm fold into the fused MXFP4 path only "
+                      "(moe_takes_fused_path)");
   if (s.batch_invariant)
     return make_error(std::string(op) + ": batch-invariant mode runs MoE on the fused MXFP4 kernel only (MXFP4 "
                       "experts, bf16 compute, interleaved gate/up, router on the device); this call needs another path");
@@ -421,13 +430,29 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream) {
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, stream);
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, nullptr, stream);
+}
+
+bool moe_takes_fused_path(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
+                          const SwigluParams& p) {
+  return S > 0 && S <= ws.fused_tokens && gate_up.storage == ExpertStorage::mxfp4 && p.interleaved &&
+         indices.device() == Device::cuda;
+}
+
+Status moe_experts_add_rms_norm_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights,
+                                     const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                                     MoeWorkspace& ws, MoeGemms& gemms, const MoeNormAfter& norm,
+                                     cudaStream_t stream) {
+  if (norm.x == nullptr || norm.out == nullptr)
+    return make_error("moe_experts_add_rms_norm_cuda: the norm needs its residual x and its out");
+  Tensor unused = *norm.x;  // shape-checked as the MoE's out; the fused path never writes it
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, unused, &norm, stream);
 }
 
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream) {
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, stream);
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, nullptr, stream);
 }
 
 }  // namespace day0

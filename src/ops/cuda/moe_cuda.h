@@ -138,6 +138,28 @@ Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& we
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream);
 
+// The residual add and RMSNorm that follow a MoE block: x += the MoE's output, out = rms_norm(x) (as
+// rms_norm_residual_cuda).
+struct MoeNormAfter {
+  Tensor* x = nullptr;  // f32 [S, H], the residual stream
+  Tensor w;             // the norm's weight [H]
+  float eps = 0.f;
+  bool plus_one = false;
+  Tensor* out = nullptr;  // f32 [S, H]; may be the MoE's input
+};
+
+// Whether moe_experts_cuda takes the fused MXFP4 path for this call (S tokens, device routing, MXFP4 experts).
+bool moe_takes_fused_path(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
+                          const SwigluParams& p);
+
+// moe_experts_cuda followed by norm's residual add and RMSNorm, with the experts' weighted sum done inside the
+// norm's kernel (rms_norm_moe_residual_cuda: one launch fewer, the same bits). Fused path only
+// (moe_takes_fused_path); other calls are an error.
+Status moe_experts_add_rms_norm_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights,
+                                     const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                                     MoeWorkspace& ws, MoeGemms& gemms, const MoeNormAfter& norm,
+                                     cudaStream_t stream);
+
 // The same for a bf16 workspace only, with a lone GemmBf16 (an fp8 workspace is an error: pass MoeGemms).
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,

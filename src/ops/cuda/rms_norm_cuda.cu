@@ -2,7 +2,12 @@
 // and sums squares; a block reduction; pass 2 re-reads x (hot in L1/L2) and writes the normalised row.
 // Rows of up to 4,096 values (H % 4 == 0) take the vector form: a thread's float4s and weights stay in registers,
 // all loaded before the reduction (decode: one round of memory latency instead of three).
+// The residual is a row of a tensor, or a token's k MoE expert outputs, weighted and summed in ascending expert
+// order as moe_combine_cuda sums them (the same bits as that kernel followed by the plain add).
 #include <cuda_bf16.h>
+
+#include <climits>
+#include <string>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
@@ -16,6 +21,73 @@ __device__ __forceinline__ float widen(float v) { return v; }
 __device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 constexpr int kThreads = 256;
+constexpr int kMaxSlots = 64;  // as moe_combine_cuda
+
+// Where row s's residual comes from: `rows` [S, H], or (slots, k > 0) y [S k, H] by assignment with the router's
+// ids and weights [S, k].
+struct Residual {
+  const float* rows;
+  const float* y;
+  const std::int32_t* ids;
+  const float* route;
+  int k;
+};
+
+// The block's slots of token s in ascending expert order (ties by slot, as moe_combine_kernel), with their
+// weights, in shared memory; every thread calls it.
+__device__ void order_slots(const Residual& r, std::int64_t s, int* order, float* weight) {
+  if (threadIdx.x == 0) {
+    const std::int32_t* ids = r.ids + s * r.k;
+    int prev_e = INT_MIN, prev_j = -1;
+    for (int n = 0; n < r.k; ++n) {
+      int best_j = -1, best_e = INT_MAX;
+      for (int j = 0; j < r.k; ++j) {
+        const int ej = ids[j];
+        const bool after = ej > prev_e || (ej == prev_e && j > prev_j);
+        if (after && (best_j < 0 || ej < best_e)) best_j = j, best_e = ej;
+      }
+      order[n] = best_j;
+      weight[n] = r.route[s * r.k + best_j];
+      prev_e = best_e;
+      prev_j = best_j;
+    }
+  }
+  __syncthreads();
+}
+
+// Element i (in units of T: float or float4) of token s's weighted expert sum: separate multiplies and adds.
+__device__ __forceinline__ float combined(const Residual& r, const int* order, const float* weight, std::int64_t s,
+                                          std::int64_t H, std::int64_t i) {
+  float acc = 0.f;
+  for (int n = 0; n < r.k; ++n) acc = __fadd_rn(acc, __fmul_rn(r.y[(s * r.k + order[n]) * H + i], weight[n]));
+  return acc;
+}
+// The float4 form: for k <= kUnrolledSlots the k loads are issued together (a runtime-length loop issued them
+// one round trip at a time).
+constexpr int kUnrolledSlots = 4;
+__device__ __forceinline__ void add_product(float4& acc, const float4& v, float w) {
+  acc.x = __fadd_rn(acc.x, __fmul_rn(v.x, w));
+  acc.y = __fadd_rn(acc.y, __fmul_rn(v.y, w));
+  acc.z = __fadd_rn(acc.z, __fmul_rn(v.z, w));
+  acc.w = __fadd_rn(acc.w, __fmul_rn(v.w, w));
+}
+__device__ __forceinline__ float4 combined4(const Residual& r, const int* order, const float* weight, std::int64_t s,
+                                            int H, int i) {
+  auto at = [&](int n) { return reinterpret_cast<const float4*>(r.y + (s * r.k + order[n]) * H)[i]; };
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (r.k <= kUnrolledSlots) {
+    float4 v[kUnrolledSlots];
+#pragma unroll
+    for (int n = 0; n < kUnrolledSlots; ++n)
+      if (n < r.k) v[n] = at(n);
+#pragma unroll
+    for (int n = 0; n < kUnrolledSlots; ++n)
+      if (n < r.k) add_product(acc, v[n], weight[n]);
+    return acc;
+  }
+  for (int n = 0; n < r.k; ++n) add_product(acc, at(n), weight[n]);
+  return acc;
+}
 
 // Sum over the block; every thread gets the result.
 __device__ float block_sum(float v) {
@@ -31,19 +103,23 @@ __device__ float block_sum(float v) {
 
 template <class W>
 __global__ void __launch_bounds__(kThreads)
-    rms_norm_residual_kernel(float* __restrict__ x, const float* __restrict__ residual, const W* __restrict__ w,
-                             std::int64_t H, float eps, float w_offset, float* __restrict__ out) {
+    rms_norm_residual_kernel(float* __restrict__ x, Residual residual, const W* __restrict__ w, std::int64_t H,
+                             float eps, float w_offset, float* __restrict__ out) {
+  __shared__ int order[kMaxSlots];
+  __shared__ float weight[kMaxSlots];
   begin_dependent_grid();
-  float* xr = x + blockIdx.x * H;
-  const float* rr = residual ? residual + blockIdx.x * H : nullptr;
-  float* orow = out + blockIdx.x * H;
+  const std::int64_t s = blockIdx.x;
+  if (residual.k > 0) order_slots(residual, s, order, weight);
+  float* xr = x + s * H;
+  const float* rr = residual.rows ? residual.rows + s * H : nullptr;
+  float* orow = out + s * H;
   float sum_sq = 0.f;
   // Unrolled: a row's loads can go out together; the sum keeps its order (decode: 8.8 -> 8.4 us measured).
 #pragma unroll 4
   for (std::int64_t h = threadIdx.x; h < H; h += kThreads) {
     float v = xr[h];
-    if (rr) {
-      v += rr[h];
+    if (rr || residual.k > 0) {
+      v += rr ? rr[h] : combined(residual, order, weight, s, H, h);
       xr[h] = v;
     }
     sum_sq += v * v;
@@ -71,8 +147,10 @@ constexpr int kVecPerThread = 4;  // float4s per thread: rows of up to 4 * 4 * k
 
 template <class W>
 __global__ void __launch_bounds__(kThreads)
-    rms_norm_residual_vec_kernel(float* __restrict__ x, const float* __restrict__ residual, const W* __restrict__ w,
-                                 int H, float eps, float w_offset, float* __restrict__ out) {
+    rms_norm_residual_vec_kernel(float* __restrict__ x, Residual residual, const W* __restrict__ w, int H, float eps,
+                                 float w_offset, float* __restrict__ out) {
+  __shared__ int order[kMaxSlots];
+  __shared__ float weight[kMaxSlots];
   const int n4 = H / 4;
   float4 v[kVecPerThread], wv[kVecPerThread];
   // Weights are not written during a step: loaded before waiting for the kernel before.
@@ -80,18 +158,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kVecPerThread; ++j)
     if (threadIdx.x + j * kThreads < n4) wv[j] = load_weights4(w, threadIdx.x + j * kThreads);
   begin_dependent_grid();
-  float4* xr = reinterpret_cast<float4*>(x + static_cast<std::int64_t>(blockIdx.x) * H);
-  const float4* rr =
-      residual ? reinterpret_cast<const float4*>(residual + static_cast<std::int64_t>(blockIdx.x) * H) : nullptr;
-  float4* orow = reinterpret_cast<float4*>(out + static_cast<std::int64_t>(blockIdx.x) * H);
+  const std::int64_t s = blockIdx.x;
+  if (residual.k > 0) order_slots(residual, s, order, weight);
+  float4* xr = reinterpret_cast<float4*>(x + s * H);
+  const float4* rr = residual.rows ? reinterpret_cast<const float4*>(residual.rows + s * H) : nullptr;
+  float4* orow = reinterpret_cast<float4*>(out + s * H);
   float sum_sq = 0.f;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
     v[j] = xr[i];
-    if (rr) {
-      const float4 r = rr[i];
+    if (rr || residual.k > 0) {
+      const float4 r = rr ? rr[i] : combined4(residual, order, weight, s, H, i);
       v[j].x += r.x, v[j].y += r.y, v[j].z += r.z, v[j].w += r.w;
       xr[i] = v[j];
     }
@@ -111,27 +190,20 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
-
-Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one, Tensor& out,
-                              cudaStream_t stream) {
-  if (x.dim() != 2) return make_error("rms_norm_residual_cuda: x must be 2-D, got " + shape_to_string(x.shape()));
+// The checks both entry points share and the launch; `what` names the caller in errors.
+Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residual_16b_aligned, const Tensor& w,
+                   float eps, bool plus_one, Tensor& out, cudaStream_t stream) {
   const std::int64_t S = x.size(0), H = x.size(1);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, "rms_norm_residual_cuda", "x", {DType::f32}, {S, H}));
-  const bool has_residual = has_values(residual);
-  if (has_residual)
-    D0_RETURN_IF_ERROR(check_cuda_tensor(residual, "rms_norm_residual_cuda", "residual", {DType::f32}, {S, H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w, "rms_norm_residual_cuda", "weight", {DType::bf16, DType::f32}, {H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(out, "rms_norm_residual_cuda", "out", {DType::f32}, {S, H}));
-  if (out.raw() == x.raw() && has_residual)
-    return make_error("rms_norm_residual_cuda: out must not alias x when a residual is added (x keeps the sum)");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(w, what, "weight", {DType::bf16, DType::f32}, {H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, what, "out", {DType::f32}, {S, H}));
+  if (out.raw() == x.raw() && (res.rows || res.k > 0))
+    return make_error(std::string(what) + ": out must not alias x when a residual is added (x keeps the sum)");
   if (S == 0 || H == 0) return Status::success();
-  if (S > 2147483647) return make_error("rms_norm_residual_cuda: too many rows for one grid");
-  const float* res = has_residual ? residual.data<float>() : nullptr;
+  if (S > 2147483647) return make_error(std::string(what) + ": too many rows for one grid");
   const float w_offset = plus_one ? 1.f : 0.f;
   const unsigned grid = static_cast<unsigned>(S);
   const bool vec = H % 4 == 0 && H <= 4 * kVecPerThread * kThreads && aligned_to(x.raw(), 16) &&
-                   aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && (!has_residual || aligned_to(res, 16));
+                   aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && residual_16b_aligned;
   if (vec && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
                      static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
@@ -150,6 +222,38 @@ Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_kernel<f32>");
   }
   return Status::success();
+}
+
+}  // namespace
+
+Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one, Tensor& out,
+                              cudaStream_t stream) {
+  const char* what = "rms_norm_residual_cuda";
+  if (x.dim() != 2) return make_error(std::string(what) + ": x must be 2-D, got " + shape_to_string(x.shape()));
+  const std::int64_t S = x.size(0), H = x.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, what, "x", {DType::f32}, {S, H}));
+  Residual res{};
+  if (has_values(residual)) {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(residual, what, "residual", {DType::f32}, {S, H}));
+    res.rows = residual.data<float>();
+  }
+  return launch_norm(what, x, res, res.rows == nullptr || aligned_to(res.rows, 16), w, eps, plus_one, out, stream);
+}
+
+Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
+                                  const Tensor& w, float eps, bool plus_one, Tensor& out, cudaStream_t stream) {
+  const char* what = "rms_norm_moe_residual_cuda";
+  if (x.dim() != 2 || indices.dim() != 2)
+    return make_error(std::string(what) + ": x and indices must be 2-D");
+  const std::int64_t S = x.size(0), H = x.size(1), k = indices.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, what, "x", {DType::f32}, {S, H}));
+  if (k < 1 || k > kMaxSlots) return make_error(std::string(what) + ": k must be in [1, 64]");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, what, "indices", {DType::i32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, what, "weights", {DType::f32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, what, "y", {DType::f32}, {S * k, H}));
+  const Residual res{nullptr, y.data<float>(), indices.data<std::int32_t>(), weights.data<float>(),
+                     static_cast<int>(k)};
+  return launch_norm(what, x, res, aligned_to(y.raw(), 16), w, eps, plus_one, out, stream);
 }
 
 }  // namespace day0
