@@ -102,36 +102,29 @@ __global__ void __launch_bounds__(kWarps * 32, 4) mxfp4_token_kernel(TokenArgs a
     }
   }
 
-  // Split-K partials summed in warp order by warp 0, as the grouped kernel; column 0 (acc[0]: row g, acc[2]: row
-  // g + 8, in lanes t = 0) is the token.
-  __shared__ float partial[kWarps][32][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
+  // Split-K partials summed in warp order by warp 0, as the grouped kernel. Only MMA column 0 is the token: lanes
+  // t = 0 hold its rows g (acc[0]) and g + 8 (acc[2]), so 16 values a warp go through shared memory and lane r of
+  // warp 0 sums row r.
+  __shared__ float partial[kWarps][kRowsPerCta];
+  if (t == 0) {
+    partial[warp][g] = acc[0];
+    partial[warp][g + 8] = acc[2];
+  }
   __syncthreads();
   if (warp != 0) return;
-  float v[4];
+  const int r = lane % kRowsPerCta, row = row0 + r;
+  float v = partial[0][r];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float s = partial[0][lane][i];
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) s += partial[w][lane][i];
-    v[i] = s;
-  }
-  const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
-  const int r_lo = row0 + g, r_hi = row0 + g + 8;
-  const float lo = v[0] + bias_value(a.bias, a.bias_kind, bias_base + r_lo);
-  const float hi = v[2] + bias_value(a.bias, a.bias_kind, bias_base + r_hi);
-  if constexpr (kSwiglu) {  // rows 2c (gate) and 2c + 1 (up) sit in lanes g and g + 1 (lane + 4)
-    const float up_lo = __shfl_down_sync(0xffffffffu, lo, 4), up_hi = __shfl_down_sync(0xffffffffu, hi, 4);
-    if (t == 0 && g % 2 == 0) {
+  for (int w = 1; w < kWarps; ++w) v += partial[w][r];
+  v += bias_value(a.bias, a.bias_kind, static_cast<std::int64_t>(e) * a.out_rows + row);
+  if constexpr (kSwiglu) {  // rows 2c (gate) and 2c + 1 (up): lanes r and r + 1
+    const float up = __shfl_down_sync(0xffffffffu, v, 1);
+    if (lane < kRowsPerCta && r % 2 == 0) {
       __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out) + static_cast<std::int64_t>(slot) * (a.out_rows / 2);
-      h[r_lo / 2] = __float2bfloat16_rn(swiglu_clamped_pair(lo, up_lo, a.alpha, a.limit));
-      h[r_hi / 2] = __float2bfloat16_rn(swiglu_clamped_pair(hi, up_hi, a.alpha, a.limit));
+      h[row / 2] = __float2bfloat16_rn(swiglu_clamped_pair(v, up, a.alpha, a.limit));
     }
-  } else if (t == 0) {
-    float* y = static_cast<float*>(a.out) + static_cast<std::int64_t>(slot) * a.out_rows;
-    y[r_lo] = lo;
-    y[r_hi] = hi;
+  } else if (lane < kRowsPerCta) {
+    static_cast<float*>(a.out)[static_cast<std::int64_t>(slot) * a.out_rows + row] = v;
   }
 }
 
