@@ -35,16 +35,32 @@ __global__ void __launch_bounds__(kThreads)
     if (lane == 0) s_count[e] = c;
   }
   __syncthreads();
-  if (tid == 0) {
-    int acc = 0, routed = 0;
-    for (int e = 0; e < E; ++e) {
-      s_offset[e] = acc;
-      acc += s_count[e];
-      if (s_count[e] > 0) experts[routed++] = e;
+  // Offsets and the routed list by warp 0: each lane takes a run of experts, and two warp scans place the runs (a
+  // serial loop over E in one thread was ~2 us at 128 experts).
+  if (warp == 0) {
+    const int per = (E + 31) / 32, e0 = lane * per;
+    int count = 0, routed = 0;
+    for (int e = e0; e < min(E, e0 + per); ++e) {
+      count += s_count[e];
+      routed += s_count[e] > 0;
     }
-    s_offset[E] = acc;
-    *n_routed = routed;
-    for (int e = routed; e < E; ++e) experts[e] = -1;
+    int count_incl = count, routed_incl = routed;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int c = __shfl_up_sync(0xffffffffu, count_incl, o), r = __shfl_up_sync(0xffffffffu, routed_incl, o);
+      if (lane >= o) count_incl += c, routed_incl += r;
+    }
+    int offset = count_incl - count, pos = routed_incl - routed;
+    for (int e = e0; e < min(E, e0 + per); ++e) {
+      s_offset[e] = offset;
+      offset += s_count[e];
+      if (s_count[e] > 0) experts[pos++] = e;
+    }
+    const int total = __shfl_sync(0xffffffffu, count_incl, 31), n = __shfl_sync(0xffffffffu, routed_incl, 31);
+    if (lane == 0) {
+      s_offset[E] = total;
+      *n_routed = n;
+    }
+    for (int e = n + lane; e < E; e += 32) experts[e] = -1;
   }
   __syncthreads();
   for (int e = tid; e < E; e += kThreads) {
