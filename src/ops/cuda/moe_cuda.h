@@ -27,7 +27,8 @@
 //   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
 // Calls of S <= fused_max_tokens (MXFP4 experts, device routing; bf16 compute whatever the workspace's) instead
 // group on the device and run the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes) or the tiled
-// grouped GEMM of moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync.
+// grouped GEMM of moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync
+// (one token: the two token kernels on the router's ids and the combine, no grouping).
 #pragma once
 
 #include <cuda_runtime.h>
