@@ -50,9 +50,7 @@ static_assert(table_is_in_enum_order(), "kDTypes must list every DType once, in 
 
 const DTypeInfo& info(DType t) { return kDTypes.at(static_cast<std::size_t>(t)); }
 
-// ---- f32 layout ----
-constexpr std::uint32_t kF32SignBit = 0x8000'0000u;
-constexpr std::uint32_t kF32AbsMask = 0x7FFF'FFFFu;
+// ---- f32 layout (sign, magnitude mask and infinity: dtype.h) ----
 constexpr int kF32MantBits = 23;
 constexpr std::uint32_t kF32MantMask = (1u << kF32MantBits) - 1;
 constexpr std::uint32_t kF32ImplicitOne = 1u << kF32MantBits;
@@ -60,7 +58,6 @@ constexpr std::uint32_t kF32ImplicitOne = 1u << kF32MantBits;
 constexpr std::uint32_t kF32TopMantBit = 1u << (kF32MantBits - 1);
 constexpr std::uint32_t kF32QuietBit = kF32TopMantBit;
 constexpr int kF32Bias = 127;
-constexpr std::uint32_t kF32Inf = 0x7F80'0000u;
 
 std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 float float_of(std::uint32_t bits) { return std::bit_cast<float>(bits); }
@@ -130,9 +127,7 @@ constexpr std::uint8_t kE8m0NaN = 0xFF;
 constexpr std::uint8_t kE8m0MaxCode = 0xFE;  // 2^127
 constexpr int kE8m0Bias = 127;
 
-// ---- fp4 e2m1 ----
-constexpr std::uint8_t kFp4SignBit = 0x8;
-constexpr std::uint8_t kFp4MaxCode = 0x7;  // 6.0
+// ---- fp4 e2m1 (sign bit and largest code: dtype.h) ----
 constexpr std::array<float, 8> kFp4Magnitudes = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 }  // namespace

@@ -44,15 +44,22 @@ float e8m0_to_f32(std::uint8_t bits);  // 2^(bits-127); 255 -> NaN; 0 -> 2^-127 
 // Nearest power of two for positive finite x (halfway in linear value rounds up); NaN, inf, x <= 0 -> 255.
 std::uint8_t f32_to_e8m0(float x);
 
+// Bit layouts the inline encoder below shares with dtype.cpp.
+inline constexpr std::uint32_t kF32SignBit = 0x8000'0000u;
+inline constexpr std::uint32_t kF32AbsMask = 0x7FFF'FFFFu;
+inline constexpr std::uint32_t kF32Inf = 0x7F80'0000u;
+inline constexpr std::uint8_t kFp4SignBit = 0x8;
+inline constexpr std::uint8_t kFp4MaxCode = 0x7;  // 6.0
+
 float fp4_e2m1_to_f32(std::uint8_t nibble);  // low 4 bits used
 // RNE, saturates to +-6 (MX convention). FP4 has no NaN code: NaN maps to +6 (0x7); callers that care check first.
 // Inline: the MXFP4 encoder calls it for every value.
 inline std::uint8_t f32_to_fp4_e2m1(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);  // (std::bit_cast: not in the CUDA files' C++ dialect)
-  const std::uint32_t abs_bits = bits & 0x7FFF'FFFFu;
-  if (abs_bits > 0x7F80'0000u) return 0x7;  // NaN: no NaN code; +6
-  const std::uint8_t sign = (bits & 0x8000'0000u) != 0 ? 0x8 : 0;
+  const std::uint32_t abs_bits = bits & kF32AbsMask;
+  if (abs_bits > kF32Inf) return kFp4MaxCode;  // NaN: no NaN code; +6
+  const std::uint8_t sign = (bits & kF32SignBit) != 0 ? kFp4SignBit : 0;
   float a;
   std::memcpy(&a, &abs_bits, sizeof a);
   // Eight values are few enough to compare with the midpoints directly: the code is the number of midpoints

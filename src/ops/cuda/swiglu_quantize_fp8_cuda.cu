@@ -20,7 +20,7 @@ __device__ __forceinline__ float swiglu_at(const float* __restrict__ row, float 
                                            bool interleaved, float alpha, float limit) {
   const std::int64_t g = interleaved ? 2 * j : j, u = interleaved ? 2 * j + 1 : I + j;
   return swiglu_clamped_pair(fp8_moe::scaled_output(row[g], sx, sw[g], bias, g),
-                         fp8_moe::scaled_output(row[u], sx, sw[u], bias, u), alpha, limit);
+                             fp8_moe::scaled_output(row[u], sx, sw[u], bias, u), alpha, limit);
 }
 
 template <class B>
