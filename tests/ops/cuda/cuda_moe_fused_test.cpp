@@ -226,10 +226,7 @@ TEST(CudaMoeFused, batch_invariant_mode_gives_a_token_the_same_bits_alone_and_in
   // sums inexact (with inputs of one magnitude they are exact and every order agrees).
   const int E = 4, out = 32, in = 1024;
   const ExpertWeights d = upload_experts(*ctx, encoded_experts(E, out, in, DType::f32, rng));
-  Tensor xf = optest::random_f32({3, in}, rng);
-  for (std::int64_t i = 0; i < xf.numel(); ++i)
-    xf.data<float>()[i] = std::ldexp(xf.data<float>()[i], static_cast<int>(rng() % 25) - 12);
-  const Tensor x = optest::to_bf16(xf);
+  const Tensor x = optest::to_bf16(moetest::spread_inputs(3, in, rng));
   Tensor indices = Tensor::zeros({3, 1}, DType::i32);
   for (int s = 0; s < 3; ++s) indices.data<std::int32_t>()[s] = s == 0 ? 1 : s;
   auto run = [&](std::int64_t S, bool invariant) {

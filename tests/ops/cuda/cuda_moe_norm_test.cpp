@@ -20,14 +20,11 @@ namespace {
 using cudatest::download;
 using cudatest::make_context;
 using cudatest::poisoned;
+using cudatest::same_bits;
 using cudatest::upload;
 using moetest::encoded_experts;
 using moetest::random_routing;
 using moetest::upload_experts;
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 TEST(CudaMoeNorm, combine_inside_the_norm_gives_the_combine_then_norm_bits) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";

@@ -21,30 +21,20 @@ using cudatest::download;
 using cudatest::make_context;
 using cudatest::poisoned;
 using cudatest::relative_norm_error;
+using cudatest::same_bits;
 using cudatest::upload;
 using moetest::cpu_per_assignment;
 using moetest::encoded_experts;
 using moetest::group;
 using moetest::Groups;
+using moetest::spread_inputs;
 using moetest::upload_experts;
-
-// Inputs over 2^-12..2^12: the f32 sums are inexact, so a different split or order would show in the bits.
-Tensor spread_inputs(std::int64_t rows, int in, std::mt19937& rng) {
-  Tensor x = optest::random_f32({rows, in}, rng);
-  for (std::int64_t i = 0; i < x.numel(); ++i)
-    x.data<float>()[i] = std::ldexp(x.data<float>()[i], static_cast<int>(rng() % 25) - 12);
-  return x;
-}
 
 // k distinct experts for the one token, as the router gives them (pick order, not ascending).
 Tensor token_slots(int E, int k, std::mt19937& rng) {
   Tensor indices, weights;
   moetest::random_routing(1, E, k, rng, indices, weights);
   return indices;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 struct Shape4 {

@@ -78,6 +78,11 @@ inline std::int64_t count_nan(const Tensor& t) {
   return n;
 }
 
+// Whether two host tensors hold the same bytes (bit-identical results).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
 // ||got - want|| / ||want|| over all elements (both as f32 host tensors of the same size).
 inline double relative_norm_error(const Tensor& got, const Tensor& want) {
   double num = 0, den = 0;

@@ -98,6 +98,14 @@ inline void random_routing(std::int64_t S, int E, int k, std::mt19937& rng, Tens
   }
 }
 
+// Inputs over 2^-12..2^12: the f32 sums are inexact, so a different split or order would show in the bits.
+inline Tensor spread_inputs(std::int64_t rows, int in, std::mt19937& rng) {
+  Tensor x = optest::random_f32({rows, in}, rng);
+  for (std::int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = std::ldexp(x.data<float>()[i], static_cast<int>(rng() % 25) - 12);
+  return x;
+}
+
 // Device grouping of `indices` (host, [S, k]) for E experts; `flag` receives bad ids.
 struct Groups {
   Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
