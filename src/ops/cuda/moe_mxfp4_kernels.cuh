@@ -196,6 +196,21 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
   }
 }
 
+// The matmuls' output checks (rows of SwiGLU'd bf16 halves, or f32 rows) and the bias's kind (absent, f32, bf16).
+inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& w, std::int64_t rows,
+                                           const SwigluParams* swiglu, const Tensor& out) {
+  if (swiglu) {
+    if (!swiglu->interleaved)
+      return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {rows, w.out / 2}));
+  } else {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {rows, w.out}));
+  }
+  if (!has_values(w.bias)) return static_cast<int>(kNoBias);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {w.n_experts, w.out}));
+  return static_cast<int>(w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16);
+}
+
 // The launchers' shared checks (MXFP4 experts, grouping tensors, x, out for the SwiGLU or plain form, bias) and
 // the kernel arguments they describe.
 inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
@@ -213,18 +228,7 @@ inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, b
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.experts, op, "experts", {DType::i32}, {E}));
   if (!inputs_are_tokens && x.size(0) < A)
     return make_error(std::string(op) + ": grouped inputs need a row per assignment (" + std::to_string(A) + ")");
-  if (swiglu) {
-    if (!swiglu->interleaved)
-      return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
-    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {A, w.out / 2}));
-  } else {
-    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {A, w.out}));
-  }
-  int bias_kind = kNoBias;
-  if (has_values(w.bias)) {
-    D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {E, w.out}));
-    bias_kind = w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
-  }
+  D0_ASSIGN_OR_RETURN(const int bias_kind, checked_output_and_bias(op, w, A, swiglu, out));
   if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 16))
     return make_error(std::string(op) + ": blocks and x must be 16-byte aligned");
   Tensor o = out;  // a handle: the kernels write the caller's storage

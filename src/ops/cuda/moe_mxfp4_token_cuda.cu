@@ -167,18 +167,7 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32, DType::bf16}, {x_rows, w.in}));
   if (!aligned_to(x.raw(), 16) || !aligned_to(w.blocks.raw(), 16))
     return make_error(std::string(op) + ": x and blocks must be 16-byte aligned");
-  if (swiglu) {
-    if (!swiglu->interleaved)
-      return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
-    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {k, w.out / 2}));
-  } else {
-    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {k, w.out}));
-  }
-  int bias_kind = kNoBias;
-  if (has_values(w.bias)) {
-    D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {w.n_experts, w.out}));
-    bias_kind = w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
-  }
+  D0_ASSIGN_OR_RETURN(const int bias_kind, checked_output_and_bias(op, w, k, swiglu, out));
   Tensor o = out, flag = error_flag;  // handles: the kernel writes the caller's storage
   const TokenArgs a{static_cast<const uint4*>(w.blocks.raw()),
                     w.scales.data<std::uint8_t>(),
