@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "ops/cuda/bulk_copy.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
@@ -16,7 +17,11 @@ using namespace mxfp4_kernels;
 
 constexpr int kWarps = 8;         // split-K warps, tile w + 8 i to warp w: the grouped kernel's wide split
 constexpr int kRowsPerCta = 16;   // the MMA's M
-constexpr int kTilesInFlight = 3;  // a warp's tiles loaded at once: all of them up to K = 3,072 (gpt-oss: 2,880)
+constexpr int kGroupsPerStage = kWarps * kGroupsPerTile;  // a copy stage: the next tile of every warp
+constexpr int kMaxStages = 4;                              // up to K = 4,096
+constexpr std::size_t kMaxShared = 48 * 1024;             // no opt-in launch attribute needed
+constexpr int kCtasPerSm = 6;  // 42 registers: 6 x 256 threads fit a multiprocessor, so the down shape's grid
+                               // (720 CTAs) is one wave; shared memory (31 KB a CTA at K = 2,880) fits 7
 
 struct TokenArgs {
   const uint4* blocks;
@@ -27,10 +32,29 @@ struct TokenArgs {
   const void* x;             // f32 [1 or k, in] or bf16 [k, in]
   bool x_per_slot;           // row j of x for slot j, else row 0 for every slot
   const std::int32_t* slots;  // the token's k expert ids
+  bool slots_settled;         // no kernel still in flight writes them: read (and the weights fetched) before the wait
   std::int32_t* error_flag;
   float alpha, limit;
   void* out;
 };
+
+// Dynamic shared memory: stage barriers, split-K partials, a zero row (the MMA's token-less columns), the CTA's
+// 16 weight rows (each padded so that the rows g and g + 1 a quarter-warp reads fall in different banks), their
+// scales, and the token's bf16 row.
+struct SharedLayout {
+  int row_stride, weights, scales, x, bytes;
+};
+
+constexpr int kZeros = kMaxStages * 8 + kWarps * kRowsPerCta * 4;  // after the barriers and the partials
+
+__host__ __device__ constexpr SharedLayout shared_layout(int groups) {
+  const int words = groups * 4, pad_words = ((16 - words % 32) + 32) % 32;
+  const int row_stride = (words + pad_words) * 4;
+  const int weights = kZeros + kGroupsPerTile * 16;
+  const int scales = weights + kRowsPerCta * row_stride;
+  const int x = scales + (kRowsPerCta * groups + 15) / 16 * 16;
+  return {row_stride, weights, scales, x, x + groups * 32 * 2};
+}
 
 __device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -52,61 +76,93 @@ __device__ __forceinline__ void stage_x(const TokenArgs& a, int in, uint4* xs) {
   }
 }
 
-// CTA (row tile, slot j): the expert id is the only thing read before the weights, every tile of a warp is in
-// flight at once, and the token's row waits in shared memory. Lanes of MMA column 0 (g = 0) carry the token, the
-// other columns are zeros, so the sums are the grouped kernel's (8-warp split) bit for bit. It runs no faster
-// than that kernel (bench-moe, 20b down shape: 12.9 us both; Nsight: 1.36 waves, fixed work per CTA as large as
-// the decode); what it saves is the grouping and conversion kernels before it.
+// Bytes of one row's stage s (its groups [32 s, 32 s + 32)).
+__device__ __forceinline__ unsigned stage_row_bytes(int groups, int s) {
+  return static_cast<unsigned>(min(groups - s * kGroupsPerStage, kGroupsPerStage)) * 16u;
+}
+
+// CTA (row tile, slot j). Once the expert id is read, lanes of warp 0 hand the CTA's 16 weight rows to the bulk
+// copy engine in stages of 8 tiles (one per warp), each on its own barrier, and warp w decodes tile 8 s + w from
+// shared memory as soon as stage s lands. No registers hold loads in flight, so 8-warp CTAs fit 6 to a
+// multiprocessor and the down shape's grid is one wave. Where the ids are settled (the down projection: the same
+// ids as the gate_up kernel just before), the copies go out before the dependent wait and overlap that kernel.
+// Lanes of MMA column 0 (g = 0) carry the token and the others read a zero row, so the sums are the grouped
+// kernel's wide split bit for bit.
 template <bool kF32, bool kSwiglu>
-__global__ void __launch_bounds__(kWarps * 32, 4) mxfp4_token_kernel(TokenArgs a) {
-  extern __shared__ uint4 x_shared[];
-  begin_dependent_grid();
+__global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(TokenArgs a) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const int groups = a.groups, in = groups * 32;
+  const int tiles = (groups + kGroupsPerTile - 1) / kGroupsPerTile;
+  const int stages = (groups + kGroupsPerStage - 1) / kGroupsPerStage;
+  const SharedLayout layout = shared_layout(groups);
+  auto* bars = reinterpret_cast<std::uint64_t*>(shared);
+  auto* partial = reinterpret_cast<float(*)[kRowsPerCta]>(shared + kMaxStages * 8);
+  uint4* zeros = reinterpret_cast<uint4*>(shared + kZeros);
+  unsigned char* weights = shared + layout.weights;
+  const std::uint8_t* scales = shared + layout.scales;
+  uint4* x_shared = reinterpret_cast<uint4*>(shared + layout.x);
+  if (threadIdx.x == 0) {  // nothing here depends on the kernels before
+    for (int s = 0; s < stages; ++s) bulk_copy::barrier_init(&bars[s], 1);
+    bulk_copy::fence_barrier_init();
+  }
+  if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  if (!a.slots_settled) begin_dependent_grid();
   const int slot = blockIdx.y;
-  const int e = a.slots[slot];
+  const int e = a.slots_settled ? __ldcg(a.slots + slot) : a.slots[slot];
   if (e < 0 || e >= a.n_experts) {  // reported at the next synchronize; this slot's output is left as it was
+    if (a.slots_settled) begin_dependent_grid();
     if (threadIdx.x == 0) *a.error_flag = 1;
     return;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = blockIdx.x * kRowsPerCta;
-  const std::int64_t base_g = (static_cast<std::int64_t>(e) * a.out_rows + row0 + g) * a.groups;
-  const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
-  const int in = a.groups * 32;
-  const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
-
-  TileLoad buf[kTilesInFlight];
-  auto load_round = [&](int first) {
-#pragma unroll
-    for (int u = 0; u < kTilesInFlight; ++u) {
-      const int tile = first + u * kWarps;
-      buf[u] = load_tile(a.blocks, a.scales, tile < tiles ? a.groups : 0, base_g, base_h, tile * kGroupsPerTile + t);
+  const std::int64_t first_row = static_cast<std::int64_t>(e) * a.out_rows + row0;
+  if (warp == 0) {  // lane r < 16 copies row r, stage by stage; lane 16 the tile's scales with stage 0
+    if (lane == 0) {
+      for (int s = 0; s < stages; ++s)
+        bulk_copy::arrive_expecting(&bars[s], kRowsPerCta * stage_row_bytes(groups, s) +
+                                                  (s == 0 ? static_cast<unsigned>(kRowsPerCta * groups) : 0u));
     }
-  };
-  load_round(warp);
-  stage_x<kF32>(a, in, x_shared);  // its loads overlap the weights'
+    __syncwarp();
+    if (lane < kRowsPerCta) {
+      const uint4* src = a.blocks + (first_row + lane) * groups;
+      for (int s = 0; s < stages; ++s)
+        bulk_copy::copy_to_shared(weights + lane * layout.row_stride + s * kGroupsPerStage * 16,
+                                  src + s * kGroupsPerStage, stage_row_bytes(groups, s), &bars[s]);
+    } else if (lane == kRowsPerCta) {
+      bulk_copy::copy_to_shared(const_cast<std::uint8_t*>(scales), a.scales + first_row * groups,
+                                static_cast<unsigned>(kRowsPerCta * groups), &bars[0]);
+    }
+  }
+  if (a.slots_settled) begin_dependent_grid();
+  stage_x<kF32>(a, in, x_shared);  // its loads overlap the copies
   __syncthreads();
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int first = warp; first < tiles; first += kWarps * kTilesInFlight) {
-    if (first != warp) load_round(first);
-#pragma unroll
-    for (int u = 0; u < kTilesInFlight; ++u) {
-      const int tile = first + u * kWarps;
-      if (tile >= tiles) break;
-      const int grp = tile * kGroupsPerTile + t;
-      const uint4* xg = g == 0 && grp < a.groups ? x_shared + grp * 4 : nullptr;  // the other columns: zeros
-      const auto words = [&](int q) { return xg != nullptr ? xg[q] : make_uint4(0, 0, 0, 0); };
-      if (needs_two_multiplies(buf[u]))
-        mma_tile<true>(buf[u], words, acc);
-      else
-        mma_tile<false>(buf[u], words, acc);
+  const unsigned char* row_g = weights + g * layout.row_stride;
+  const unsigned char* row_h = row_g + 8 * layout.row_stride;
+  for (int s = 0; s < stages; ++s) {
+    const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
+    bulk_copy::wait(&bars[s], 0);
+    if (tile >= tiles) break;
+    TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
+    if (grp < groups) {
+      l.g = *reinterpret_cast<const uint4*>(row_g + grp * 16);
+      l.h = *reinterpret_cast<const uint4*>(row_h + grp * 16);
+      l.sg = scales[g * groups + grp];
+      l.sh = scales[(g + 8) * groups + grp];
     }
+    const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
+    const auto words = [&](int q) { return xg[q]; };
+    if (needs_two_multiplies(l))
+      mma_tile<true>(l, words, acc);
+    else
+      mma_tile<false>(l, words, acc);
   }
 
   // Split-K partials summed in warp order by warp 0, as the grouped kernel. Only MMA column 0 is the token: lanes
-  // t = 0 hold its rows g (acc[0]) and g + 8 (acc[2]), so 16 values a warp go through shared memory and lane r of
-  // warp 0 sums row r.
-  __shared__ float partial[kWarps][kRowsPerCta];
+  // t = 0 hold its rows g (acc[0]) and g + 8 (acc[2]), and lane r of warp 0 sums row r.
   if (t == 0) {
     partial[warp][g] = acc[0];
     partial[warp][g + 8] = acc[2];
@@ -139,16 +195,21 @@ void launch(const TokenArgs& a, bool swiglu, dim3 grid, std::size_t shared, cuda
 
 }  // namespace
 
+static_assert(shared_layout(kMxfp4TokenMaxInputBytes / 64).bytes <= static_cast<int>(kMaxShared));
+static_assert(kMxfp4TokenMaxInputBytes / 64 <= kMaxStages * kGroupsPerStage);
+
 bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
+  // The bulk copies need 16-byte aligned sources: the scales of a 16-row tile start at a multiple of 16 bytes.
   return w.storage == ExpertStorage::mxfp4 && w.out % kRowsPerCta == 0 && w.in % 32 == 0 &&
-         w.in * 2 <= kMxfp4TokenMaxInputBytes;
+         w.in * 2 <= kMxfp4TokenMaxInputBytes && aligned_to(w.blocks.raw(), 16) && aligned_to(w.scales.raw(), 16);
 }
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w,
-                               const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream) {
+                               const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream,
+                               bool slots_settled) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
-    return make_error(std::string(op) + ": needs MXFP4 experts with out % 16 == 0 and in <= " +
+    return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
                       std::to_string(kMxfp4TokenMaxInputBytes / 2) + ", got " + std::to_string(w.out) + " x " +
                       std::to_string(w.in));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
@@ -179,12 +240,13 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     x.raw(),
                     x_rows > 1,
                     slots.data<std::int32_t>(),
+                    slots_settled && dependent_launch_enabled(),
                     flag.data<std::int32_t>(),
                     swiglu ? swiglu->alpha : 0.f,
                     swiglu ? swiglu->limit : 0.f,
                     o.raw()};
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
-  const std::size_t shared = static_cast<std::size_t>(w.in) * 2;
+  const std::size_t shared = static_cast<std::size_t>(shared_layout(static_cast<int>(w.in / 32)).bytes);
   if (f32)
     launch<true>(a, swiglu != nullptr, grid, shared, stream);
   else

@@ -42,8 +42,8 @@ struct Shape4 {
   DType bias;
 };
 
-// 96 / 160 inputs end in a part-filled tile; 2,880 is gpt-oss (23 tiles: 3 per warp); 4,096 takes two rounds of
-// loads per warp.
+// 96 / 160 inputs end in a part-filled tile; 2,880 is gpt-oss (23 tiles in 3 copy stages, the last part-filled);
+// 4,096 is the widest input the kernel takes (4 stages).
 constexpr Shape4 kShapes[] = {{4, 4, 64, 96, DType::f32},
                               {32, 4, 48, 160, DType::bf16},
                               {32, 4, 2880, 2880, DType::bf16},
@@ -66,6 +66,11 @@ TEST(CudaMoeToken, plain_form_gives_the_grouped_wide_split_bits_and_matches_the_
     D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), upload(*ctx, slots), d, nullptr, y, f, ctx->stream()));
     const Tensor got = download(*ctx, y);
     EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+    // Settled ids (read, and the weights fetched, before the dependent-launch wait): the same sums.
+    Tensor y_settled = poisoned(*ctx, {s.k, s.out}, DType::f32);
+    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), upload(*ctx, slots), d, nullptr, y_settled, f,
+                                         ctx->stream(), true));
+    EXPECT_TRUE(same_bits(got, download(*ctx, y_settled)));
 
     const Groups g = group(*ctx, slots, s.E);
     Tensor yg = poisoned(*ctx, {s.k, s.out}, DType::f32);
@@ -160,6 +165,9 @@ TEST(CudaMoeToken, refuses_shapes_and_inputs_it_does_not_take) {
   ExpertWeights odd = d;
   odd.out = 24;  // not a multiple of 16
   EXPECT_FALSE(mxfp4_token_matmul_fits(odd));
+  ExpertWeights wide = d;
+  wide.in = 2 * kMxfp4TokenMaxInputBytes;  // a 16-row tile would not fit in shared memory
+  EXPECT_FALSE(mxfp4_token_matmul_fits(wide));
 }
 
 }  // namespace

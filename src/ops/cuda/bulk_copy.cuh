@@ -1,0 +1,48 @@
+// Hopper's bulk copy engine (cp.async.bulk, sm_90): global -> shared copies that complete on an mbarrier, so a
+// CTA's loads are in flight without registers holding them and its warps wait on the barrier, not on each load.
+#pragma once
+
+#include <cstdint>
+
+namespace day0::bulk_copy {
+
+__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One thread initialises a barrier for `arrivals` arrivals, then fence_barrier_init(), then a CTA barrier, before
+// any thread uses it.
+__device__ __forceinline__ void barrier_init(std::uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+
+// Arrives on the barrier and adds `bytes` to the bytes its phase waits for (the copies' total).
+__device__ __forceinline__ void arrive_expecting(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+
+// dst and src 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+
+// Spins until the barrier's phase of this parity has completed (its arrivals and bytes are all in).
+__device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+}  // namespace day0::bulk_copy
