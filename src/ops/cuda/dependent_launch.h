@@ -2,8 +2,10 @@
 // kernel before it in the stream still runs, so the launch latency between the ~20 small kernels of a decode layer
 // overlaps the work before them (inside step graphs too, as programmatic edges). Such a kernel must call
 // begin_dependent_grid() before it reads anything an earlier kernel wrote or writes anything an earlier kernel
-// reads; loads of what no kernel writes during a step (weights) may come before it. The call also lets the next
-// dependent kernel be scheduled. Kernels launched the ordinary way ignore both.
+// reads; loads of what no kernel writes during a step (weights) may come before it. So may loads of what a kernel
+// two or more launches back wrote, through L2 (__ldcg): a kernel starts only once every CTA of the one before has
+// passed its own wait, so those writers have finished (the down projection's expert ids, written before gate_up).
+// The call also lets the next dependent kernel be scheduled. Kernels launched the ordinary way ignore both.
 #pragma once
 
 #include <cuda_runtime.h>
