@@ -88,6 +88,9 @@ __device__ float block_sum(float v) {
   return total;
 }
 
+// Same expression as the CPU reference: IEEE division and sqrt (nvcc's defaults without fast-math).
+__device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) { return 1.0f / sqrtf(sum_sq / n + eps); }
+
 template <class W>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_residual_kernel(float* __restrict__ x, Residual residual, const W* __restrict__ w, std::int64_t H,
@@ -112,8 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     sum_sq += v * v;
   }
   sum_sq = block_sum(sum_sq);
-  // Same expression as the CPU reference: IEEE division and sqrt (nvcc's defaults without fast-math).
-  const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(H) + eps);
+  const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
   // Each thread re-reads only the elements it wrote itself, so no barrier is needed before pass 2.
 #pragma unroll 4
   for (std::int64_t h = threadIdx.x; h < H; h += kThreads) {
@@ -131,6 +133,18 @@ __device__ __forceinline__ float4 load_weights4(const __nv_bfloat16* w, int i) {
 }
 
 constexpr int kVecPerThread = 4;  // float4s per thread: rows of up to 4 * 4 * kThreads values
+
+// The vector kernels' shared steps: squares summed in x, y, z, w order, and the normalised float4.
+__device__ __forceinline__ void add_squares(float& sum_sq, const float4& v) {
+  sum_sq += v.x * v.x;
+  sum_sq += v.y * v.y;
+  sum_sq += v.z * v.z;
+  sum_sq += v.w * v.w;
+}
+__device__ __forceinline__ float4 normalised(const float4& w, float w_offset, const float4& v, float inv_rms) {
+  return make_float4((w.x + w_offset) * (v.x * inv_rms), (w.y + w_offset) * (v.y * inv_rms),
+                     (w.z + w_offset) * (v.z * inv_rms), (w.w + w_offset) * (v.w * inv_rms));
+}
 
 template <class W>
 __global__ void __launch_bounds__(kThreads)
@@ -161,19 +175,15 @@ __global__ void __launch_bounds__(kThreads)
       v[j].x += r.x, v[j].y += r.y, v[j].z += r.z, v[j].w += r.w;
       xr[i] = v[j];
     }
-    sum_sq += v[j].x * v[j].x;
-    sum_sq += v[j].y * v[j].y;
-    sum_sq += v[j].z * v[j].z;
-    sum_sq += v[j].w * v[j].w;
+    add_squares(sum_sq, v[j]);
   }
   sum_sq = block_sum(sum_sq);
-  const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(H) + eps);  // as the scalar kernel
+  const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    orow[i] = make_float4((wv[j].x + w_offset) * (v[j].x * inv_rms), (wv[j].y + w_offset) * (v[j].y * inv_rms),
-                          (wv[j].z + w_offset) * (v[j].z * inv_rms), (wv[j].w + w_offset) * (v[j].w * inv_rms));
+    orow[i] = normalised(wv[j], w_offset, v[j], inv_rms);
   }
 }
 
@@ -241,20 +251,16 @@ __global__ void __launch_bounds__(kThreads)
       if (n < r.k) add_product(acc, pick(ys[j], order[n]), pick(route, order[n]));
     v[j].x += acc.x, v[j].y += acc.y, v[j].z += acc.z, v[j].w += acc.w;
     xr[i] = v[j];
-    sum_sq += v[j].x * v[j].x;
-    sum_sq += v[j].y * v[j].y;
-    sum_sq += v[j].z * v[j].z;
-    sum_sq += v[j].w * v[j].w;
+    add_squares(sum_sq, v[j]);
   }
   sum_sq = block_sum(sum_sq);
-  const float inv_rms = 1.0f / sqrtf(sum_sq / static_cast<float>(H) + eps);  // as the scalar kernel
+  const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
   float4* orow = reinterpret_cast<float4*>(out + s * H);
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    orow[i] = make_float4((wv[j].x + w_offset) * (v[j].x * inv_rms), (wv[j].y + w_offset) * (v[j].y * inv_rms),
-                          (wv[j].z + w_offset) * (v[j].z * inv_rms), (wv[j].w + w_offset) * (v[j].w * inv_rms));
+    orow[i] = normalised(wv[j], w_offset, v[j], inv_rms);
   }
 }
 
