@@ -16,7 +16,9 @@ __device__ __forceinline__ void barrier_init(std::uint64_t* bar, unsigned arriva
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals) : "memory");
 }
 
-__device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 
 // Arrives on the barrier and adds `bytes` to the bytes its phase waits for (the copies' total).
 __device__ __forceinline__ void arrive_expecting(std::uint64_t* bar, unsigned bytes) {

@@ -106,8 +106,8 @@ struct TokenArgs {
   const void* bias;
   int bias_kind;
   int out_rows, groups, n_experts;
-  const void* x;             // f32 [1 or k, in] or bf16 [k, in]
-  bool x_per_slot;           // row j of x for slot j, else row 0 for every slot
+  const void* x;              // f32 [1 or k, in] or bf16 [k, in]
+  bool x_per_slot;            // row j of x for slot j, else row 0 for every slot
   const std::int32_t* slots;  // the token's k expert ids
   bool slots_settled;         // no kernel still in flight writes them: read (and the weights fetched) before the wait
   std::int32_t* error_flag;
@@ -235,9 +235,8 @@ bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
   return staged_rows_fit(w) && w.in * 2 <= kMxfp4TokenMaxInputBytes;
 }
 
-Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w,
-                               const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream,
-                               bool slots_settled) {
+Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
+                               Tensor& out, Tensor& error_flag, cudaStream_t stream, bool slots_settled) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
     return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +

@@ -89,7 +89,9 @@ __device__ float block_sum(float v) {
 }
 
 // Same expression as the CPU reference: IEEE division and sqrt (nvcc's defaults without fast-math).
-__device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) { return 1.0f / sqrtf(sum_sq / n + eps); }
+__device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) {
+  return 1.0f / sqrtf(sum_sq / n + eps);
+}
 
 template <class W>
 __global__ void __launch_bounds__(kThreads)
@@ -283,8 +285,8 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
                      static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<bf16>");
   } else if (vec && res.k > 0 && res.k <= kFastSlots) {
-    launch_dependent(rms_norm_moe_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     w.data<float>(), static_cast<int>(H), eps, w_offset, out.data<float>());
+    launch_dependent(rms_norm_moe_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res, w.data<float>(),
+                     static_cast<int>(H), eps, w_offset, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<f32>");
   } else if (vec && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
@@ -325,8 +327,7 @@ Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w
 Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
                                   const Tensor& w, float eps, bool plus_one, Tensor& out, cudaStream_t stream) {
   const char* what = "rms_norm_moe_residual_cuda";
-  if (x.dim() != 2 || indices.dim() != 2)
-    return make_error(std::string(what) + ": x and indices must be 2-D");
+  if (x.dim() != 2 || indices.dim() != 2) return make_error(std::string(what) + ": x and indices must be 2-D");
   const std::int64_t S = x.size(0), H = x.size(1), k = indices.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(x, what, "x", {DType::f32}, {S, H}));
   if (k < 1 || k > kMaxSlots) return make_error(std::string(what) + ": k must be in [1, 64]");
