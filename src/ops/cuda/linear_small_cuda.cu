@@ -50,11 +50,6 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   return v;
 }
 
-__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
 __device__ __forceinline__ float bias_value(const Target& t, int row) {
   if (t.bias_kind == kBiasF32) return static_cast<const float*>(t.bias)[row];
   if (t.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(t.bias)[row]);

@@ -5,9 +5,17 @@
 // may give each lane any k it likes as long as its A and B halves name the same ones.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace day0 {
+
+// Two f32 values rounded (nearest even) into one bf16 operand register: lo in the low half.
+__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
 
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                                std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {

@@ -123,11 +123,6 @@ constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 __host__ __device__ constexpr int x_offset(int groups) { return staged_layout(groups, kHeader).end; }
 __host__ __device__ constexpr int shared_bytes(int groups) { return x_offset(groups) + groups * 32 * 2; }
 
-__device__ __forceinline__ std::uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
 // Slot j's input row into shared memory as bf16 (in / 8 16-byte pieces).
 template <bool kF32>
 __device__ __forceinline__ void stage_x(const TokenArgs& a, int in, uint4* xs) {
