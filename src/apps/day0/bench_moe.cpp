@@ -27,6 +27,7 @@
 #include "ops/cuda/moe_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
+#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/timing.h"
 #include "quant/mxfp4.h"
 
@@ -208,6 +209,17 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     };
     D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
     report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
+    for (int tile : {64, 128}) {  // the warpgroup-MMA GEMM (prefill-sized calls), both token tiles
+      auto wgmma = [&] {
+        Routing& r = next();
+        const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+        const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+        return mxfp4_grouped_gemm_wgmma_cuda(xb, true, down, g, tile, slots, nullptr, y, ctx.stream());
+      };
+      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, wgmma, calls));
+      report_row(tile == 64 ? "matmul wgmma 64 (graph)" : "matmul wgmma 128 (graph)", t, distinct * down_bytes,
+                 2 * A * m.H * m.I);
+    }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
     D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));

@@ -14,6 +14,7 @@
 #include "ops/cuda/moe_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
+#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -283,7 +284,13 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
-  if (!ws.shape.batch_invariant && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts) {  // prefill-sized
+  const bool prefill_sized = !ws.shape.batch_invariant && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
+  if (prefill_sized && mxfp4_wgmma_gemm_fits(gate_up) && mxfp4_wgmma_gemm_fits(down)) {
+    const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
+    const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_cuda(xb, true, gate_up, groups, tile, tiles, &p, h, stream));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_cuda(h, false, down, groups, tile, tiles, nullptr, y, stream));
+  } else if (prefill_sized) {
     const std::int64_t tiles = mxfp4_gemm_launch_slots(slots, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(xb, true, gate_up, groups, tiles, &p, h, stream));
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));

@@ -1,6 +1,4 @@
 // Tiled MXFP4 grouped expert GEMM for prefill-sized token counts: see moe_mxfp4_gemm_cuda.h.
-#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
-
 #include <cuda_bf16.h>
 
 #include <string>
@@ -8,6 +6,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
 namespace day0 {
@@ -66,41 +65,8 @@ __device__ __forceinline__ void stage_store(Stage& st, const Fetch& f, int w_row
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs a, int n_experts) {
   __shared__ __align__(16) Stage stages[2];
-  // Which (routed expert, token tile) this CTA takes: the routed experts' tile counts, read in parallel and
-  // prefix-summed over the block (experts[] lists the routed ones ascending, then -1).
-  __shared__ int scan[kThreads];
-  __shared__ int pick_e, pick_begin, pick_end;
-  if (threadIdx.x == 0) pick_e = -1;
-  int tiles_before = 0;
-  for (int c0 = 0; c0 < n_experts; c0 += kThreads) {
-    const int i = c0 + static_cast<int>(threadIdx.x);
-    int ei = -1, b = 0, n = 0, tiles = 0;
-    if (i < n_experts) ei = a.experts[i];
-    if (ei >= 0) {
-      b = a.offsets[ei];
-      n = a.offsets[ei + 1] - b;
-      tiles = (n + kBN - 1) / kBN;
-    }
-    scan[threadIdx.x] = tiles;
-    __syncthreads();
-    for (int off = 1; off < kThreads; off <<= 1) {  // inclusive Hillis-Steele scan
-      const int v = threadIdx.x >= off ? scan[threadIdx.x - off] : 0;
-      __syncthreads();
-      scan[threadIdx.x] += v;
-      __syncthreads();
-    }
-    const int end = tiles_before + scan[threadIdx.x], start = end - tiles;
-    const int y = static_cast<int>(blockIdx.y);
-    if (tiles > 0 && y >= start && y < end) {
-      pick_e = ei;
-      pick_begin = b + (y - start) * kBN;
-      pick_end = min(b + n, pick_begin + kBN);
-    }
-    tiles_before += scan[kThreads - 1];
-    __syncthreads();
-    if (pick_e >= 0) break;  // uniform: shared, read after the barrier
-  }
-  const int e = pick_e, p_begin = pick_begin, p_end = pick_end;
+  const TokenTile tile = pick_token_tile<kThreads, kBN>(a, n_experts);
+  const int e = tile.e, p_begin = tile.begin, p_end = tile.end;
   if (e < 0) return;  // past the routed work (the grid is sized for the most there can be)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int wm = warp / 4, wn = warp % 4;  // this warp's 32 rows and 32 tokens

@@ -196,6 +196,52 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
   }
 }
 
+// ---- The grouped GEMMs' CTA -> work map (moe_mxfp4_gemm_cuda.cu, moe_mxfp4_wgmma_cuda.cu): blockIdx.y counts the
+// (routed expert, kTileTokens-token tile) pairs in ascending expert order.
+
+struct TokenTile {
+  int e, begin, end;  // e = -1: past the routed work (the grid is sized for the most there can be)
+};
+
+// The routed experts' tile counts, read in parallel and prefix-summed over the block (experts[] lists the routed
+// ones ascending, then -1). Every thread of the block calls it.
+template <int kThreads, int kTileTokens>
+__device__ TokenTile pick_token_tile(const KernelArgs& a, int n_experts) {
+  __shared__ int scan[kThreads];
+  __shared__ int pick_e, pick_begin, pick_end;
+  if (threadIdx.x == 0) pick_e = -1;
+  int tiles_before = 0;
+  for (int c0 = 0; c0 < n_experts; c0 += kThreads) {
+    const int i = c0 + static_cast<int>(threadIdx.x);
+    int ei = -1, b = 0, n = 0, tiles = 0;
+    if (i < n_experts) ei = a.experts[i];
+    if (ei >= 0) {
+      b = a.offsets[ei];
+      n = a.offsets[ei + 1] - b;
+      tiles = (n + kTileTokens - 1) / kTileTokens;
+    }
+    scan[threadIdx.x] = tiles;
+    __syncthreads();
+    for (int off = 1; off < kThreads; off <<= 1) {  // inclusive Hillis-Steele scan
+      const int v = threadIdx.x >= off ? scan[threadIdx.x - off] : 0;
+      __syncthreads();
+      scan[threadIdx.x] += v;
+      __syncthreads();
+    }
+    const int end = tiles_before + scan[threadIdx.x], start = end - tiles;
+    const int y = static_cast<int>(blockIdx.y);
+    if (tiles > 0 && y >= start && y < end) {
+      pick_e = ei;
+      pick_begin = b + (y - start) * kTileTokens;
+      pick_end = min(b + n, pick_begin + kTileTokens);
+    }
+    tiles_before += scan[kThreads - 1];
+    __syncthreads();
+    if (pick_e >= 0) break;  // uniform: shared, read after the barrier
+  }
+  return {pick_e, pick_begin, pick_end};
+}
+
 // The matmuls' output checks (rows of SwiGLU'd bf16 halves, or f32 rows) and the bias's kind (absent, f32, bf16).
 inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& w, std::int64_t rows,
                                            const SwigluParams* swiglu, const Tensor& out) {

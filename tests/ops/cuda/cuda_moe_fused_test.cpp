@@ -16,6 +16,7 @@
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
+#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/op_test_util.h"
 #include "quant/mxfp4.h"
 
@@ -34,9 +35,23 @@ using moetest::Groups;
 using moetest::random_routing;
 using moetest::upload_experts;
 
-enum class Kernel { fused, tiled };
+enum class Kernel { fused, tiled, wgmma64, wgmma128 };
 
-const char* kernel_name(Kernel k) { return k == Kernel::fused ? "fused matmul" : "tiled gemm"; }
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::fused:
+      return "fused matmul";
+    case Kernel::tiled:
+      return "tiled gemm";
+    case Kernel::wgmma64:
+      return "wgmma gemm, 64-token tiles";
+    case Kernel::wgmma128:
+      return "wgmma gemm, 128-token tiles";
+  }
+  return "?";
+}
+
+constexpr Kernel kWgmmaKernels[] = {Kernel::wgmma64, Kernel::wgmma128};
 
 // Both forms of the fused kernel: K split over 8 warps, then over 4.
 constexpr bool kSplits[] = {true, false};
@@ -49,6 +64,11 @@ Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const E
   const std::int64_t routed = std::min<std::int64_t>(E, A);
   if (kern == Kernel::fused)
     return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), wide, routed, p, out, stream);
+  if (kern == Kernel::wgmma64 || kern == Kernel::wgmma128) {
+    const int tile = kern == Kernel::wgmma64 ? 64 : 128;
+    return mxfp4_grouped_gemm_wgmma_cuda(x, inputs_are_tokens, d, g.view(), tile,
+                                         mxfp4_wgmma_launch_slots(routed, A, tile), p, out, stream);
+  }
   return mxfp4_grouped_gemm_cuda(x, inputs_are_tokens, d, g.view(), mxfp4_gemm_launch_slots(routed, A), p, out, stream);
 }
 
@@ -59,44 +79,49 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   std::mt19937 rng(4101);
   // Random nibbles and scale codes 1..128 (one multiply per pair) or 1..250 (most warps take both multiplies;
   // 6 * 2^123 stays finite in bf16). Input s is the one-hot vector e_s, so output row r of token s is W[r, s]: any
-  // decode error shows. 96 tokens over 3 experts: every fused form makes several passes.
-  const int E = 3, out = 64, in = 96;
-  ExpertWeights w;
-  w.n_experts = E, w.out = out, w.in = in;
-  w.blocks = Tensor::zeros({E, out, in / 32, 16}, DType::u8);
-  w.scales = Tensor::zeros({E, out, in / 32}, DType::u8);
-  for (std::int64_t i = 0; i < w.blocks.numel(); ++i) w.blocks.data<std::uint8_t>()[i] = std::uint8_t(rng());
-  Tensor x = Tensor::zeros({in, in}, DType::f32);
-  for (int s = 0; s < in; ++s) x.data<float>()[s * in + s] = 1.f;
-  Tensor indices = Tensor::zeros({in, 1}, DType::i32);
-  for (int s = 0; s < in; ++s) indices.data<std::int32_t>()[s] = static_cast<std::int32_t>(rng() % E);
-  const Groups g = group(*ctx, indices, E);
-  for (int max_code : {128, 250}) {
-    for (std::int64_t i = 0; i < w.scales.numel(); ++i)
-      w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % max_code);
-    const ExpertWeights d = upload_experts(*ctx, w);
-    std::vector<std::pair<Kernel, bool>> forms = {{Kernel::tiled, false}};
-    for (bool wide : kSplits) forms.push_back({Kernel::fused, wide});
-    for (const auto& [kern, wide] : forms) {
-      SCOPED_TRACE(::testing::Message() << kernel_name(kern) << ", scale codes 1.." << max_code << ", "
-                                        << split_name(wide));
-      Tensor y = poisoned(*ctx, {in, out}, DType::f32);
-      D0_ASSERT_OK(
-          run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, wide, in, E, nullptr, y, ctx->stream()));
-      const Tensor got = download(*ctx, y);
-      std::vector<float> row(in);
-      std::int64_t mismatches = 0;
-      for (int s = 0; s < in; ++s) {
-        const int e = indices.data<std::int32_t>()[s];
-        for (int r = 0; r < out; ++r) {
-          const std::int64_t wr = std::int64_t(e) * out + r;
-          mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16,
-                           w.scales.data<std::uint8_t>() + wr * (in / 32), in, row.data());
-          const float v = got.data<float>()[s * out + r];
-          mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+  // decode error shows. 96 or 128 tokens over 3 experts: every fused form makes several passes; 96 inputs end in a
+  // part-filled tile (the wgmma GEMM needs inputs in k-tiles of 64: 128 only).
+  const int E = 3, out = 64;
+  for (int in : {96, 128}) {
+    ExpertWeights w;
+    w.n_experts = E, w.out = out, w.in = in;
+    w.blocks = Tensor::zeros({E, out, in / 32, 16}, DType::u8);
+    w.scales = Tensor::zeros({E, out, in / 32}, DType::u8);
+    for (std::int64_t i = 0; i < w.blocks.numel(); ++i) w.blocks.data<std::uint8_t>()[i] = std::uint8_t(rng());
+    Tensor x = Tensor::zeros({in, in}, DType::f32);
+    for (int s = 0; s < in; ++s) x.data<float>()[s * in + s] = 1.f;
+    Tensor indices = Tensor::zeros({in, 1}, DType::i32);
+    for (int s = 0; s < in; ++s) indices.data<std::int32_t>()[s] = static_cast<std::int32_t>(rng() % E);
+    const Groups g = group(*ctx, indices, E);
+    for (int max_code : {128, 250}) {
+      for (std::int64_t i = 0; i < w.scales.numel(); ++i)
+        w.scales.data<std::uint8_t>()[i] = std::uint8_t(1 + rng() % max_code);
+      const ExpertWeights d = upload_experts(*ctx, w);
+      std::vector<std::pair<Kernel, bool>> forms = {{Kernel::tiled, false}};
+      if (in % 64 == 0)
+        for (Kernel kern : kWgmmaKernels) forms.push_back({kern, false});
+      for (bool wide : kSplits) forms.push_back({Kernel::fused, wide});
+      for (const auto& [kern, wide] : forms) {
+        SCOPED_TRACE(::testing::Message()
+                     << kernel_name(kern) << ", scale codes 1.." << max_code << ", " << split_name(wide));
+        Tensor y = poisoned(*ctx, {in, out}, DType::f32);
+        D0_ASSERT_OK(
+            run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, d, g, wide, in, E, nullptr, y, ctx->stream()));
+        const Tensor got = download(*ctx, y);
+        std::vector<float> row(in);
+        std::int64_t mismatches = 0;
+        for (int s = 0; s < in; ++s) {
+          const int e = indices.data<std::int32_t>()[s];
+          for (int r = 0; r < out; ++r) {
+            const std::int64_t wr = std::int64_t(e) * out + r;
+            mxfp4_decode_row(w.blocks.data<std::uint8_t>() + wr * (in / 32) * 16,
+                             w.scales.data<std::uint8_t>() + wr * (in / 32), in, row.data());
+            const float v = got.data<float>()[s * out + r];
+            mismatches += std::memcmp(&v, &row[s], sizeof(float)) != 0 && !(v == 0.f && row[s] == 0.f);
+          }
         }
+        EXPECT_EQ(mismatches, 0);
       }
-      EXPECT_EQ(mismatches, 0);
     }
   }
 }
@@ -113,7 +138,7 @@ void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int 
   const Groups g = group(ctx, indices, E);
   const Tensor want = cpu_per_assignment(x, indices, w);
   for (bool wide : kSplits) {
-    if (kern == Kernel::tiled && wide) continue;  // the tiled kernel has one form
+    if (kern != Kernel::fused && wide) continue;  // the GEMMs have one form
     SCOPED_TRACE(split_name(wide));
     Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
     D0_ASSERT_OK(
@@ -149,6 +174,20 @@ TEST(CudaMoeFused, tiled_gemm_matches_the_cpu_expert_matmul) {
   for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, Kernel::tiled, 32, 4, 128, 160, S, DType::bf16, rng);
 }
 
+TEST(CudaMoeFused, wgmma_gemm_matches_the_cpu_expert_matmul) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4107);
+  for (Kernel kern : kWgmmaKernels) {
+    // A lone token; ~300 tokens an expert (several tiles, the last ragged); out 64 (a CTA's second warpgroup past
+    // the rows) and 192 (one full CTA and one half); in 64 (one k-tile) to 320 (more k-tiles than ring stages).
+    for (std::int64_t S : {1, 40, 300}) compare_with_cpu(*ctx, kern, 4, 4, 64, 128, S, DType::f32, rng);
+    for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, kern, 32, 4, 192, 320, S, DType::bf16, rng);
+    compare_with_cpu(*ctx, kern, 8, 2, 128, 64, 70, DType::f32, rng);
+  }
+}
+
 TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context(std::size_t(2) << 30);
@@ -156,6 +195,7 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   std::mt19937 rng(4103);
   for (std::int64_t S : {1, 8}) compare_with_cpu(*ctx, Kernel::fused, 32, 4, 2880, 2880, S, DType::bf16, rng);
   compare_with_cpu(*ctx, Kernel::tiled, 32, 4, 2880, 2880, 64, DType::bf16, rng);
+  for (Kernel kern : kWgmmaKernels) compare_with_cpu(*ctx, kern, 32, 4, 2880, 2880, 64, DType::bf16, rng);
 }
 
 TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
@@ -173,7 +213,7 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   const Groups g = group(*ctx, indices, E);
   SwigluParams p;
   p.interleaved = true;
-  for (Kernel kern : {Kernel::fused, Kernel::tiled}) {
+  for (Kernel kern : {Kernel::fused, Kernel::tiled, Kernel::wgmma64, Kernel::wgmma128}) {
     SCOPED_TRACE(kernel_name(kern));
     Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
     D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g,
