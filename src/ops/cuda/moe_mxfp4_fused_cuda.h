@@ -10,7 +10,8 @@
 // group maps onto its fragment slots; tokens are the N axis, 8 per pass: an expert with more makes further passes
 // (on the H200 that beat passes of 16 and 32 tokens at every size measured: bench-moe, 20b down, 64 tokens 93.6
 // against 104.3 and 127.6 us; 512 tokens 512 against 692 and 670). Accumulation is f32; only the summation order
-// differs from the bf16 GEMM path. Prefill-sized calls take the tiled GEMM of moe_mxfp4_gemm_cuda.h instead.
+// differs from the bf16 GEMM path. Prefill-sized calls take the wgmma GEMM of moe_mxfp4_wgmma_cuda.h instead (or,
+// where the experts do not fit it, the tiled one of moe_mxfp4_gemm_cuda.h).
 #pragma once
 
 #include <cuda_runtime.h>

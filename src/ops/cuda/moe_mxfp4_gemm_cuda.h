@@ -20,7 +20,8 @@
 
 namespace day0 {
 
-// run_fused_moe takes the tiled GEMM from this many assignments per expert on average (below: the fused kernel).
+// run_fused_moe takes a GEMM from this many assignments per expert on average (below: the fused kernel): the
+// wgmma one (moe_mxfp4_wgmma_cuda.h) where the experts fit it, else this one.
 inline constexpr std::int64_t kMxfp4GemmMinTokensPerExpert = 32;
 
 // CTAs along the token axis that cover every (routed expert, 128-token tile) pair: at most one partial tile per
