@@ -15,10 +15,11 @@ namespace day0 {
 std::string_view expert_compute_name(ExpertCompute c);
 Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
-// With fp8 expert compute, MoE calls up to this many tokens still read MXFP4 directly (bf16): on the H200 the
-// direct kernels beat online fp8 up to 512 tokens (bench-moe, 20b: 1,253 vs 2,411 us) and fp8 wins from 2,048
-// (3.08 vs 3.49 ms a layer); at decode sizes the online path was ~3.6x slower a step.
-inline constexpr std::int64_t kFp8FusedMoeTokens = 1024;
+// With fp8 expert compute, MoE calls up to this many tokens still read MXFP4 directly (bf16). Against the tiled
+// mma.sync GEMM online fp8 won from 2,048 tokens; since prefill-sized calls run the warpgroup-MMA GEMM, the direct
+// path wins at the largest step measured (H200, 4,096-token prefill: 20b 43.2k tok/s against fp8's 37.7k, 120b
+// 23.1k against 13.6k), so fp8 GEMMs are left only for steps above it.
+inline constexpr std::int64_t kFp8FusedMoeTokens = 4096;
 
 struct BackendOptions {
   int device = 0;
@@ -28,7 +29,7 @@ struct BackendOptions {
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
   // MoE calls of at most this many tokens read MXFP4 experts directly, computing in bf16 whatever expert_compute
-  // says (the fused matmul at decode sizes, the tiled grouped GEMM at prefill sizes); larger ones convert the
+  // says (the fused matmul at decode sizes, the grouped GEMM at prefill sizes); larger ones convert the
   // routed experts (to expert_compute) and run cuBLASLt GEMMs. 0: always the conversion path. Unset: every step
   // with bf16 compute, up to kFp8FusedMoeTokens with fp8 (fused_moe_tokens()).
   std::optional<std::int64_t> fused_moe_max_tokens;
