@@ -107,7 +107,10 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
   }
 
   if (params_.is_greedy()) {
-    result.token = argmax(adjusted);  // greedy reads no random number
+    result.token = argmax(adjusted);                         // greedy reads no random number
+  } else if (keeps_every_token(params_, adjusted.size())) {  // temperature only: no candidate list
+    result.token =
+        draw_unfiltered(adjusted, params_.temperature, philox_uniform(seed_, output_.size()), scratch.weights);
   } else {
     keep_candidates(adjusted, params_, scratch.candidates);
     result.token = draw_candidate(scratch.candidates, philox_uniform(seed_, output_.size()));

@@ -28,6 +28,7 @@ struct SampleResult {
 struct SamplerScratch {
   std::vector<float> logits;
   std::vector<Candidate> candidates;
+  std::vector<float> weights;
 };
 
 // A seed for a request that did not set one: drawn once, from std::random_device.

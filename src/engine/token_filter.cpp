@@ -87,16 +87,52 @@ void cut_top_p(std::vector<Candidate>& cands, double top_p, const Buckets& bucke
   std::erase_if(cands, [&](const Candidate& c) { return ranks_before(cutoff, c); });
 }
 
+// A candidate's weight, exp((logit - max logit) / temperature), by exp_nonpositive: the weight pass over the
+// vocabulary vectorises (std::exp in double was ~6 ns a token, 1.3 of the 1.8 ms a 201,088-token draw took).
+struct WeightOf {
+  float max_logit;
+  float inv_t;
+  float operator()(float x) const { return exp_nonpositive((x - max_logit) * inv_t); }
+};
+
+float max_logit(std::span<const float> logits) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (const float x : logits) m = std::max(m, x);
+  return m;
+}
+
+// The index whose cumulative weight first exceeds u * total weight (zero weights skipped; the last positive one if
+// rounding leaves the target at the very end; -1 for none). The total is four interleaved partial sums, a fixed
+// order that does not chain every add on the one before.
+template <class Weight>
+std::int64_t draw_index(std::size_t n, const Weight& weight, double u) {
+  double part[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t j = 0; j < 4; ++j) part[j] += weight(i + j);
+  for (; i < n; ++i) part[i % 4] += weight(i);
+  const double target = u * ((part[0] + part[1]) + (part[2] + part[3]));
+  double cumulative = 0.0;
+  std::int64_t last_positive = n == 0 ? -1 : 0;
+  for (i = 0; i < n; ++i) {
+    const float w = weight(i);
+    if (w <= 0.f) continue;
+    cumulative += w;
+    last_positive = static_cast<std::int64_t>(i);
+    if (cumulative > target) return last_positive;
+  }
+  return last_positive;
+}
+
 }  // namespace
 
 void keep_candidates(std::span<const float> logits, const SamplingParams& params, std::vector<Candidate>& out) {
   out.clear();
   const std::size_t n = logits.size();
   if (n == 0) return;
-  float m = -std::numeric_limits<float>::infinity();
-  for (const float x : logits) m = std::max(m, x);
+  const float m = max_logit(logits);
   const double inv_t = 1.0 / params.temperature;
-  auto weight_of = [&](float x) { return static_cast<float>(std::exp((static_cast<double>(x) - m) * inv_t)); };
+  const WeightOf weight_of{m, static_cast<float>(inv_t)};
 
   if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
     select_top_k(logits, static_cast<std::size_t>(params.top_k), out);
@@ -111,19 +147,23 @@ void keep_candidates(std::span<const float> logits, const SamplingParams& params
   if (params.min_p > 0.0) std::erase_if(out, [&](const Candidate& c) { return c.weight < params.min_p; });
 }
 
+bool keeps_every_token(const SamplingParams& params, std::size_t vocab) {
+  return (params.top_k <= 0 || static_cast<std::size_t>(params.top_k) >= vocab) && params.top_p >= 1.0 &&
+         params.min_p <= 0.0;
+}
+
+std::int32_t draw_unfiltered(std::span<const float> logits, double temperature, double u, std::vector<float>& weights) {
+  const WeightOf weight_of{max_logit(logits), static_cast<float>(1.0 / temperature)};
+  weights.resize(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) weights[i] = weight_of(logits[i]);  // vectorised
+  return static_cast<std::int32_t>(draw_index(
+      weights.size(), [&](std::size_t i) { return weights[i]; }, u));
+}
+
 std::int32_t draw_candidate(std::span<const Candidate> candidates, double u) {
-  double total = 0.0;
-  for (const Candidate& c : candidates) total += c.weight;
-  const double target = u * total;
-  double cumulative = 0.0;
-  std::int32_t last_positive = candidates.empty() ? -1 : candidates.front().id;
-  for (const Candidate& c : candidates) {
-    if (c.weight <= 0.f) continue;
-    cumulative += c.weight;
-    last_positive = c.id;
-    if (cumulative > target) return c.id;
-  }
-  return last_positive;  // rounding left target at the very end
+  const std::int64_t i = draw_index(
+      candidates.size(), [&](std::size_t j) { return candidates[j].weight; }, u);
+  return i < 0 ? -1 : candidates[static_cast<std::size_t>(i)].id;
 }
 
 }  // namespace day0

@@ -154,5 +154,51 @@ TEST(TokenFilter, draw_maps_the_uniform_onto_cumulative_weights_in_candidate_ord
   EXPECT_EQ(draw_candidate(c, 0.9999999999), 9);
 }
 
+TEST(TokenFilter, the_vectorisable_exp_is_within_a_few_ulp_of_exp_and_zero_below_the_normal_range) {
+  // Every weight comes from exp_nonpositive, so its error is the sampling distribution's. Bound: ~2 ulp of the
+  // polynomial and scaling, plus the rounding of y = z log2(e) to float (up to |y| 2^-24 absolute, so the relative
+  // error grows with |z|: a few 1e-6 near z = -87, where the weight is ~1e-38 of the best token's).
+  double worst = 0.0;
+  for (int i = 0; i <= 1000000; ++i) {
+    const float z = -87.f * static_cast<float>(i) / 1000000.f;
+    const double want = std::exp(static_cast<double>(z));
+    const double bound = 2.5e-7 + 1e-7 * std::abs(z);
+    worst = std::max(worst, std::abs(exp_nonpositive(z) - want) / want / bound);
+  }
+  EXPECT_LT(worst, 1.0);
+  EXPECT_EQ(exp_nonpositive(0.f), 1.f);
+  EXPECT_EQ(exp_nonpositive(-0.f), 1.f);
+  EXPECT_EQ(exp_nonpositive(-88.f), 0.f);  // below 2^-126
+  EXPECT_EQ(exp_nonpositive(-1e30f), 0.f);
+  EXPECT_EQ(exp_nonpositive(-INFINITY), 0.f);
+}
+
+TEST(TokenFilter, the_unfiltered_draw_picks_the_token_the_candidate_list_would_for_every_u) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<float> logits(5000);
+  for (float& x : logits) x = normal(rng);
+  for (int i = 0; i < 50; ++i) logits[rng() % logits.size()] = -INFINITY;  // masked tokens: weight 0, never drawn
+  std::vector<float> weights;
+  std::vector<Candidate> cands;
+  for (const double t : {0.2, 1.0, 3.5}) {
+    const SamplingParams p = params(0, 1.0, 0.0, t);
+    ASSERT_TRUE(keeps_every_token(p, logits.size()));
+    keep_candidates(logits, p, cands);
+    std::vector<double> us = {0.0, std::nextafter(1.0, 0.0)};
+    for (int i = 0; i < 300; ++i) us.push_back(uniform(rng));
+    for (const double u : us) {
+      SCOPED_TRACE(::testing::Message() << "temperature " << t << " u " << u);
+      EXPECT_EQ(draw_unfiltered(logits, t, u, weights), draw_candidate(cands, u));
+    }
+  }
+  // Whatever filters something is not "unfiltered": top_k below the vocabulary, top_p < 1, min_p > 0.
+  EXPECT_FALSE(keeps_every_token(params(10, 1.0, 0.0), logits.size()));
+  EXPECT_TRUE(keeps_every_token(params(5000, 1.0, 0.0), logits.size()));
+  EXPECT_FALSE(keeps_every_token(params(0, 0.9, 0.0), logits.size()));
+  EXPECT_FALSE(keeps_every_token(params(0, 1.0, 0.05), logits.size()));
+}
+
 }  // namespace
 }  // namespace day0
