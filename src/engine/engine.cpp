@@ -11,7 +11,7 @@
 #include <unordered_set>
 
 #include "cache/sequence_cache.h"
-#include "core/parallel_for.h"
+#include "core/worker_pool.h"
 #include "engine/sampler.h"
 #include "model/executor.h"
 
@@ -28,9 +28,9 @@ struct Sequence {
   std::int64_t computed = 0;         // tokens whose K/V are written
   std::int64_t generated = 0;        // output tokens sampled (stop tokens included)
   std::int64_t cached_prompt = 0;
-  std::uint64_t admitted_at = 0;     // admission order: the most recent is preempted first
+  std::uint64_t admitted_at = 0;  // admission order: the most recent is preempted first
   bool admitted = false;
-  RequestUpdate pending;             // tokens sampled since the last report
+  RequestUpdate pending;  // tokens sampled since the last report
 };
 
 }  // namespace
@@ -40,9 +40,10 @@ struct Engine::Impl {
   EngineConfig config;
   SequenceCache cache;
   // Rows of a step are sampled in parallel, one scratch per thread: at batch 64 and a 201k vocabulary one
-  // thread spent longer checking and scanning the logits than the GPU spent on the step.
-  int sampling_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
-  std::vector<SamplerScratch> scratch = std::vector<SamplerScratch>(static_cast<size_t>(sampling_threads));
+  // thread spent longer checking and scanning the logits than the GPU spent on the step. The threads are started
+  // once (starting and joining them every step cost more than small batches' sampling).
+  WorkerPool sampling_pool{std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16)};
+  std::vector<SamplerScratch> scratch = std::vector<SamplerScratch>(static_cast<size_t>(sampling_pool.threads()));
 
   std::mutex mu;  // guards the inbox, the aborts, draining/stopping and stats
   std::condition_variable wake, idle;
@@ -177,7 +178,8 @@ bool Engine::Impl::take_inbox() {
   std::unordered_set<RequestId> to_abort;
   {
     std::unique_lock<std::mutex> lock(mu);
-    wake.wait(lock, [&] { return stopping || !inbox.empty() || !aborts.empty() || !running.empty() || !waiting.empty(); });
+    wake.wait(lock,
+              [&] { return stopping || !inbox.empty() || !aborts.empty() || !running.empty() || !waiting.empty(); });
     if (stopping) return false;
     while (!inbox.empty()) {
       waiting.push_back(std::move(inbox.front()));
@@ -197,9 +199,8 @@ bool Engine::Impl::take_inbox() {
 }
 
 void Engine::Impl::preempt_youngest() {
-  auto youngest = std::max_element(running.begin(), running.end(), [](const auto& a, const auto& b) {
-    return a->admitted_at < b->admitted_at;
-  });
+  auto youngest = std::max_element(running.begin(), running.end(),
+                                   [](const auto& a, const auto& b) { return a->admitted_at < b->admitted_at; });
   Sequence& s = **youngest;
   release(s);  // its full computed blocks stay in the prefix cache; readmission recomputes the rest
   waiting.push_front(std::move(*youngest));
@@ -255,14 +256,14 @@ bool Engine::Impl::schedule_and_run() {
   for (size_t i = 0; i < members.size(); ++i)
     if (batch[i].logits != SequenceStep::Logits::none) sampled.push_back(i);
   std::vector<Result<SampleResult>> samples(sampled.size(), Result<SampleResult>(make_error("not sampled")));
-  parallel_for_parts(sampling_threads, static_cast<std::int64_t>(sampled.size()), 4,
-                     [&](int part, std::int64_t begin, std::int64_t end) {
-                       for (std::int64_t r = begin; r < end; ++r) {
-                         const float* rowp = logits->data<float>() + r * V;
-                         samples[r] = members[sampled[r]]->sampler.sample(
-                             std::span<const float>(rowp, static_cast<size_t>(V)), scratch[part]);
-                       }
-                     });
+  sampling_pool.run_parts(
+      static_cast<std::int64_t>(sampled.size()), 4, [&](int part, std::int64_t begin, std::int64_t end) {
+        for (std::int64_t r = begin; r < end; ++r) {
+          const float* rowp = logits->data<float>() + r * V;
+          samples[r] =
+              members[sampled[r]]->sampler.sample(std::span<const float>(rowp, static_cast<size_t>(V)), scratch[part]);
+        }
+      });
   std::int64_t row = 0;
   std::vector<Sequence*> grew;
   for (size_t i = 0; i < members.size(); ++i) {
@@ -276,7 +277,8 @@ bool Engine::Impl::schedule_and_run() {
       continue;
     }
     ++s.generated;
-    const FinishReason verdict = finish_after_token(sample->token, s.generated, s.request.sampling, config.eos_token_ids);
+    const FinishReason verdict =
+        finish_after_token(sample->token, s.generated, s.request.sampling, config.eos_token_ids);
     if (!is_stop_token(sample->token, s.request.sampling, config.eos_token_ids))
       s.pending.tokens.push_back({sample->token, sample->logprob, std::move(sample->top_logprobs)});
     if (verdict != FinishReason::none) {
