@@ -7,11 +7,11 @@
 
 #include <cstdint>
 
+#include "ops/cuda/bulk_copy.cuh"
+
 namespace day0::wgmma {
 
-__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+using bulk_copy::shared_address;
 
 // The operand layout our kernels write: rows of 64 bf16 (128 bytes) in the 128-byte swizzle, the tile 1,024-byte
 // aligned: 16-byte chunk c of row r lives at chunk c ^ (r % 8) of that row.
