@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
 template <int kBN, bool kSwiglu>
 Status launch(const KernelArgs& args, int n_experts, dim3 grid, cudaStream_t stream) {
   auto* kernel = mxfp4_wgmma_gemm_kernel<kBN, kSwiglu>;
+  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory.
   static const cudaError_t attribute =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<kBN>::bytes(kMaxGroups));
   D0_CUDA_RETURN_IF_ERROR(attribute);
