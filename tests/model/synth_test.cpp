@@ -18,6 +18,7 @@
 #include "io/safetensors_writer.h"
 #include "model/load.h"
 #include "model/weights.h"
+#include "quant/mxfp4.h"
 #include "test_util/run_day0.h"
 #include "test_util/temp_dir.h"
 
@@ -331,9 +332,15 @@ TEST(BenchCli, runs_on_synthetic_weights_from_a_config_alone_and_writes_json) {
                                      "--kernels"});
   ASSERT_EQ(run.exit_code, 0) << run.what << run.err;
   EXPECT_NE(run.out.find("synthetic "), std::string::npos) << run.out;
-  // --kernels traces CUDA kernels; on the CPU backend it says so once and the bench runs as without it.
-  EXPECT_NE(run.out.find("kernels     not traced on the cpu backend"), std::string::npos) << run.out;
   const json report = json::parse(slurp(tmp.file("b.json")));
+  // No --backend: the GPU where there is one, else the CPU; --kernels traces CUDA kernels, and on the CPU backend it
+  // says so once and the bench runs as without it.
+  if (cuda_device_available()) {
+    EXPECT_EQ(report["backend"], "cuda");
+  } else {
+    EXPECT_EQ(report["backend"], "cpu");
+    EXPECT_NE(run.out.find("kernels     not traced on the cpu backend"), std::string::npos) << run.out;
+  }
   EXPECT_TRUE(report["load"]["synthetic"].get<bool>());
   EXPECT_EQ(report["decode"].size(), 2u);
   EXPECT_GT(report["decode"][1]["tokens_per_s"].get<double>(), 0);

@@ -12,12 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/day0/commands.h"
 #include "apps/day0/bench_report.h"
+#include "apps/day0/commands.h"
 #include "apps/day0/model_loading.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernel_trace.h"
+#include "quant/mxfp4.h"
 
 namespace day0::app {
 namespace {
@@ -76,12 +77,14 @@ int bench(const BenchOptions& o) {
                                             *std::max_element(o.contexts.begin(), o.contexts.end()));
   const std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int kWarmup = 2, kSteps = o.decode_steps;
-  const bool trace_kernels = o.kernels && o.engine.backend == "cuda";
+  BackendCliOptions engine = o.engine;
+  // "auto" (bench's default): the GPU where there is one; a 20b bench on the CPU backend would run for hours.
+  if (engine.backend == "auto") engine.backend = cuda_device_available() ? "cuda" : "cpu";
+  const bool trace_kernels = o.kernels && engine.backend == "cuda";
   if (o.kernels && !trace_kernels)
-    std::printf("kernels     not traced on the %s backend (CUPTI: GPU only)\n", o.engine.backend.c_str());
+    std::printf("kernels     not traced on the %s backend (CUPTI: GPU only)\n", engine.backend.c_str());
   const int kTraced = trace_kernels ? kSteps : 0;  // steps after the timed ones, traced kernel by kernel
   // The solo region holds the longest prefill; the private decode blocks of every batch row follow it.
-  BackendCliOptions engine = o.engine;
   const std::int64_t block = 16;
   const std::int64_t private_tokens = (kWarmup + kSteps + kTraced + block) / block * block;
   auto model = [&]() {

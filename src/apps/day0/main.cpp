@@ -129,7 +129,9 @@ int main(int argc, char** argv) {
   auto* b = app.add_subcommand("bench", "Measure the GPU's ceilings, then prefill and decode speed against them");
   b->add_option("dir", bench.dir, "Model directory (e.g. a day0 synth checkpoint; with --synthetic, a config)")
       ->required();
+  bench.engine.backend = "auto";
   add_backend_options(b, bench.engine);
+  b->get_option("--backend")->description("Backend: cpu (reference), cuda, or auto (the default: cuda where a GPU is)");
   b->add_option("--prefill", bench.prefill, "Prompt lengths to time")->delimiter(',')->expected(1, 16);
   b->add_option("--batches", bench.batches, "Decode batch sizes")->delimiter(',')->expected(1, 16);
   b->add_option("--contexts", bench.contexts, "Decode context lengths")->delimiter(',')->expected(1, 16);
