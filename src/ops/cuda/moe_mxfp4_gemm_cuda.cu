@@ -52,11 +52,8 @@ __device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_b
 __device__ __forceinline__ void stage_store(Stage& st, const Fetch& f, int w_row, int quarter, int x_token,
                                             int x_part) {
   const GroupScale sc = group_scale(f.scale);
-  std::uint32_t out[4];
-  const std::uint32_t lo = f.w & 0x0F0F0F0Fu, hi = (f.w >> 4) & 0x0F0F0F0Fu;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) out[b] = scaled(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b), sc);
-  *reinterpret_cast<uint4*>(&st.a[w_row][8 * quarter]) = make_uint4(out[0], out[1], out[2], out[3]);
+  *reinterpret_cast<uint4*>(&st.a[w_row][8 * quarter]) =
+      decode_word(f.w, [&](std::uint32_t v) { return scaled(v, sc); });
   uint4* xd = reinterpret_cast<uint4*>(&st.b[x_token][16 * x_part]);
   xd[0] = f.x0;
   xd[1] = f.x1;

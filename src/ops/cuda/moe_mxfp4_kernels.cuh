@@ -60,6 +60,17 @@ __device__ __forceinline__ std::uint32_t scaled(std::uint32_t v, const GroupScal
   return s.two ? bf16x2_mul(v, s.second) : v;
 }
 
+// The 8 values of one packed word (4 bytes of a group) as bf16, in order, each pair through `scale` (a bf16x2 ->
+// bf16x2 function applying the group's factor): the GEMMs' decode of a word into a shared-memory row.
+template <class Scale>
+__device__ __forceinline__ uint4 decode_word(std::uint32_t word, const Scale& scale) {
+  const std::uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+  std::uint32_t o[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) o[b] = scale(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b));
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // ---- The fused matmuls' tile (moe_mxfp4_fused_cuda.cu, moe_mxfp4_token_cuda.cu): 16 rows x 128 values of one
 // expert, one 16-byte group of rows g and g + 8 per lane t (lane = 4 g + t), decoded into mma.sync m16n8k16.
 

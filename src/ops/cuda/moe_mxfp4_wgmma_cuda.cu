@@ -44,14 +44,9 @@ __device__ __forceinline__ void decode_group(const uint4 raw, const GroupScale& 
                                              int half) {
   const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int wi = 0; wi < 4; ++wi) {  // word wi = values 8 wi .. 8 wi + 7 of the group, in order
-    const std::uint32_t lo = words[wi] & 0x0F0F0F0Fu, hi = (words[wi] >> 4) & 0x0F0F0F0Fu;
-    std::uint32_t o[4];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) o[b] = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo, hi, b), s);
+  for (int wi = 0; wi < 4; ++wi)  // word wi = values 8 wi .. 8 wi + 7 of the group, in order
     *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 4 * half + wi)) =
-        make_uint4(o[0], o[1], o[2], o[3]);
-  }
+        decode_word(words[wi], [&](std::uint32_t v) { return apply_scale<kTwo>(v, s); });
 }
 
 template <int kBN, bool kSwiglu>
