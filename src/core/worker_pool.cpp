@@ -1,6 +1,6 @@
 #include "core/worker_pool.h"
 
-#include <algorithm>
+#include "core/parallel_for.h"
 
 namespace day0 {
 
@@ -19,8 +19,7 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::run_parts(std::int64_t n, std::int64_t serial_below,
                            const std::function<void(int, std::int64_t, std::int64_t)>& fn) {
-  const int t =
-      n < serial_below ? 1 : static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), n)));
+  const int t = part_count(threads(), n, serial_below);
   if (t == 1) {
     fn(0, 0, n);
     return;
@@ -34,7 +33,7 @@ void WorkerPool::run_parts(std::int64_t n, std::int64_t serial_below,
     ++round_;
   }
   start_.notify_all();
-  fn(0, 0, n / t);
+  fn(0, 0, part_begin(n, 1, t));
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
@@ -49,9 +48,10 @@ void WorkerPool::work(int part) {
     seen = round_;
     if (part >= parts_) continue;  // this job has fewer parts than the pool has threads
     const auto* fn = job_;
-    const std::int64_t n = n_, t = parts_;
+    const std::int64_t n = n_;
+    const int t = parts_;
     lock.unlock();
-    (*fn)(part, n * part / t, n * (part + 1) / t);
+    (*fn)(part, part_begin(n, part, t), part_begin(n, part + 1, t));
     lock.lock();
     if (--pending_ == 0) done_.notify_one();
   }
