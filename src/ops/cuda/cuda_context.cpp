@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "ops/cuda/cublaslt_library.h"
 #include "ops/cuda/cuda_status.h"
 
 namespace day0 {
@@ -22,7 +23,8 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
   D0_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&ctx->props_, options.device));
   // Non-blocking: our stream must not serialise against the legacy default stream other libraries use.
   D0_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
-  D0_CUDA_RETURN_IF_ERROR(cublasLtCreate(&ctx->cublas_));
+  D0_RETURN_IF_ERROR(load_cublaslt());
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().create(&ctx->cublas_));
   D0_ASSIGN_OR_RETURN(ctx->arena_, DeviceArena::create(options.arena_bytes));
   // The workspace is the arena's first allocation, before any step's mark, so it is never released.
   if (options.cublas_workspace_bytes > 0) {
@@ -36,7 +38,7 @@ Result<std::unique_ptr<CudaContext>> CudaContext::create(const CudaContextOption
 CudaContext::~CudaContext() {
   // Errors here cannot be returned; the work on the stream is finished before its memory goes.
   if (stream_) cudaStreamSynchronize(stream_);
-  if (cublas_) cublasLtDestroy(cublas_);
+  if (cublas_) cublaslt().destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
   arena_.reset();
 }

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "ops/cuda/cublaslt_library.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -59,9 +60,12 @@ Result<Dims> check_operands(const char* op, const Tensor& x, const Tensor& w, co
 
 std::string_view fp8_scaling_name(Fp8Scaling s) {
   switch (s) {
-    case Fp8Scaling::automatic: return "automatic";
-    case Fp8Scaling::in_gemm: return "in_gemm (cuBLASLt OUTER_VEC_32F)";
-    case Fp8Scaling::epilogue: return "epilogue (unit-scale GEMM + scale kernel)";
+    case Fp8Scaling::automatic:
+      return "automatic";
+    case Fp8Scaling::in_gemm:
+      return "in_gemm (cuBLASLt OUTER_VEC_32F)";
+    case Fp8Scaling::epilogue:
+      return "epilogue (unit-scale GEMM + scale kernel)";
   }
   return "?";
 }
@@ -71,51 +75,53 @@ GemmFp8::~GemmFp8() {
 }
 
 void GemmFp8::destroy(Plan& p) {
-  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
-  if (p.a) cublasLtMatrixLayoutDestroy(p.a);
-  if (p.b) cublasLtMatrixLayoutDestroy(p.b);
-  if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+  if (p.desc) cublaslt().desc_destroy(p.desc);
+  if (p.a) cublaslt().layout_destroy(p.a);
+  if (p.b) cublaslt().layout_destroy(p.b);
+  if (p.c) cublaslt().layout_destroy(p.c);
   p = Plan{};
 }
 
 Status GemmFp8::build(const Key& key, Plan& p) {
   const auto [M, N, K, scaling, bias_dtype] = key;
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
   if (static_cast<Fp8Scaling>(scaling) == Fp8Scaling::in_gemm) {
     const std::int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-    D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    D0_CUDA_RETURN_IF_ERROR(
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    D0_CUDA_RETURN_IF_ERROR(
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
   }
   if (bias_dtype >= 0) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     D0_CUDA_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
     const std::int32_t bias_type = cuda_type(static_cast<DType>(bias_dtype));
     D0_CUDA_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
   }
   // A: W row-major [N, K] = column-major K x N (ld K), used transposed; B: x = column-major K x M; D: f32.
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K));
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K));
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, N, M, N));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().layout_create(&p.a, CUDA_R_8F_E4M3, K, N, K));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().layout_create(&p.b, CUDA_R_8F_E4M3, K, M, K));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().layout_create(&p.c, CUDA_R_32F, N, M, N));
 
   cublasLtMatmulPreference_t pref = nullptr;
-  D0_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  D0_CUDA_RETURN_IF_ERROR(cublaslt().preference_create(&pref));
   std::size_t workspace = ctx_.cublas_workspace_bytes();
   const std::uint32_t align = 16;  // run() checks 16 bytes, so no algorithm may assume the default 256
   cublasLtMatmulHeuristicResult_t result{};
   int n_results = 0;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                           sizeof workspace);
+  cublasStatus_t st =
+      cublaslt().preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof align);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublaslt().preference_set_attribute(pref, attr, &align, sizeof align);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(ctx_.cublas(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &n_results);
-  cublasLtMatmulPreferenceDestroy(pref);
+    st = cublaslt().algo_get_heuristic(ctx_.cublas(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &n_results);
+  cublaslt().preference_destroy(pref);
   D0_RETURN_IF_ERROR(cuda_call_status(st, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__));
   if (n_results == 0) return make_error("the heuristic returned no algorithm");
   p.algo = result.algo;
@@ -143,19 +149,19 @@ Status GemmFp8::launch(Plan& p, const Key& key, const Tensor& x, const Tensor& s
     const void* a_scale = sw.raw();  // A = W: one scale per row of W
     const void* b_scale = sx.raw();  // B = x: one scale per token
     D0_CUDA_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
     D0_CUDA_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
   }
   if (bias_in_gemm) {
     const void* bias_ptr = bias.raw();
     D0_CUDA_RETURN_IF_ERROR(
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+        cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
   }
   const float alpha = 1.f, beta = 0.f;
   const cublasStatus_t st =
-      cublasLtMatmul(ctx_.cublas(), p.desc, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, y.raw(), p.c, y.raw(), p.c,
-                     &p.algo, ctx_.cublas_workspace(), ctx_.cublas_workspace_bytes(), ctx_.stream());
+      cublaslt().matmul(ctx_.cublas(), p.desc, &alpha, w.raw(), p.a, x.raw(), p.b, &beta, y.raw(), p.c, y.raw(), p.c,
+                        &p.algo, ctx_.cublas_workspace(), ctx_.cublas_workspace_bytes(), ctx_.stream());
   unsupported = st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE;
   D0_RETURN_IF_ERROR(cuda_call_status(st, "cublasLtMatmul (fp8)", __FILE__, __LINE__));
   if (!scale_after) return Status::success();
