@@ -209,7 +209,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     };
     D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
     report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
-    for (int tile : {64, 128}) {  // the warpgroup-MMA GEMM (prefill-sized calls), both token tiles
+    for (int tile : {16, 32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
       auto wgmma = [&] {
         Routing& r = next();
         const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
@@ -217,8 +217,8 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         return mxfp4_grouped_gemm_wgmma_cuda(xb, true, down, g, tile, slots, nullptr, y, ctx.stream());
       };
       D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, wgmma, calls));
-      report_row(tile == 64 ? "matmul wgmma 64 (graph)" : "matmul wgmma 128 (graph)", t, distinct * down_bytes,
-                 2 * A * m.H * m.I);
+      const std::string name = "matmul wgmma " + std::to_string(tile) + " (graph)";
+      report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);

@@ -284,8 +284,10 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
-  const bool prefill_sized = !ws.shape.batch_invariant && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
-  if (prefill_sized && mxfp4_wgmma_gemm_fits(gate_up) && mxfp4_wgmma_gemm_fits(down)) {
+  const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
+  const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
+  if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&
+      mxfp4_wgmma_gemm_fits(down)) {
     const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
     const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_cuda(xb, true, gate_up, groups, tile, tiles, &p, h, stream));

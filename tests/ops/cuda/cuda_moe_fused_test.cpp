@@ -35,7 +35,18 @@ using moetest::Groups;
 using moetest::random_routing;
 using moetest::upload_experts;
 
-enum class Kernel { fused, tiled, wgmma64, wgmma128 };
+enum class Kernel { fused, tiled, wgmma16, wgmma32, wgmma64, wgmma128 };
+
+// The wgmma GEMM's token tile, 0 for the other kernels.
+int wgmma_tile(Kernel k) {
+  switch (k) {
+    case Kernel::wgmma16: return 16;
+    case Kernel::wgmma32: return 32;
+    case Kernel::wgmma64: return 64;
+    case Kernel::wgmma128: return 128;
+    default: return 0;
+  }
+}
 
 const char* kernel_name(Kernel k) {
   switch (k) {
@@ -43,6 +54,10 @@ const char* kernel_name(Kernel k) {
       return "fused matmul";
     case Kernel::tiled:
       return "tiled gemm";
+    case Kernel::wgmma16:
+      return "wgmma gemm, 16-token tiles";
+    case Kernel::wgmma32:
+      return "wgmma gemm, 32-token tiles";
     case Kernel::wgmma64:
       return "wgmma gemm, 64-token tiles";
     case Kernel::wgmma128:
@@ -51,7 +66,7 @@ const char* kernel_name(Kernel k) {
   return "?";
 }
 
-constexpr Kernel kWgmmaKernels[] = {Kernel::wgmma64, Kernel::wgmma128};
+constexpr Kernel kWgmmaKernels[] = {Kernel::wgmma16, Kernel::wgmma32, Kernel::wgmma64, Kernel::wgmma128};
 
 // Both forms of the fused kernel: K split over 8 warps, then over 4.
 constexpr bool kSplits[] = {true, false};
@@ -64,8 +79,7 @@ Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const E
   const std::int64_t routed = std::min<std::int64_t>(E, A);
   if (kern == Kernel::fused)
     return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), wide, routed, p, out, stream);
-  if (kern == Kernel::wgmma64 || kern == Kernel::wgmma128) {
-    const int tile = kern == Kernel::wgmma64 ? 64 : 128;
+  if (const int tile = wgmma_tile(kern); tile > 0) {
     return mxfp4_grouped_gemm_wgmma_cuda(x, inputs_are_tokens, d, g.view(), tile,
                                          mxfp4_wgmma_launch_slots(routed, A, tile), p, out, stream);
   }
@@ -185,6 +199,7 @@ TEST(CudaMoeFused, wgmma_gemm_matches_the_cpu_expert_matmul) {
     for (std::int64_t S : {1, 40, 300}) compare_with_cpu(*ctx, kern, 4, 4, 64, 128, S, DType::f32, rng);
     for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, kern, 32, 4, 192, 320, S, DType::bf16, rng);
     compare_with_cpu(*ctx, kern, 8, 2, 128, 64, 70, DType::f32, rng);
+    compare_with_cpu(*ctx, kern, 8, 2, 64, 576, 20, DType::bf16, rng);  // 9 k-tiles: past the deepest ring (8)
   }
 }
 
@@ -213,7 +228,8 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   const Groups g = group(*ctx, indices, E);
   SwigluParams p;
   p.interleaved = true;
-  for (Kernel kern : {Kernel::fused, Kernel::tiled, Kernel::wgmma64, Kernel::wgmma128}) {
+  for (Kernel kern : {Kernel::fused, Kernel::tiled, Kernel::wgmma16, Kernel::wgmma32, Kernel::wgmma64,
+                      Kernel::wgmma128}) {
     SCOPED_TRACE(kernel_name(kern));
     Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
     D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g,
