@@ -167,11 +167,12 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     const int calls = kRoutings * 4;
 
     bool wide = fused_moe_wide_split(S, false);
+    int pass_tokens = 0;  // the kernel's own choice
     auto matmul = [&] {
       Routing& r = next();
       const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
       return mxfp4_grouped_matmul_cuda(xb, true, down, g, wide, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
-                                       ctx.stream());
+                                       ctx.stream(), pass_tokens);
     };
     auto group = [&] {
       Routing& r = next();
@@ -191,6 +192,15 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
       wide = true;
     }
+    if (!wide) {  // both pass widths of the 4-warp form
+      for (int pass : {8, 16}) {
+        pass_tokens = pass;
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
+        const std::string name = "  " + std::to_string(pass) + "-token passes";
+        report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      }
+      pass_tokens = 0;
+    }
     if (S == 1) {  // the token kernel (no grouping), what moe_experts runs for one token: a row per slot
       D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
@@ -209,7 +219,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     };
     D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
     report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
-    for (int tile : {16, 32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
+    for (int tile : {32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
       auto wgmma = [&] {
         Routing& r = next();
         const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};

@@ -18,33 +18,96 @@ namespace {
 using namespace mxfp4_kernels;
 
 constexpr int kRowsPerCta = 16;    // the MMA's M
-constexpr int kTokensPerMma = 8;   // the MMA's N: tokens per pass
+constexpr int kTokensPerMma = 8;   // the MMA's N
 // CTA shape: split-K warps (kWarps, a template parameter) x tiles each warp loads before it decodes. On the H200
 // (bench-moe, 20b and 120b down shapes) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 from 4 tokens on
 // (8 x 1: 32.0 / 48.3 / 172.7 us at 4 / 8 / 64 tokens against 30.5 / 44.2 / 128.0); at one token 8 x 1 wins
 // (12.8 us against 15.4: twice the warps, each with half the serial round trips, where the grid is under a wave).
 constexpr int kInFlight = 1;
 
-// Passes of 8 tokens (one MMA per k-step; an expert with more makes further passes). kWarps warps split K; each
+// One pass of the kernel below over kGroups groups of 8 tokens from grouped entry c0: every tile of the warp's K
+// share decoded once for all of them, then the split-K partials summed in warp order (deterministic) by warp 0.
+// Lane (g, t)'s B operand in group n is token c0 + 8 n + g. `reload`: buf holds an earlier pass's tiles.
+template <int kWarps, bool kSwiglu, int kGroups, int kSlots, class LoadRound>
+__device__ __forceinline__ void run_pass(const KernelArgs& a, int e, int row0, int c0, int p_end, int first, int tiles,
+                                         TileLoad (&buf)[kInFlight], const LoadRound& load_round, bool reload,
+                                         float (&partial)[kWarps][kSlots][32][4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int in = a.groups * 32;
+  constexpr int kRound = kWarps * kInFlight;  // tiles between a warp's rounds
+  const __nv_bfloat16* xrow[kGroups];
+#pragma unroll
+  for (int n = 0; n < kGroups; ++n) {
+    const int p = c0 + kTokensPerMma * n + g;
+    xrow[n] = p < p_end ? a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in : nullptr;
+  }
+  float acc[kGroups][4] = {};
+
+  for (int base = first; base < tiles; base += kRound) {
+    if (base != first || reload) load_round(base);
+    XTile xt[kInFlight][kGroups];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int grp = (base + u) * kGroupsPerTile + t;
+#pragma unroll
+      for (int n = 0; n < kGroups; ++n) xt[u][n] = load_x_tile(xrow[n], grp, grp < a.groups);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const auto words = [&](int n, int q) { return xt[u][n].v[q]; };
+      if (needs_two_multiplies(buf[u]))
+        mma_tile_groups<true, kGroups>(buf[u], words, acc);
+      else
+        mma_tile_groups<false, kGroups>(buf[u], words, acc);
+    }
+  }
+
+#pragma unroll
+  for (int n = 0; n < kGroups; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][n][lane][i] = acc[n][i];
+  __syncthreads();
+  if (warp == 0) {
+#pragma unroll
+    for (int n = 0; n < kGroups; ++n) {
+      float v[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float s = partial[0][n][lane][i];
+#pragma unroll
+        for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
+        v[i] = s;
+      }
+      // v[0], v[1]: row g, tokens 2t, 2t + 1 of the group; v[2], v[3]: row g + 8, the same tokens.
+      const int p0 = c0 + kTokensPerMma * n + 2 * t;
+      store_outputs<kSwiglu>(a, e, row0 + g, row0 + g + 8, p0, p0 + 1, p_end, v);
+    }
+  }
+  __syncthreads();  // partial[] is rewritten by the next pass
+}
+
+// Passes of 8 tokens, or of up to 16 with kPassGroups = 2 (one MMA per k-step and 8 tokens; an expert with more
+// makes further passes, a pass of at most 8 runs one MMA: the decode, most of the work, is shared by the pass's
+// tokens; the sums are those of 8-token passes, bit for bit). kWarps warps split K; each
 // takes kInFlight consecutive tiles per round and issues all their loads, its tokens' values with them, before it
 // decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
 // Registers capped at 64: 8 CTAs of 4 warps per SM (6-7 at 72-80 uncapped), more weight loads in flight and the
-// down projection's 720 decode CTAs in one wave (ptxas: no spills). With 8 warps: 4 CTAs per SM.
-template <int kWarps, bool kSwiglu>
-__global__ void __launch_bounds__(kWarps * 32, 32 / kWarps) mxfp4_grouped_mma_kernel(KernelArgs a) {
+// down projection's 720 decode CTAs in one wave (ptxas: no spills). With 8 warps: 4 CTAs per SM. 16-token passes
+// hold twice the token values: capped at 80 (6 CTAs of 4 warps), where 64 spilled.
+template <int kWarps, bool kSwiglu, int kPassGroups>
+__global__ void __launch_bounds__(kWarps * 32, (kPassGroups == 1 ? 32 : 24) / kWarps)
+    mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
   if (e < 0) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
   const int row0 = blockIdx.x * kRowsPerCta;
   const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
   const std::int64_t base_g = expert_base + static_cast<std::int64_t>(row0 + g) * a.groups;
   const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
-  const int in = a.groups * 32;
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
   const int first = warp * kInFlight;
-  constexpr int kRound = kWarps * kInFlight;  // tiles between a warp's rounds
 
   TileLoad buf[kInFlight];
   auto load_round = [&](int base) {
@@ -55,60 +118,22 @@ __global__ void __launch_bounds__(kWarps * 32, 32 / kWarps) mxfp4_grouped_mma_ke
   load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
-  __shared__ float partial[kWarps][32][4];
+  __shared__ float partial[kWarps][kPassGroups][32][4];
 
-  for (int c0 = p_begin; c0 < p_end; c0 += kTokensPerMma) {
-    // This lane's B operand is token g of the pass.
-    const int p = c0 + g;
-    const __nv_bfloat16* xrow =
-        p < p_end ? a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in : nullptr;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-
-    for (int base = first; base < tiles; base += kRound) {
-      if (base != first || c0 != p_begin) load_round(base);
-      XTile xt[kInFlight];
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int grp = (base + u) * kGroupsPerTile + t;
-        xt[u] = load_x_tile(xrow, grp, grp < a.groups);
-      }
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const auto words = [&](int q) { return xt[u].v[q]; };
-        if (needs_two_multiplies(buf[u]))
-          mma_tile<true>(buf[u], words, acc);
-        else
-          mma_tile<false>(buf[u], words, acc);
-      }
-    }
-
-    // Split-K partials summed in warp order (deterministic) by warp 0.
-#pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][lane][i] = acc[i];
-    __syncthreads();
-    if (warp == 0) {
-      float v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float s = partial[0][lane][i];
-#pragma unroll
-        for (int w = 1; w < kWarps; ++w) s += partial[w][lane][i];
-        v[i] = s;
-      }
-      // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
-      const int p0 = c0 + 2 * t;
-      store_outputs<kSwiglu>(a, e, row0 + g, row0 + g + 8, p0, p0 + 1, p_end, v);
-    }
-    __syncthreads();  // partial[] is rewritten by the next pass
+  for (int c0 = p_begin; c0 < p_end; c0 += kPassGroups * kTokensPerMma) {
+    if (kPassGroups == 2 && p_end - c0 > kTokensPerMma)
+      run_pass<kWarps, kSwiglu, 2>(a, e, row0, c0, p_end, first, tiles, buf, load_round, c0 != p_begin, partial);
+    else
+      run_pass<kWarps, kSwiglu, 1>(a, e, row0, c0, p_end, first, tiles, buf, load_round, c0 != p_begin, partial);
   }
 }
 
-template <int kWarps>
+template <int kWarps, int kPassGroups>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true, kPassGroups>, grid, kWarps * 32, 0, stream, a);
   else
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false, kPassGroups>, grid, kWarps * 32, 0, stream, a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -142,7 +167,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, bool wide_split,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, int pass_tokens) {
   const char* op = "mxfp4_grouped_matmul_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
   if (w.out % kRowsPerCta != 0)
@@ -151,10 +176,15 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
+  if (pass_tokens == 0) pass_tokens = fused_moe_pass_tokens(groups.rows.numel(), launch_slots);
+  if (pass_tokens != 8 && pass_tokens != 16)
+    return make_error(std::string(op) + ": pass_tokens must be 8 or 16, got " + std::to_string(pass_tokens));
   if (wide_split)
-    launch<8>(args, swiglu != nullptr, grid, stream);
+    launch<8, 1>(args, swiglu != nullptr, grid, stream);
+  else if (pass_tokens == 16)
+    launch<4, 2>(args, swiglu != nullptr, grid, stream);
   else
-    launch<4>(args, swiglu != nullptr, grid, stream);
+    launch<4, 1>(args, swiglu != nullptr, grid, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_mma_kernel");
   return Status::success();
 }

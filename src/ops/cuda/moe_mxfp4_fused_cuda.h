@@ -41,11 +41,16 @@ struct DeviceExpertGroups {
 // the batch.
 inline bool fused_moe_wide_split(std::int64_t S, bool batch_invariant) { return S == 1 && !batch_invariant; }
 
-// x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is).
+// Tokens a CTA runs on each decoded weight tile (8 or 16; the same sums either way) for A assignments over
+// launch_slots CTAs per row tile: 16 where experts average 4 or more, so that many see more than 8.
+inline int fused_moe_pass_tokens(std::int64_t A, std::int64_t launch_slots) { return A >= 4 * launch_slots ? 16 : 8; }
+
+// x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is). pass_tokens: 8,
+// 16, or 0 for fused_moe_pass_tokens's choice (the wide split always makes passes of 8).
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, bool wide_split,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream, int pass_tokens = 0);
 
 // One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
 // ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or

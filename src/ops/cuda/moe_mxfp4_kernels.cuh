@@ -123,10 +123,12 @@ __device__ __forceinline__ std::uint32_t apply_scale(std::uint32_t v, const Grou
   return kTwo ? bf16x2_mul(v, s.second) : v;
 }
 
-// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps on the pass's 8 tokens; x(q) is
-// this lane's token values 8q..8q+7 of the group (an XTile's v[q], or read where they wait).
-template <bool kTwo, class XWords>
-__device__ __forceinline__ void mma_tile(const TileLoad& cur, const XWords& x, float (&acc)[4]) {
+// Decodes one tile (this lane's group of rows g and g + 8) and runs its 8 k-steps on kPasses groups of 8 tokens,
+// each decoded A fragment feeding every group's MMA (the decode is most of the cost: a second group of tokens is
+// nearly free); x(n, q) is this lane's values 8q..8q+7 of the group for its token in group n (an XTile's v[q], or
+// read where they wait). Each group's sums are those of a tile run on it alone, bit for bit.
+template <bool kTwo, int kPasses, class XWords>
+__device__ __forceinline__ void mma_tile_groups(const TileLoad& cur, const XWords& x, float (&acc)[kPasses][4]) {
   const GroupScale fg = group_scale(cur.sg), fh = group_scale(cur.sh);
   const std::uint32_t wg[4] = {cur.g.x, cur.g.y, cur.g.z, cur.g.w}, wh[4] = {cur.h.x, cur.h.y, cur.h.z, cur.h.w};
 #pragma unroll
@@ -140,10 +142,20 @@ __device__ __forceinline__ void mma_tile(const TileLoad& cur, const XWords& x, f
       const std::uint32_t a1 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b), fh);
       const std::uint32_t a2 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_g, hi_g, b + 1), fg);
       const std::uint32_t a3 = apply_scale<kTwo>(e2m1_pair_to_bf16x2_scaled_down(lo_h, hi_h, b + 1), fh);
-      const uint4 w = x(q);  // k-step 2q + half: bytes 16q + 8 half of the group
-      mma_bf16_16816(acc, a0, a1, a2, a3, half == 0 ? w.x : w.z, half == 0 ? w.y : w.w);
+#pragma unroll
+      for (int n = 0; n < kPasses; ++n) {
+        const uint4 w = x(n, q);  // k-step 2q + half: bytes 16q + 8 half of the group
+        mma_bf16_16816(acc[n], a0, a1, a2, a3, half == 0 ? w.x : w.z, half == 0 ? w.y : w.w);
+      }
     }
   }
+}
+
+// One group of 8 tokens: x(q) is this lane's token values 8q..8q+7 of the group.
+template <bool kTwo, class XWords>
+__device__ __forceinline__ void mma_tile(const TileLoad& cur, const XWords& x, float (&acc)[4]) {
+  mma_tile_groups<kTwo, 1>(cur, [&](int, int q) { return x(q); },
+                           reinterpret_cast<float (&)[1][4]>(acc));
 }
 
 struct KernelArgs {

@@ -22,11 +22,10 @@ constexpr int kRowBytes = kBK * 2;
 
 // Shared memory (from a 1,024-byte aligned base, as the swizzle needs): two decoded A tiles (the MMAs read one while
 // the next is written), a ring of token tiles and raw weight bytes (kStages k-tiles in flight), the scale block.
-// 2 CTAs per SM at every tile. Small token tiles leave room for a deeper ring: a CTA of a decode-sized batch moves
-// only ~6 KB a k-tile, so it needs more k-tiles in flight to cover the memory latency.
+// 2 CTAs per SM at every tile; the 32-token tile has room for a deeper ring.
 template <int kBN>
 struct Layout {
-  static constexpr int kStages = kBN == 128 ? 3 : kBN == 64 ? 4 : kBN == 32 ? 6 : 8;
+  static constexpr int kStages = kBN == 128 ? 3 : kBN == 64 ? 4 : 6;
   static constexpr int kATile = kBM * kRowBytes, kBTile = kBN * kRowBytes, kRaw = kThreads * 16;
   static constexpr int kA = 0, kB = kA + 2 * kATile, kRawAt = kB + kStages * kBTile, kScales = kRawAt + kStages * kRaw;
   static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
@@ -34,9 +33,7 @@ struct Layout {
 
 template <int kBN>
 __device__ __forceinline__ void mma_k16(float (&acc)[kBN / 2], std::uint64_t a, std::uint64_t b) {
-  if constexpr (kBN == 16)
-    wgmma::mma_m64n16k16_bf16(acc, a, b);
-  else if constexpr (kBN == 32)
+  if constexpr (kBN == 32)
     wgmma::mma_m64n32k16_bf16(acc, a, b);
   else if constexpr (kBN == 64)
     wgmma::mma_m64n64k16_bf16(acc, a, b);
@@ -75,13 +72,12 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
       wgmma::copy_16(smem + L::kScales + 16 * c, src + 16 * c, static_cast<unsigned>(min(16, bytes - 16 * c)));
   }
   // This thread's weight group (rows past `rows` read nothing: zeros) and its token rows: chunk q of tokens
-  // tid / 8 + 32 i below kBN (absent tokens read nothing: zeros; a 16-token tile needs only half the threads).
+  // tid / 8 + 32 i (absent tokens read nothing: zeros).
   const int w_row = tid / 2, w_half = tid % 2;
   const bool w_live = w_row < rows;
   const uint4* w_src = a.blocks + (block_row0 + (w_live ? w_row : 0)) * a.groups + w_half;
-  constexpr int kTokenCopies = (kBN + 31) / 32;
+  constexpr int kTokenCopies = kBN / 32;
   const int q = tid % 8;
-  const bool copies_tokens = tid / 8 < kBN;
   const __nv_bfloat16* x_src[kTokenCopies];
 #pragma unroll
   for (int i = 0; i < kTokenCopies; ++i) {
@@ -93,7 +89,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
     const int slot = kt % L::kStages;
     wgmma::copy_16(smem + L::kRawAt + slot * L::kRaw + 16 * tid, w_src + 2 * kt, w_live ? 16u : 0u);
 #pragma unroll
-    for (int i = 0; i < kTokenCopies && copies_tokens; ++i) {
+    for (int i = 0; i < kTokenCopies; ++i) {
       const int n = tid / 8 + 32 * i;
       unsigned char* dst = smem + L::kB + slot * L::kBTile + n * kRowBytes + 16 * wgmma::swizzled_chunk(n, q);
       wgmma::copy_16(dst, x_src[i] ? x_src[i] + kt * kBK : a.x, x_src[i] ? 16u : 0u);
@@ -181,9 +177,10 @@ bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w) {
 int mxfp4_wgmma_tile_tokens(std::int64_t assignments, std::int64_t n_experts) {
   // bench-moe (H200): 20b down shape, 512 tokens (64 an expert) 163 us on 128-token tiles against 194 on 64 (an
   // expert over 64 decodes its weights twice); 120b, 512 tokens (16 an expert): 592 against 493.
+  // 20b, 256 tokens (32 an expert): 135.6 us on 64-token tiles, 163.9 on 128, 167.3 on 32; 128 tokens (16 an
+  // expert) 118.0 on 32 against 135.1 on 64; 120b, 512 tokens (16 an expert) 434.8 on 32 against 500.2 on 64.
   if (assignments >= 48 * n_experts) return 128;
-  if (assignments >= 24 * n_experts) return 64;
-  return assignments >= 12 * n_experts ? 32 : 16;
+  return assignments >= 24 * n_experts ? 64 : 32;
 }
 
 std::int64_t mxfp4_wgmma_launch_slots(std::int64_t routed_experts_bound, std::int64_t assignments, int tile_tokens) {
@@ -200,15 +197,14 @@ Status mxfp4_grouped_gemm_wgmma_cuda(const Tensor& x, bool inputs_are_tokens, co
                       std::to_string(32 * kMaxGroups) + ", got " + std::to_string(w.out) + " x " +
                       std::to_string(w.in));
   if (!aligned_to(w.scales.raw(), 16)) return make_error(std::string(op) + ": scales must be 16-byte aligned");
-  if (tile_tokens != 16 && tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128)
-    return make_error(std::string(op) + ": tile_tokens must be 16, 32, 64 or 128, got " + std::to_string(tile_tokens));
+  if (tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128)
+    return make_error(std::string(op) + ": tile_tokens must be 32, 64 or 128, got " + std::to_string(tile_tokens));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((w.out + kBM - 1) / kBM), static_cast<unsigned>(launch_slots));
   const int E = static_cast<int>(w.n_experts);
   switch (tile_tokens) {
-    case 16: return swiglu ? launch<16, true>(args, E, grid, stream) : launch<16, false>(args, E, grid, stream);
     case 32: return swiglu ? launch<32, true>(args, E, grid, stream) : launch<32, false>(args, E, grid, stream);
     case 64: return swiglu ? launch<64, true>(args, E, grid, stream) : launch<64, false>(args, E, grid, stream);
     default: return swiglu ? launch<128, true>(args, E, grid, stream) : launch<128, false>(args, E, grid, stream);

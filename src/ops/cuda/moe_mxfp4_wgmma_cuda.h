@@ -3,7 +3,7 @@
 // tokens); here the weights' packed bytes and the token rows stream into shared memory through a ring of cp.async
 // stages, each thread decodes the bytes it copied (the exact E2M1 -> bf16 decode of every MXFP4 kernel) into the
 // 128-byte-swizzled A tile of the next k-step while the warpgroups' asynchronous MMAs run on the current one.
-// CTA = 2 warpgroups on 128 weight rows x 16 to 128 tokens of one routed expert, K in tiles of 64 (two groups).
+// CTA = 2 warpgroups on 128 weight rows x 32, 64 or 128 tokens of one routed expert, K in tiles of 64 (two groups).
 // Same inputs, outputs and epilogue (bias, SwiGLU of interleaved rows, rows by assignment) as
 // mxfp4_grouped_matmul_cuda; f32 sums in another order than the other kernels.
 #pragma once
@@ -25,10 +25,11 @@ namespace day0 {
 bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w);
 
 // run_fused_moe takes this GEMM from this many assignments per expert on average where the experts fit it (below:
-// the fused kernel).
-inline constexpr std::int64_t kMxfp4WgmmaMinTokensPerExpert = 8;
+// the fused kernel). bench-moe (H200, 20b down shape): at 16 an expert (128 tokens) 118.0 us on 32-token tiles
+// against the fused kernel's 141.6; at 8 (64 tokens) 117.9 against 86.7, and 16-token tiles did no better (107.0).
+inline constexpr std::int64_t kMxfp4WgmmaMinTokensPerExpert = 16;
 
-// Tokens per CTA (16, 32, 64 or 128) for A assignments over E experts, by the experts' average.
+// Tokens per CTA (32, 64 or 128) for A assignments over E experts, by the experts' average.
 int mxfp4_wgmma_tile_tokens(std::int64_t assignments, std::int64_t n_experts);
 
 // CTAs along the token axis covering every (routed expert, token tile) pair.

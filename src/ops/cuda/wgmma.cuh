@@ -54,14 +54,7 @@ __device__ __forceinline__ void copy_wait() {
 }
 
 // D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first).
-// N = 16 and 32: the token tiles of decode-sized batches, where experts see a handful of tokens each.
-__device__ __forceinline__ void mma_m64n16k16_bf16(float (&d)[8], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(a), "l"(b));
-}
-
+// N = 32: the token tile of batches where experts see ~16-24 tokens each.
 __device__ __forceinline__ void mma_m64n32k16_bf16(float (&d)[16], std::uint64_t a, std::uint64_t b) {
   asm volatile(
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
