@@ -1,10 +1,8 @@
 // Strict request JSON (RELIABILITY.md V1): every malformed body is a 400 invalid_request_error, named
-// where possible, and the pathological ones are refused in well under 100 ms.
+// where possible, and the pathological ones are refused at their limit, without reading on.
 #include "serve/json_body.h"
 
 #include <gtest/gtest.h>
-
-#include <chrono>
 
 #include "serve_test_util.h"
 
@@ -12,12 +10,6 @@ namespace day0 {
 namespace {
 
 using serve_test::expect_bad_request;
-
-double ms_to_parse(const std::string& body, ApiResult<nlohmann::ordered_json>* out) {
-  const auto t0 = std::chrono::steady_clock::now();
-  *out = parse_json_body(body);
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 TEST(JsonBody, a_valid_object_parses_and_keeps_the_clients_key_order) {
   const auto j = parse_json_body(R"({"zeta": 1, "alpha": {"b": [1, 2.5, "x", null, true]}, "mid": "caf\u00e9 \ud83d\ude00"})");
@@ -67,12 +59,11 @@ TEST(JsonBody, duplicate_keys_in_a_nested_object_name_the_nested_path) {
                      "stream_options.include_usage", "duplicate key");
 }
 
-TEST(JsonBody, ten_thousand_deep_nesting_is_refused_quickly) {
-  const std::string body = std::string(10000, '[') + std::string(10000, ']');
-  ApiResult<nlohmann::ordered_json> r = nlohmann::ordered_json();
-  const double ms = ms_to_parse(body, &r);
-  expect_bad_request(r, "", "deeper than 64");
-  EXPECT_LT(ms, 100.0);
+// "Refused quickly" without a clock (a time bound fails on a loaded machine): a byte that is not JSON sits just past
+// the limit, so a parser that read on, or parsed the whole body before checking, would report it instead.
+TEST(JsonBody, ten_thousand_deep_nesting_is_refused_at_the_limit_without_reading_on) {
+  const std::string body = std::string(70, '[') + "!" + std::string(9930, '[') + std::string(10000, ']');
+  expect_bad_request(parse_json_body(body), "", "deeper than 64");
 }
 
 TEST(JsonBody, deep_nesting_inside_a_field_names_where) {
@@ -82,14 +73,11 @@ TEST(JsonBody, deep_nesting_inside_a_field_names_where) {
   EXPECT_EQ(r.error().param.rfind("messages[0][0]", 0), 0u) << r.error().param;
 }
 
-TEST(JsonBody, a_million_element_array_is_refused_quickly_naming_the_field) {
+TEST(JsonBody, a_million_element_array_is_refused_at_the_limit_naming_the_field) {
   std::string body = R"({"prompt": [)";
-  for (int i = 0; i < 1000000; ++i) body += i ? ",1" : "1";
+  for (int i = 0; i < 1000000; ++i) body += i == 0 ? "1" : i == 262150 ? ",!" : ",1";  // not JSON past the limit
   body += "]}";
-  ApiResult<nlohmann::ordered_json> r = nlohmann::ordered_json();
-  const double ms = ms_to_parse(body, &r);
-  expect_bad_request(r, "prompt", "more than 262144 elements");
-  EXPECT_LT(ms, 100.0);
+  expect_bad_request(parse_json_body(body), "prompt", "more than 262144 elements");
 }
 
 TEST(JsonBody, array_length_limit_is_configurable) {

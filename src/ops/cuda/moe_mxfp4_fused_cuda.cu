@@ -17,8 +17,8 @@ namespace {
 
 using namespace mxfp4_kernels;
 
-constexpr int kRowsPerCta = 16;    // the MMA's M
-constexpr int kTokensPerMma = 8;   // the MMA's N
+constexpr int kRowsPerCta = 16;   // the MMA's M
+constexpr int kTokensPerMma = 8;  // the MMA's N
 // CTA shape: split-K warps (kWarps, a template parameter) x tiles each warp loads before it decodes. On the H200
 // (bench-moe, 20b and 120b down shapes) 4 x 1 was the fastest of 4 x 1, 4 x 6, 8 x 2 and 8 x 3 from 4 tokens on
 // (8 x 1: 32.0 / 48.3 / 172.7 us at 4 / 8 / 64 tokens against 30.5 / 44.2 / 128.0); at one token 8 x 1 wins
@@ -165,9 +165,8 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32
 }  // namespace
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
-                                 const DeviceExpertGroups& groups, bool wide_split,
-                                 std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                 cudaStream_t stream, int pass_tokens) {
+                                 const DeviceExpertGroups& groups, bool wide_split, std::int64_t launch_slots,
+                                 const SwigluParams* swiglu, Tensor& out, cudaStream_t stream, int pass_tokens) {
   const char* op = "mxfp4_grouped_matmul_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
   if (w.out % kRowsPerCta != 0)

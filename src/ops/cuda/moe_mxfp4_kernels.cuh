@@ -154,8 +154,8 @@ __device__ __forceinline__ void mma_tile_groups(const TileLoad& cur, const XWord
 // One group of 8 tokens: x(q) is this lane's token values 8q..8q+7 of the group.
 template <bool kTwo, class XWords>
 __device__ __forceinline__ void mma_tile(const TileLoad& cur, const XWords& x, float (&acc)[4]) {
-  mma_tile_groups<kTwo, 1>(cur, [&](int, int q) { return x(q); },
-                           reinterpret_cast<float (&)[1][4]>(acc));
+  mma_tile_groups<kTwo, 1>(
+      cur, [&](int, int q) { return x(q); }, reinterpret_cast<float(&)[1][4]>(acc));
 }
 
 struct KernelArgs {

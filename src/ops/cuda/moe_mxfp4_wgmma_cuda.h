@@ -25,8 +25,9 @@ namespace day0 {
 bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w);
 
 // run_fused_moe takes this GEMM from this many assignments per expert on average where the experts fit it (below:
-// the fused kernel). bench-moe (H200, 20b down shape): at 16 an expert (128 tokens) 118.0 us on 32-token tiles
-// against the fused kernel's 141.6; at 8 (64 tokens) 117.9 against 86.7, and 16-token tiles did no better (107.0).
+// the fused kernel). bench-moe (H200, 20b down shape): at 16 an expert (128 tokens) 114.6 us on 32-token tiles
+// against the fused kernel's 120.4 (16-token passes); at 8 (64 tokens) 114.3 against 77.3, and 16-token tiles
+// (tried, removed) did no better there (107.0).
 inline constexpr std::int64_t kMxfp4WgmmaMinTokensPerExpert = 16;
 
 // Tokens per CTA (32, 64 or 128) for A assignments over E experts, by the experts' average.
