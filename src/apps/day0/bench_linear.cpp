@@ -66,11 +66,7 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
           D0_ASSIGN_OR_RETURN(t.out, arena.allocate({M, t.w.size(0)}, DType::f32, "bench out"));
         }
       int i = 0;
-      auto small_split = [&](int k_split) {
-        return [&, k_split] {
-          return linear_small_cuda(x, sets[static_cast<size_t>(i++ % copies)], ctx.stream(), k_split);
-        };
-      };
+      auto small = [&] { return linear_small_cuda(x, sets[static_cast<size_t>(i++ % copies)], ctx.stream()); };
       auto cublas = [&]() -> Status {
         D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, ctx.stream()));
         for (LinearTarget& t : sets[static_cast<size_t>(i++ % copies)])
@@ -83,10 +79,7 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
         std::function<Status()> fn;
         bool fits;
       };
-      const bool small = M <= kLinearSmallMaxRows;
-      for (const Path& p :
-           {Path{"small-M kernel", small_split(0), small}, Path{"  whole K a CTA", small_split(1), small},
-            Path{"  K in 2 CTAs", small_split(2), small}, Path{"cuBLASLt", cublas, true}}) {
+      for (const Path& p : {Path{"small-M kernel", small, M <= kLinearSmallMaxRows}, Path{"cuBLASLt", cublas, true}}) {
         if (!p.fits) continue;
         D0_ASSIGN_OR_RETURN(double s, time_graph_median(ctx, 9, p.fn, 4 * copies));
         const double bw = bytes / s;

@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <utility>
 
 namespace day0 {
 
@@ -20,39 +19,22 @@ void set_dependent_launch(bool on);
 bool dependent_launch_enabled();
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when the switch is on (an ordinary launch
-// otherwise), in clusters of cluster_x consecutive CTAs along x where cluster_x > 1 (thread block clusters,
-// sm_90: the CTAs of a cluster run at once and read each other's shared memory); the launcher checks the result
-// as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
+// otherwise); the launcher checks the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
 template <class... Params, class... Args>
-void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster_x,
-                               std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attribute[2];
-  unsigned n = 0;
-  if (dependent_launch_enabled()) {
-    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[n++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cluster_x > 1) {
-    attribute[n].id = cudaLaunchAttributeClusterDimension;
-    attribute[n].val.clusterDim.x = cluster_x;
-    attribute[n].val.clusterDim.y = 1;
-    attribute[n++].val.clusterDim.z = 1;
-  }
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = n;
+  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
   // The result also lands in cudaGetLastError, which the launchers read.
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
-template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-                      Args&&... args) {
-  launch_dependent_clusters(kernel, grid, block, 1, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__

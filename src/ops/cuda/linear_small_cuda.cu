@@ -1,7 +1,6 @@
 // Small-M dense linear on tensor cores: see the header for the scheme.
 #include "ops/cuda/linear_small_cuda.h"
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -18,13 +17,9 @@ namespace {
 constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
 // CTA shapes: split-K warps x 32-wide k blocks whose weights a lane loads before it multiplies. Many row tiles
-// (lm_head): 8 x 4, several CTAs per SM. Some hundreds (q/k/v, o): a cluster of two 4 x 4 CTAs per tile, each on
-// half of K: 320 or 180 tiles of 8 warps left SMs with 2 or 3 CTAs (1 or 2 for o) side by side, where a tile's
-// two halves spread over every SM in one wave. A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on one
-// SM each, so a row tile of K = 2,880 is a single round of loads, issued before the dependent wait.
+// (q/k/v, o): 8 x 4, several CTAs per SM. A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on one SM
+// each, so a row tile of K = 2,880 is a single round of loads, issued before the dependent wait.
 constexpr int kWarps = 8, kInFlight = 4;
-constexpr int kSplitWarps = 4;
-constexpr std::int64_t kSplitMaxTiles = 1024;
 constexpr int kWideWarps = 16, kWideInFlight = 8;
 constexpr std::int64_t kWideMaxTiles = 16;
 
@@ -64,24 +59,18 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // kTiles MMAs of 8 tokens: M <= 8 kTiles. Lane (g, t) of a warp owns, in every 32-wide k block, the 8 contiguous
 // values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
 // the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
-// kSplit CTAs (a cluster) share a row tile, CTA r on the r-th part of the k blocks; CTA 0 adds the others'
-// sums to its own in rank order (deterministic: the shape follows N only).
-// Registers capped so 4 CTAs of 8 warps (one token tile) or 3 (two) fit an SM, 8 or 6 of 4 warps: q/k/v's 320
-// CTAs in one wave instead of 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide
-// shape takes a whole SM.
-template <int kTiles, int kWarps, int kInFlight, int kSplit>
-__global__ void __launch_bounds__(kWarps * 32, kWarps <= 8 ? (kTiles == 1 ? 32 : 24) / kWarps : 1)
-    linear_small_kernel(Args a) {
-  const int tile_index = static_cast<int>(blockIdx.x) / kSplit, part = static_cast<int>(blockIdx.x) % kSplit;
+// Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
+// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide shape takes a whole SM.
+template <int kTiles, int kWarps, int kInFlight>
+__global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 3) : 1) linear_small_kernel(Args a) {
   Target tg = a.t[0];
 #pragma unroll
   for (int i = 1; i < kLinearSmallMaxTargets; ++i)
-    if (i < a.n_targets && tile_index >= a.t[i].tile_begin) tg = a.t[i];
+    if (i < a.n_targets && static_cast<int>(blockIdx.x) >= a.t[i].tile_begin) tg = a.t[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row0 = (tile_index - tg.tile_begin) * kRowsPerCta;
+  const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
   const int chunks = a.k / 8;  // 16-byte pieces of a row
-  const int part_blocks = ((chunks + 3) / 4 + kSplit - 1) / kSplit;
-  const int kb_begin = part * part_blocks, k_blocks = min((chunks + 3) / 4, kb_begin + part_blocks);
+  const int k_blocks = (chunks + 3) / 4;
   // Rows past N read the last row (in bounds) and are not stored.
   const uint4* w_lo = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g, tg.n - 1)) * a.k);
   const uint4* w_hi =
@@ -104,25 +93,24 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps <= 8 ? (kTiles == 1 ? 32 :
     for (int u = 0; u < kInFlight; ++u) {
       const int c = (kb0 + u) * 4 + t;
       lo[u] = hi[u] = make_uint4(0, 0, 0, 0);
-      if (c < chunks && kb0 + u < k_blocks) {
+      if (c < chunks) {
         lo[u] = load_streaming(w_lo + c);
         hi[u] = load_streaming(w_hi + c);
       }
     }
   };
   // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
-  const int first = kb_begin + warp * kInFlight;
-  load_weights(first);
+  load_weights(warp * kInFlight);
   begin_dependent_grid();
-  for (int kb0 = first; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
-    if (kb0 != first) load_weights(kb0);
+  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
+    if (kb0 != warp * kInFlight) load_weights(kb0);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int c = (kb0 + u) * 4 + t;
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         std::uint32_t b[4] = {0, 0, 0, 0};
-        if (x_row[i] != nullptr && c < chunks && kb0 + u < k_blocks) {
+        if (x_row[i] != nullptr && c < chunks) {
           const float4 p = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c);
           const float4 q = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c + 1);
           b[0] = pack_bf16x2(p.x, p.y);
@@ -143,7 +131,8 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps <= 8 ? (kTiles == 1 ? 32 :
 #pragma unroll
     for (int j = 0; j < 4; ++j) partial[warp][i][lane][j] = acc[i][j];
   __syncthreads();
-  const int tile = min(warp, kTiles - 1);
+  if (warp >= kTiles) return;
+  const int tile = warp;
   float v[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -152,24 +141,6 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps <= 8 ? (kTiles == 1 ? 32 :
     for (int w = 1; w < kWarps; ++w) s += partial[w][tile][lane][j];
     v[j] = s;
   }
-  if constexpr (kSplit > 1) {  // every thread takes part in the cluster barriers
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    __shared__ float sums[kTiles][32][4];
-    if (warp < kTiles)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) sums[tile][lane][j] = v[j];
-    cluster.sync();  // every CTA's sums are written
-    if (part == 0 && warp < kTiles)
-      for (int r = 1; r < kSplit; ++r) {
-        const float* other = cluster.map_shared_rank(&sums[tile][lane][0], r);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] += other[j];
-      }
-    cluster.sync();  // the others' shared memory stays until CTA 0 has read it
-    if (part != 0) return;
-  }
-  if (warp >= kTiles) return;
   // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -189,7 +160,7 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
   return true;
 }
 
-Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream, int k_split) {
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
   const char* op = "linear_small_cuda";
   if (!linear_small_fits(x, targets, kLinearSmallMaxSlicedRows))
     return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxSlicedRows) +
@@ -225,33 +196,20 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
     tiles += (N + kRowsPerCta - 1) / kRowsPerCta;
     if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");
   }
-  if (k_split < 0 || k_split > 2)
-    return make_error(std::string(op) + ": k_split must be 0 (by shape), 1 or 2, got " + std::to_string(k_split));
-  if (k_split == 0) k_split = tiles > kWideMaxTiles && tiles <= kSplitMaxTiles ? 2 : 1;
   const std::int64_t slices = (M + kLinearSmallMaxRows - 1) / kLinearSmallMaxRows;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), block(kWarps * 32);
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
-  const bool one_tile = M <= kTokensPerMma;
   // The shape follows N only: a token's sums do not depend on the batch around it.
-  if (k_split == 2) {
-    const dim3 split_grid(static_cast<unsigned>(2 * tiles), static_cast<unsigned>(slices)),
-        split_block(kSplitWarps * 32);
-    if (one_tile)
-      launch_dependent_clusters(linear_small_kernel<1, kSplitWarps, kInFlight, 2>, split_grid, split_block, 2, 0,
-                                stream, a);
-    else
-      launch_dependent_clusters(linear_small_kernel<2, kSplitWarps, kInFlight, 2>, split_grid, split_block, 2, 0,
-                                stream, a);
-  } else if (tiles <= kWideMaxTiles) {
+  if (tiles <= kWideMaxTiles) {
     const dim3 wide_block(kWideWarps * 32);
-    if (one_tile)
-      launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight, 1>, grid, wide_block, 0, stream, a);
+    if (M <= kTokensPerMma)
+      launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
     else
-      launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight, 1>, grid, wide_block, 0, stream, a);
-  } else if (one_tile) {
-    launch_dependent(linear_small_kernel<1, kWarps, kInFlight, 1>, grid, block, 0, stream, a);
+      launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
+  } else if (M <= kTokensPerMma) {
+    launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, block, 0, stream, a);
   } else {
-    launch_dependent(linear_small_kernel<2, kWarps, kInFlight, 1>, grid, block, 0, stream, a);
+    launch_dependent(linear_small_kernel<2, kWarps, kInFlight>, grid, block, 0, stream, a);
   }
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();

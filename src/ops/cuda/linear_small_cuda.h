@@ -2,9 +2,8 @@
 // MMAs with the weights as the MMA's M side and the tokens as its N side, so a decode step reads every weight
 // byte once at close to HBM bandwidth (cuBLASLt's M = 1 kernels reach a fraction of it), with x converted to bf16
 // in registers (no separate conversion pass) and up to 4 weights of one input in one launch (q, k, v).
-// Scheme: a CTA of 8 warps owns 16 output rows and splits K between its warps (or two CTAs of 4 warps, a cluster,
-// split it: see k_split); each lane loads 16 contiguous bytes of two weight rows per 32-wide k block, 4 blocks in
-// flight, summed across warps and CTAs in a fixed order.
+// Scheme: a CTA of 8 warps owns 16 output rows and splits K between its warps; each lane loads 16 contiguous bytes
+// of two weight rows per 32-wide k block, 4 blocks in flight, summed across warps in a fixed order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,9 +34,6 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 // bf16 weights, summed in f32 (the same values cuBLASLt's bf16 GEMM multiplies; the order of the sum differs).
 // A dependent launch (dependent_launch.h): the first weight loads go out before the kernel waits for the one
 // before it, so w must not be what that kernel writes (model weights never are).
-// k_split: CTAs per 16-row tile, each on a part of K (2: a cluster of two, summed in a fixed order), or 0 for the
-// choice by shape (2 from 17 to 1,024 tiles). The sums depend on N and K only, never on M.
-Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream,
-                         int k_split = 0);
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
 
 }  // namespace day0
