@@ -173,11 +173,11 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
+  if (pass_tokens != 0 && pass_tokens != 8 && pass_tokens != 16)
+    return make_error(std::string(op) + ": pass_tokens must be 0, 8 or 16, got " + std::to_string(pass_tokens));
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
   if (pass_tokens == 0) pass_tokens = fused_moe_pass_tokens(groups.rows.numel(), launch_slots);
-  if (pass_tokens != 8 && pass_tokens != 16)
-    return make_error(std::string(op) + ": pass_tokens must be 8 or 16, got " + std::to_string(pass_tokens));
   if (wide_split)
     launch<8, 1>(args, swiglu != nullptr, grid, stream);
   else if (pass_tokens == 16)
