@@ -26,12 +26,13 @@ constexpr int kTokensPerMma = 8;  // the MMA's N
 constexpr int kInFlight = 1;
 
 // One pass of the kernel below over kGroups groups of 8 tokens from grouped entry c0: every tile of the warp's K
-// share decoded once for all of them, then the split-K partials summed in warp order (deterministic) by warp 0.
-// Lane (g, t)'s B operand in group n is token c0 + 8 n + g. `reload`: buf holds an earlier pass's tiles.
-template <int kWarps, bool kSwiglu, int kGroups, int kSlots, class LoadRound>
+// share (of each of the CTA's kRowTiles row tiles) decoded once for all of them, then the split-K partials summed
+// in warp order (deterministic), row tile r by warp r. Lane (g, t)'s B operand in group n is token c0 + 8 n + g;
+// it is loaded once per k-tile for all the row tiles. `reload`: buf holds an earlier pass's tiles.
+template <int kWarps, bool kSwiglu, int kGroups, int kSlots, int kRowTiles, class LoadRound>
 __device__ __forceinline__ void run_pass(const KernelArgs& a, int e, int row0, int c0, int p_end, int first, int tiles,
-                                         TileLoad (&buf)[kInFlight], const LoadRound& load_round, bool reload,
-                                         float (&partial)[kWarps][kSlots][32][4]) {
+                                         TileLoad (&buf)[kInFlight][kRowTiles], const LoadRound& load_round,
+                                         bool reload, float (&partial)[kWarps][kRowTiles][kSlots][32][4]) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int in = a.groups * 32;
   constexpr int kRound = kWarps * kInFlight;  // tiles between a warp's rounds
@@ -41,7 +42,7 @@ __device__ __forceinline__ void run_pass(const KernelArgs& a, int e, int row0, i
     const int p = c0 + kTokensPerMma * n + g;
     xrow[n] = p < p_end ? a.x + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in : nullptr;
   }
-  float acc[kGroups][4] = {};
+  float acc[kRowTiles][kGroups][4] = {};
 
   for (int base = first; base < tiles; base += kRound) {
     if (base != first || reload) load_round(base);
@@ -55,32 +56,38 @@ __device__ __forceinline__ void run_pass(const KernelArgs& a, int e, int row0, i
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const auto words = [&](int n, int q) { return xt[u][n].v[q]; };
-      if (needs_two_multiplies(buf[u]))
-        mma_tile_groups<true, kGroups>(buf[u], words, acc);
-      else
-        mma_tile_groups<false, kGroups>(buf[u], words, acc);
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r) {
+        if (needs_two_multiplies(buf[u][r]))
+          mma_tile_groups<true, kGroups>(buf[u][r], words, acc[r]);
+        else
+          mma_tile_groups<false, kGroups>(buf[u][r], words, acc[r]);
+      }
     }
   }
 
 #pragma unroll
-  for (int n = 0; n < kGroups; ++n)
+  for (int r = 0; r < kRowTiles; ++r)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][n][lane][i] = acc[n][i];
+    for (int n = 0; n < kGroups; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[warp][r][n][lane][i] = acc[r][n][i];
   __syncthreads();
-  if (warp == 0) {
+  if (warp < kRowTiles) {
+    const int r = warp;
 #pragma unroll
     for (int n = 0; n < kGroups; ++n) {
       float v[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        float s = partial[0][n][lane][i];
+        float s = partial[0][r][n][lane][i];
 #pragma unroll
-        for (int w = 1; w < kWarps; ++w) s += partial[w][n][lane][i];
+        for (int w = 1; w < kWarps; ++w) s += partial[w][r][n][lane][i];
         v[i] = s;
       }
       // v[0], v[1]: row g, tokens 2t, 2t + 1 of the group; v[2], v[3]: row g + 8, the same tokens.
-      const int p0 = c0 + kTokensPerMma * n + 2 * t;
-      store_outputs<kSwiglu>(a, e, row0 + g, row0 + g + 8, p0, p0 + 1, p_end, v);
+      const int p0 = c0 + kTokensPerMma * n + 2 * t, r0 = row0 + kRowsPerCta * r;
+      store_outputs<kSwiglu>(a, e, r0 + g, r0 + g + 8, p0, p0 + 1, p_end, v);
     }
   }
   __syncthreads();  // partial[] is rewritten by the next pass
@@ -90,35 +97,49 @@ __device__ __forceinline__ void run_pass(const KernelArgs& a, int e, int row0, i
 // makes further passes, a pass of at most 8 runs one MMA: the decode, most of the work, is shared by the pass's
 // tokens; the sums are those of 8-token passes, bit for bit). kWarps warps split K; each
 // takes kInFlight consecutive tiles per round and issues all their loads, its tokens' values with them, before it
-// decodes the first. kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
+// decodes the first. kRowTiles row tiles of 16 per CTA share each load of the token values (the same sums).
+// kSwiglu: bf16 h by grouped entry; else f32 rows by assignment.
 // Registers capped at 64: 8 CTAs of 4 warps per SM (6-7 at 72-80 uncapped), more weight loads in flight and the
 // down projection's 720 decode CTAs in one wave (ptxas: no spills). With 8 warps: 4 CTAs per SM. 16-token passes
-// hold twice the token values: capped at 80 (6 CTAs of 4 warps), where 64 spilled.
-template <int kWarps, bool kSwiglu, int kPassGroups>
-__global__ void __launch_bounds__(kWarps * 32, (kPassGroups == 1 ? 32 : 24) / kWarps)
+// hold twice the token values: capped at 80 (6 CTAs of 4 warps), where 64 spilled. Two row tiles hold two tiles'
+// weights and sums: 80 registers with 8-token passes (6 CTAs), 118 with 16 (4 CTAs), no spills.
+template <int kWarps, int kPassGroups, int kRowTiles>
+constexpr int fused_ctas_per_sm() {
+  if (kRowTiles == 1) return (kPassGroups == 1 ? 32 : 24) / kWarps;
+  return kPassGroups == 1 ? 6 : 4;
+}
+
+template <int kWarps, bool kSwiglu, int kPassGroups, int kRowTiles>
+__global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassGroups, kRowTiles>()))
     mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
   // experts[] is -1 past the routed ones: a CTA past them stops without reading a routed count first.
   const int e = a.experts[blockIdx.y];
   if (e < 0) return;
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  const int row0 = blockIdx.x * kRowsPerCta;
+  const int row0 = blockIdx.x * kRowsPerCta * kRowTiles;
   const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
-  const std::int64_t base_g = expert_base + static_cast<std::int64_t>(row0 + g) * a.groups;
-  const std::int64_t base_h = base_g + static_cast<std::int64_t>(8) * a.groups;
+  std::int64_t base_g[kRowTiles], base_h[kRowTiles];
+#pragma unroll
+  for (int r = 0; r < kRowTiles; ++r) {
+    base_g[r] = expert_base + static_cast<std::int64_t>(row0 + kRowsPerCta * r + g) * a.groups;
+    base_h[r] = base_g[r] + static_cast<std::int64_t>(8) * a.groups;
+  }
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
   const int first = warp * kInFlight;
 
-  TileLoad buf[kInFlight];
+  TileLoad buf[kInFlight][kRowTiles];
   auto load_round = [&](int base) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u)
-      buf[u] = load_tile(a.blocks, a.scales, a.groups, base_g, base_h, (base + u) * kGroupsPerTile + t);
+#pragma unroll
+      for (int r = 0; r < kRowTiles; ++r)
+        buf[u][r] = load_tile(a.blocks, a.scales, a.groups, base_g[r], base_h[r], (base + u) * kGroupsPerTile + t);
   };
   load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
 
-  __shared__ float partial[kWarps][kPassGroups][32][4];
+  __shared__ float partial[kWarps][kRowTiles][kPassGroups][32][4];
 
   for (int c0 = p_begin; c0 < p_end; c0 += kPassGroups * kTokensPerMma) {
     if (kPassGroups == 2 && p_end - c0 > kTokensPerMma)
@@ -128,12 +149,14 @@ __global__ void __launch_bounds__(kWarps * 32, (kPassGroups == 1 ? 32 : 24) / kW
   }
 }
 
-template <int kWarps, int kPassGroups>
+template <int kWarps, int kPassGroups, int kRowTiles = 1>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
+  grid.x /= kRowTiles;
   if (swiglu)
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true, kPassGroups>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true, kPassGroups, kRowTiles>, grid, kWarps * 32, 0, stream, a);
   else
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false, kPassGroups>, grid, kWarps * 32, 0, stream, a);
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false, kPassGroups, kRowTiles>, grid, kWarps * 32, 0, stream,
+                     a);
 }
 
 __global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
@@ -178,12 +201,16 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
   if (pass_tokens == 0) pass_tokens = fused_moe_pass_tokens(groups.rows.numel(), launch_slots);
+  // Two row tiles a CTA where out allows: bench-moe (H200, 20b down shape) 8 / 32 / 64 / 128 / 256 tokens 39.9 /
+  // 60.5 / 76.7 / 118.2 / 214.6 us on one, 38.8 / 57.0 / 73.6 / 103.0 / 173.3 on two (the same sums).
+  const bool swiglu_out = swiglu != nullptr;
   if (wide_split)
-    launch<8, 1>(args, swiglu != nullptr, grid, stream);
-  else if (pass_tokens == 16)
-    launch<4, 2>(args, swiglu != nullptr, grid, stream);
+    launch<8, 1>(args, swiglu_out, grid, stream);
+  else if (w.out % (2 * kRowsPerCta) != 0)
+    pass_tokens == 16 ? launch<4, 2>(args, swiglu_out, grid, stream) : launch<4, 1>(args, swiglu_out, grid, stream);
   else
-    launch<4, 1>(args, swiglu != nullptr, grid, stream);
+    pass_tokens == 16 ? launch<4, 2, 2>(args, swiglu_out, grid, stream)
+                      : launch<4, 1, 2>(args, swiglu_out, grid, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_grouped_mma_kernel");
   return Status::success();
 }

@@ -2,8 +2,9 @@
 // read once, straight from where they were uploaded, and decoded in registers, with no conversion pass and no
 // per-expert launches. Token-to-expert grouping comes from group_by_expert_cuda, so nothing waits for the host.
 //
-// One CTA = 4 warps (8 for a single token) on 16 output rows of one routed expert; the warps split K (the
-// 32-value MXFP4 groups) and sum their partials in a fixed order. Each lane loads one whole 16-byte group of two
+// One CTA = 4 warps (8 for a single token) on 32 output rows of one routed expert (two tiles of 16 sharing each
+// load of the token values; one where out is not a multiple of 32); the warps split K (the 32-value MXFP4
+// groups) and sum their partials in a fixed order. Each lane loads one whole 16-byte group of two
 // rows (g and g + 8) per 128-value tile and its token's 32 values with it, decodes byte pairs to bf16 (E2M1 ->
 // bf16 by bit moves, times 2^(scale - 1) in a bf16x2 multiply: exact, so the weights equal
 // mxfp4_experts_to_bf16_cuda's bit for bit) and feeds mma.sync m16n8k16 with the K axis permuted so that a lane's

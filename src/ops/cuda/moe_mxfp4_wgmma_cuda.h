@@ -25,10 +25,10 @@ namespace day0 {
 bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w);
 
 // run_fused_moe takes this GEMM from this many assignments per expert on average where the experts fit it (below:
-// the fused kernel). bench-moe (H200, 20b down shape): at 16 an expert (128 tokens) 114.6 us on 32-token tiles
-// against the fused kernel's 120.4 (16-token passes); at 8 (64 tokens) 114.3 against 77.3, and 16-token tiles
-// (tried, removed) did no better there (107.0).
-inline constexpr std::int64_t kMxfp4WgmmaMinTokensPerExpert = 16;
+// the fused kernel). bench-moe (H200, 20b down shape): at 16 an expert (128 tokens) the fused kernel on two row
+// tiles takes 103.0 us against 114.1 here (32-token tiles); at 32 (256 tokens) 173.3 against ~135 (64-token
+// tiles); at 8 (64 tokens) 73.6 against 114.1, and 16-token tiles (tried, removed) did no better (107.0).
+inline constexpr std::int64_t kMxfp4WgmmaMinTokensPerExpert = 24;
 
 // Tokens per CTA (32, 64 or 128) for A assignments over E experts, by the experts' average.
 int mxfp4_wgmma_tile_tokens(std::int64_t assignments, std::int64_t n_experts);
