@@ -85,8 +85,9 @@ void check_batched_equals_solo(const LoadOptions& base, double tolerance,
     for (size_t i = 0; i < seqs.size(); ++i) {
       Seq& s = seqs[i];
       if (step < s.joins_at || static_cast<int>(s.generated.size()) == kNew) continue;
-      if (s.computed == 0 && !cache.contains(static_cast<SeqId>(i)))
+      if (s.computed == 0 && !cache.contains(static_cast<SeqId>(i))) {
         ASSERT_TRUE(cache.allocate(static_cast<SeqId>(i), s.tokens).ok());
+      }
       const std::int64_t n = std::min<std::int64_t>(chunk, static_cast<std::int64_t>(s.tokens.size()) - s.computed);
       const bool finishes_prompt = s.computed + n == static_cast<std::int64_t>(s.tokens.size());
       batch.push_back({std::span(s.tokens).subspan(s.computed, n), s.computed, cache.block_table(SeqId(i)),
