@@ -73,8 +73,9 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   const std::vector<std::int64_t> widths = kv_row_widths(spec);
   for (size_t i = 0; i < widths.size(); ++i) {
     const Shape shape{widths[i] > 0 ? pool_blocks * options.block_size : 0, widths[i]};
-    D0_ASSIGN_OR_RETURN(Tensor k, ops.allocate(shape, DType::f32, "kv cache: " + layer_tap(int(i), "keys")));
-    D0_ASSIGN_OR_RETURN(Tensor v, ops.allocate(shape, DType::f32, "kv cache: " + layer_tap(int(i), "values")));
+    const DType kv = ops.kv_cache_dtype();
+    D0_ASSIGN_OR_RETURN(Tensor k, ops.allocate(shape, kv, "kv cache: " + layer_tap(int(i), "keys")));
+    D0_ASSIGN_OR_RETURN(Tensor v, ops.allocate(shape, kv, "kv cache: " + layer_tap(int(i), "values")));
     ex->k_pool_.push_back(std::move(k));
     ex->v_pool_.push_back(std::move(v));
   }

@@ -89,6 +89,8 @@ class Ops {
 
   // ---- memory
   virtual Device device() const = 0;
+  // The element type of the KV pools the executor allocates (kv_write, rope_kv_write and paged_attention take it).
+  virtual DType kv_cache_dtype() const { return DType::f32; }
   // Reserves what `plan` needs (workspaces) once; call before the first op.
   virtual Status plan(const OpsPlan& plan) = 0;
   // The checkpoint's tensors (host, usually mmap views) made usable by this backend's ops: the CPU uses them

@@ -25,7 +25,13 @@ static std::string known_backends() {
 }
 
 Result<std::unique_ptr<Ops>> make_ops(std::string_view backend, const BackendOptions& options) {
-  if (backend == "cpu") return std::unique_ptr<Ops>(std::make_unique<CpuOps>());
+  if (options.kv_cache_dtype != DType::f32 && options.kv_cache_dtype != DType::bf16)
+    return make_error("kv cache dtype must be f32 or bf16, got " + std::string(dtype_name(options.kv_cache_dtype)));
+  if (backend == "cpu") {
+    if (options.kv_cache_dtype != DType::f32)
+      return make_error("the cpu backend keeps its KV cache in f32 (a bf16 KV cache is for the cuda backend)");
+    return std::unique_ptr<Ops>(std::make_unique<CpuOps>());
+  }
   if (backend == "cuda") {
     D0_ASSIGN_OR_RETURN(std::unique_ptr<CudaOps> ops, CudaOps::create(options));
     return std::unique_ptr<Ops>(std::move(ops));

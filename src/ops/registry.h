@@ -43,6 +43,9 @@ struct BackendOptions {
   // Kernels of a step launched as programmatic dependents (ops/cuda/dependent_launch.h): each may be scheduled
   // while the one before finishes. Same arithmetic either way; false for A/B measurement and profiled runs.
   bool dependent_launch = true;
+  // The KV cache's element type: f32, or bf16 (cuda only: half the bytes a decode step's attention reads and half
+  // the memory a token holds; K and V rounded to bf16 as they are written, as a bf16 model computes them).
+  DType kv_cache_dtype = DType::f32;
 
   std::int64_t fused_moe_tokens() const {
     return fused_moe_max_tokens.value_or(expert_compute == ExpertCompute::fp8 ? kFp8FusedMoeTokens

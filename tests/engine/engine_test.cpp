@@ -184,8 +184,9 @@ TEST(Engine, seeded_sampling_is_reproducible_whatever_else_is_in_the_batch) {
     r.sampling.seed = 1234;
     r.sampling.max_tokens = 12;
     EXPECT_TRUE((*engine)->submit(r, c.sink(0)).ok());
-    if (crowded)
+    if (crowded) {
       for (int i = 1; i < 6; ++i) EXPECT_TRUE((*engine)->submit(greedy_request(prompt(4 + i, i), 12), c.sink(i)).ok());
+    }
     c.wait(crowded ? 6 : 1);
     return c.tokens_[0];
   };

@@ -2,11 +2,13 @@
 // bf16 matmuls with f32 accumulation, f32 activations. Every tap within 2e-2 relative (the bound for a
 // bf16 path; bf16 keeps 8 mantissa bits, 2^-9 = 2e-3 per rounding, compounded over 2 layers and a few GEMMs),
 // and the 32-token greedy continuation identical — or, where it differs, the reference's own logit gap at that
-// step is a near-tie (within the same 2e-2 of its largest logit), which bf16 may flip.
+// step is a near-tie (within the same 2e-2 of its largest logit), which bf16 may flip. The same bound holds with
+// the bf16 KV cache (K and V rounded once more, 2^-9).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "model/load.h"
 #include "model/reference_compare.h"
@@ -19,21 +21,24 @@ namespace {
 const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
 constexpr double kTolerance = 2e-2;
 
-Result<LoadedModel> load_cuda(std::int64_t max_tokens) {
+Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32) {
   LoadOptions o;
   o.backend = "cuda";
   o.max_tokens = max_tokens;
+  o.backend_options.kv_cache_dtype = kv_cache;
   o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
   return load_model(kModel, o);
 }
 
-class CudaGptOssFixture : public ::testing::TestWithParam<int> {};
+// (prompt, KV cache dtype)
+class CudaGptOssFixture : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(CudaGptOssFixture, every_tap_within_2e2_and_greedy_identical_or_a_near_tie) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  auto model = load_cuda(256);
+  const auto [prompt, kv_cache] = GetParam();
+  auto model = load_cuda(256, kv_cache);
   ASSERT_TRUE(model.ok()) << model.error().message;
-  const std::string dump = kModel + "/reference/prompt" + std::to_string(GetParam()) + ".safetensors";
+  const std::string dump = kModel + "/reference/prompt" + std::to_string(prompt) + ".safetensors";
   auto cmp = compare_with_reference(*model->executor, dump, kTolerance);
   ASSERT_TRUE(cmp.ok()) << cmp.error().message;
   EXPECT_TRUE(cmp->missing.empty());
@@ -59,7 +64,8 @@ TEST_P(CudaGptOssFixture, every_tap_within_2e2_and_greedy_identical_or_a_near_ti
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Prompts, CudaGptOssFixture, ::testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(Prompts, CudaGptOssFixture,
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(DType::f32, DType::bf16)));
 
 TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_prefill_of_the_same_tokens) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";

@@ -186,6 +186,19 @@ TEST(OpRegistry, make_ops_cpu_gives_the_cpu_backend) {
   EXPECT_EQ((*ops)->backend(), "cpu");
 }
 
+// A bf16 KV cache is a cuda option; other dtypes are refused before any device is touched.
+TEST(OpRegistry, the_cpu_backend_refuses_a_bf16_kv_cache_by_name) {
+  BackendOptions o;
+  o.kv_cache_dtype = DType::bf16;
+  auto cpu = make_ops("cpu", o);
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_NE(cpu.error().message.find("KV cache"), std::string::npos) << cpu.error().message;
+  o.kv_cache_dtype = DType::f16;
+  auto bad = make_ops("cuda", o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("f32 or bf16"), std::string::npos) << bad.error().message;
+}
+
 TEST(OpRegistry, unknown_backend_error_lists_the_known_backends) {
   auto ops = make_ops("nope");
   ASSERT_FALSE(ops.ok());

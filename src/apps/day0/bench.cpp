@@ -56,9 +56,14 @@ double prefill_flops(const ModelSpec& spec, std::int64_t tokens) {
   return 2.0 * active * double(tokens);
 }
 
-double kv_bytes_per_token(const ModelSpec& spec) {
+// K and V bytes one decode query reads at context C: every layer's rows, a sliding-window layer's last `window`.
+double kv_bytes_read(const ModelSpec& spec, std::int64_t C, DType kv) {
   double b = 0;
-  for (const auto& L : spec.layers) b += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;
+  for (const auto& L : spec.layers) {
+    const AttentionSpec& a = L.mixer.attention;
+    const std::int64_t keys = a.sliding_window > 0 ? std::min<std::int64_t>(C, a.sliding_window) : C;
+    b += 2.0 * a.n_kv_heads * a.head_dim * (dtype_bits(kv) / 8) * double(keys);
+  }
   return b;
 }
 
@@ -116,6 +121,7 @@ int bench(const BenchOptions& o) {
   report["model"] = o.dir;
   report["backend"] = engine.backend;
   report["expert_compute"] = engine.expert_compute;
+  report["kv_cache_dtype"] = std::string(dtype_name(model->ops->kv_cache_dtype()));
   report["load"] = {{"bytes", model->weight_bytes}, {"seconds", model->place_seconds},
                     {"synthetic", o.synthetic}, {"step_graphs", model->executor->graph_status()}};
   if (auto* cuda = dynamic_cast<CudaOps*>(model->ops.get())) {
@@ -191,7 +197,7 @@ int bench(const BenchOptions& o) {
         if (step >= kWarmup && step < kWarmup + kSteps) total += seconds_since(t0);
       }
       const double per_step = total / kSteps;
-      const double bytes = step_weight_bytes(spec, B) + double(B) * double(C) * kv_bytes_per_token(spec);
+      const double bytes = step_weight_bytes(spec, B) + double(B) * kv_bytes_read(spec, C, model->ops->kv_cache_dtype());
       // The copy rate counts every byte moved (read + write): the HBM's rate for any mix, reads alone included.
       const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / ceil.copy_bytes_per_s : 0;
       std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),

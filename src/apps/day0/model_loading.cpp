@@ -35,6 +35,7 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   b.batch_invariant = o.batch_invariant;
   // Profiled spans are bounded by events between kernels: kernels that overlap would blur them.
   b.dependent_launch = !o.no_dependent_launch && !o.profile;
+  b.kv_cache_dtype = o.kv_cache_dtype == "bf16" ? DType::bf16 : DType::f32;
   return b;
 }
 

@@ -103,6 +103,7 @@ int serve(const ServeCommandOptions& o) {
     if (!spec.ok()) return fail(spec.error().message);
     KvLayout layout;
     layout.block_size = d.load.block_size;
+    layout.dtype = d.load.backend_options.kv_cache_dtype;
     for (const auto& L : spec->layers)
       layout.row_widths.push_back(std::int64_t(L.mixer.attention.n_kv_heads) * L.mixer.attention.head_dim);
     auto blocks = kv_blocks_for_budget(layout, static_cast<std::size_t>(o.kv_memory));

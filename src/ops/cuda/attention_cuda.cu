@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_group_cuda.h"
@@ -44,9 +45,9 @@ struct SplitArgs {
 
 // kG query heads per block, all of one KV head (kG = 1, or the whole GQA group): each key and value row is read
 // once for the kG heads. Per head the arithmetic is the same sequence of operations whatever kG is.
-template <int kG>
+template <int kG, class KV>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    attention_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
                      const std::int32_t* __restrict__ q_pos, const void* __restrict__ sinks, int sink_kind,
                      float* __restrict__ out, int T, int n_heads, int group, int d, int window, float scale,
                      KeyLayout layout, SplitArgs split) {
@@ -90,9 +91,9 @@ __global__ void __launch_bounds__(kThreads)
     const float* qv = q + s * q_width + static_cast<std::int64_t>(h0 + g) * d;
     for (int i = tid; i < d; i += kThreads) qs[g][i] = qv[i];
   }
-  const float* kbase = k + static_cast<std::int64_t>(kvh) * d;
-  const float* vbase = v + static_cast<std::int64_t>(kvh) * d;
-  const bool vec4 = d % 4 == 0 && kv_width % 4 == 0 && (reinterpret_cast<std::uintptr_t>(k) % 16) == 0;
+  const KV* kbase = k + static_cast<std::int64_t>(kvh) * d;
+  const KV* vbase = v + static_cast<std::int64_t>(kvh) * d;
+  const bool vec4 = d % 4 == 0 && kv_width % 4 == 0 && (reinterpret_cast<std::uintptr_t>(k) % (4 * sizeof(KV))) == 0;
 
   float m[kG], l[kG];
   float acc[kG][kLanesPerThread];
@@ -114,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
     if (tid < n) {
       const std::int64_t row = key_row(table, layout.block_size, c0 + tid);
       rows[tid] = row;
-      const float* kr = kbase + row * kv_width;
+      const KV* kr = kbase + row * kv_width;
       float dot[kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) dot[g] = 0.f;
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(kThreads)
       if (vec4) {
 #pragma unroll 16
         for (int i = 0; i < d; i += 4) {
-          const float4 kk = *reinterpret_cast<const float4*>(kr + i);
+          const float4 kk = load_kv4(kr + i);
 #pragma unroll
           for (int g = 0; g < kG; ++g) {
             dot[g] += qs[g][i] * kk.x;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(kThreads)
         }
       } else {
         for (int i = 0; i < d; ++i) {
-          const float kv = kr[i];
+          const float kv = load_kv(kr + i);
 #pragma unroll
           for (int g = 0; g < kG; ++g) dot[g] += qs[g][i] * kv;
         }
@@ -172,11 +173,11 @@ __global__ void __launch_bounds__(kThreads)
         float a[kG];
 #pragma unroll
         for (int g = 0; g < kG; ++g) a[g] = acc[g][r] * corr[g];
-        const float* vc = vbase + i;
+        const KV* vc = vbase + i;
         // Up to 32 value rows in flight per thread (was 8; measured no faster at decode, perf-notes v4).
 #pragma unroll 32
         for (int j = 0; j < n; ++j) {
-          const float vj = vc[rows[j] * kv_width];
+          const float vj = load_kv(vc + rows[j] * kv_width);
 #pragma unroll
           for (int g = 0; g < kG; ++g) a[g] += ps[g][j] * vj;
         }
@@ -284,6 +285,7 @@ Status check_params(const char* op, const AttentionParams& p) {
 }
 
 // The per-head kernel, or the whole-group one for batched decode where the group kernel does not fit.
+template <class KV>
 Status launch_per_head(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos, const void* sink_ptr,
                        int sink_kind, const AttentionParams& p, Tensor& out, KeyLayout layout, cudaStream_t stream,
                        const SplitArgs& sa) {
@@ -292,15 +294,16 @@ Status launch_per_head(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const bool whole_group = attention_reads_kv_once(S, p);
   const dim3 grid(static_cast<unsigned>(S * (whole_group ? p.n_kv_heads : p.n_heads)),
                   static_cast<unsigned>(sa.splits));
-  if (whole_group)
-    launch_dependent(attention_kernel<kAttentionGroupHeads>, grid, kThreads, 0, stream, q.data<float>(),
-                     k.data<float>(), v.data<float>(), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
+  auto go = [&](auto kernel) {
+    launch_dependent(kernel, grid, kThreads, 0, stream, q.data<float>(), static_cast<const KV*>(k.raw()),
+                     static_cast<const KV*>(v.raw()), q_pos.data<std::int32_t>(), sink_ptr, sink_kind,
                      out.data<float>(), static_cast<int>(T), p.n_heads, group, p.head_dim, p.sliding_window, p.scale,
                      layout, sa);
+  };
+  if (whole_group)
+    go(attention_kernel<kAttentionGroupHeads, KV>);
   else
-    launch_dependent(attention_kernel<1>, grid, kThreads, 0, stream, q.data<float>(), k.data<float>(), v.data<float>(),
-                     q_pos.data<std::int32_t>(), sink_ptr, sink_kind, out.data<float>(), static_cast<int>(T), p.n_heads,
-                     group, p.head_dim, p.sliding_window, p.scale, layout, sa);
+    go(attention_kernel<1, KV>);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_kernel");
   return Status::success();
 }
@@ -315,8 +318,9 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const std::int64_t S = q.size(0), T = k.size(0), d = p.head_dim;
   const std::int64_t q_width = p.n_heads * d, kv_width = p.n_kv_heads * d;
   D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, q_width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {T, kv_width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {T, kv_width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32, DType::bf16}, {T, kv_width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {k.dtype()}, {T, kv_width}));
+  const bool kv_bf16 = k.dtype() == DType::bf16;
   D0_RETURN_IF_ERROR(check_cuda_tensor(q_pos, op, "q_pos", {DType::i32}, {S}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, q_width}));
   int sink_kind = kNoSink;
@@ -348,19 +352,20 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
   if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(q.raw(), 16) &&
       aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionTcArgs ta{
-        q.data<float>(), k.data<float>(),   v.data<float>(),     q_pos.data<std::int32_t>(), sink_ptr,
-        sink_kind,       out.data<float>(), static_cast<int>(S), static_cast<int>(T),        layout};
+    const AttentionTcArgs ta{q.data<float>(),     k.raw(),    v.raw(),  kv_bf16,          q_pos.data<std::int32_t>(),
+                             sink_ptr,            sink_kind,  out.data<float>(), static_cast<int>(S),
+                             static_cast<int>(T), layout};
     return attention_tc_cuda(ta, p, stream);
   }
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionGroupArgs ga{
-        q.data<float>(), k.data<float>(),   v.data<float>(),     q_pos.data<std::int32_t>(), sink_ptr,
-        sink_kind,       out.data<float>(), static_cast<int>(S), static_cast<int>(T),        layout,
-        sa.splits,       sa.keys_per_split, sa.partials};
+    const AttentionGroupArgs ga{q.data<float>(),     k.raw(),   v.raw(),     kv_bf16,           q_pos.data<std::int32_t>(),
+                                sink_ptr,            sink_kind, out.data<float>(), static_cast<int>(S),
+                                static_cast<int>(T), layout,    sa.splits,   sa.keys_per_split, sa.partials};
     D0_RETURN_IF_ERROR(attention_group_cuda(ga, p, stream));
   } else {
-    D0_RETURN_IF_ERROR(launch_per_head(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
+    D0_RETURN_IF_ERROR(kv_bf16
+                           ? launch_per_head<__nv_bfloat16>(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa)
+                           : launch_per_head<float>(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
   }
   if (sa.splits > 1) {
     launch_dependent(attention_merge_kernel, static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream, sa.partials,
@@ -370,10 +375,12 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   return Status::success();
 }
 
-// k_pool[slots[s]] = k[s], v_pool[slots[s]] = v[s]; a slot outside the pool is skipped and raises error_flag.
+// k_pool[slots[s]] = k[s], v_pool[slots[s]] = v[s] (rounded to the pool's dtype); a slot outside the pool is skipped
+// and raises error_flag.
+template <class KV>
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                 const std::int32_t* __restrict__ slots, std::int64_t S, std::int64_t width,
-                                std::int64_t n_slots, float* __restrict__ k_pool, float* __restrict__ v_pool,
+                                std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
                                 std::int32_t* __restrict__ error_flag) {
   begin_dependent_grid();
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < S * width;
@@ -384,8 +391,8 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
       *error_flag = 1;
       continue;
     }
-    k_pool[slot * width + c] = k[idx];
-    v_pool[slot * width + c] = v[idx];
+    store_kv(k_pool + slot * width + c, k[idx]);
+    store_kv(v_pool + slot * width + c, v[idx]);
   }
 }
 
@@ -442,15 +449,22 @@ Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tens
   const std::int64_t S = k.size(0), width = k.size(1), n_slots = k_pool.size(0);
   D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {DType::f32}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {k_pool.dtype()}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (S * width == 0) return Status::success();
   const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>((S * width + kThreads - 1) / kThreads, 65536));
-  launch_dependent(kv_write_kernel, grid, kThreads, 0, stream, k.data<float>(), v.data<float>(),
-                   slots.data<std::int32_t>(), S, width, n_slots, k_pool.data<float>(), v_pool.data<float>(),
-                   error_flag.data<std::int32_t>());
+  auto go = [&](auto* pool_type) {
+    using KV = std::remove_pointer_t<decltype(pool_type)>;
+    launch_dependent(kv_write_kernel<KV>, grid, kThreads, 0, stream, k.data<float>(), v.data<float>(),
+                     slots.data<std::int32_t>(), S, width, n_slots, static_cast<KV*>(k_pool.raw()),
+                     static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>());
+  };
+  if (k_pool.dtype() == DType::bf16)
+    go(static_cast<__nv_bfloat16*>(nullptr));
+  else
+    go(static_cast<float*>(nullptr));
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("kv_write_kernel");
   return Status::success();
 }

@@ -19,7 +19,7 @@ constexpr int kSlices = 16;                    // threads that share one value r
 constexpr int kKeyLanes = kThreads / kSlices;  // keys accumulated side by side
 static_assert(kG == 8 && kThreads == 4 * 32, "one warp per two heads in the softmax step");
 
-template <int kD>
+template <int kD, class KV>
 __global__ void __launch_bounds__(kThreads)
     attention_group_kernel(AttentionGroupArgs a, int n_heads, int window, float scale) {
   constexpr int kDims = kD / kSlices;  // value dims per thread: 4 or 8
@@ -66,9 +66,9 @@ __global__ void __launch_bounds__(kThreads)
     m_s[tid] = sink ? load_sink(a.sinks, a.sink_kind, h0 + tid) : -INFINITY;
     l_s[tid] = sink ? 1.f : 0.f;
   }
-  const float* kbase = a.k + static_cast<std::int64_t>(h0 / kG) * kD;
+  const KV* kbase = static_cast<const KV*>(a.k) + static_cast<std::int64_t>(h0 / kG) * kD;
   const int slice = tid % kSlices, key_lane = tid / kSlices;
-  const float* vbase = a.v + static_cast<std::int64_t>(h0 / kG) * kD + slice * kDims;
+  const KV* vbase = static_cast<const KV*>(a.v) + static_cast<std::int64_t>(h0 / kG) * kD + slice * kDims;
   float acc[kG][kDims];
 #pragma unroll
   for (int g = 0; g < kG; ++g)
@@ -82,13 +82,13 @@ __global__ void __launch_bounds__(kThreads)
     if (tid < n) {
       const std::int64_t row = c0 == keys.lo ? first_row : key_row(table, L.block_size, c0 + tid);
       rows[tid] = row;
-      const float4* kr = reinterpret_cast<const float4*>(kbase + row * kv_width);
+      const KV* kr = kbase + row * kv_width;
       float dot[kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) dot[g] = 0.f;
 #pragma unroll
       for (int i = 0; i < kD / 4; ++i) {
-        const float4 kk = kr[i];
+        const float4 kk = load_kv4(kr + 4 * i);
 #pragma unroll
         for (int g = 0; g < kG; ++g) {
           const float4 qq = *reinterpret_cast<const float4*>(&qs[g][4 * i]);
@@ -136,10 +136,10 @@ __global__ void __launch_bounds__(kThreads)
     // Values: this thread's slice of rows key_lane, key_lane + 8, ... for all 8 heads.
 #pragma unroll 8
     for (int j = key_lane; j < n; j += kKeyLanes) {
-      const float4* vr = reinterpret_cast<const float4*>(vbase + rows[j] * kv_width);
+      const KV* vr = vbase + rows[j] * kv_width;
       float4 vv[kVec];
 #pragma unroll
-      for (int u = 0; u < kVec; ++u) vv[u] = vr[u];
+      for (int u = 0; u < kVec; ++u) vv[u] = load_kv4(vr + 4 * u);
       const float4 p_lo = *reinterpret_cast<const float4*>(&ps[j][0]);
       const float4 p_hi = *reinterpret_cast<const float4*>(&ps[j][4]);
       const float p[kG] = {p_lo.x, p_lo.y, p_lo.z, p_lo.w, p_hi.x, p_hi.y, p_hi.z, p_hi.w};
@@ -200,10 +200,11 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));
+  auto go = [&](auto kernel) { launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale); };
   if (p.head_dim == 64)
-    launch_dependent(attention_group_kernel<64>, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+    a.kv_bf16 ? go(attention_group_kernel<64, __nv_bfloat16>) : go(attention_group_kernel<64, float>);
   else
-    launch_dependent(attention_group_kernel<128>, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+    a.kv_bf16 ? go(attention_group_kernel<128, __nv_bfloat16>) : go(attention_group_kernel<128, float>);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel");
   return Status::success();
 }

@@ -25,7 +25,9 @@ bool attention_group_fits(const AttentionParams& p);
 // q_pos and the layout's tables and q_seq are read before the kernel's dependent wait (dependent_launch.h): they
 // must come from a copy (the step's uploaded inputs), not from a kernel launched just before.
 struct AttentionGroupArgs {
-  const float *q, *k, *v;
+  const float* q;
+  const void *k, *v;  // f32, or bf16 with kv_bf16
+  bool kv_bf16;
   const std::int32_t* q_pos;
   const void* sinks;  // added here only without splits (the merge adds it otherwise)
   int sink_kind;

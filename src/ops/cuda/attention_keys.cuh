@@ -1,4 +1,5 @@
-// What the CUDA attention kernels share: where a key's row is (contiguous or paged) and the sink logit's dtype.
+// What the CUDA attention kernels share: where a key's row is (contiguous or paged), the sink logit's dtype, and
+// the KV rows' element type (f32, or bf16 where BackendOptions::kv_cache_dtype says so), read as f32.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,6 +24,20 @@ __device__ __forceinline__ float load_sink(const void* sinks, int kind, int h) {
       return -INFINITY;
   }
 }
+
+#ifdef __CUDACC__
+// Four consecutive KV values (16-byte aligned f32, 8-byte aligned bf16) widened exactly to f32.
+__device__ __forceinline__ float4 load_kv4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load_kv4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xFFFF0000u), __uint_as_float(u.y << 16),
+                     __uint_as_float(u.y & 0xFFFF0000u));
+}
+__device__ __forceinline__ float load_kv(const float* p) { return *p; }
+__device__ __forceinline__ float load_kv(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store_kv(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_kv(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+#endif
 
 // Where the keys are: contiguous rows (tables == nullptr), or a paged pool.
 struct KeyLayout {

@@ -43,6 +43,7 @@ __device__ __forceinline__ float max_abs4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
+template <class KV>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
   __shared__ __align__(16) __half ks[kKeys][kStride];
@@ -159,8 +160,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (key >= lo && key <= valid_to) {
           const std::int64_t row = key_row(table, L.block_size, key);
-          kr[n] = *reinterpret_cast<const float4*>(a.k + row * kv_width + kvh * kD + 4 * c4);
-          vr[n] = *reinterpret_cast<const float4*>(a.v + row * kv_width + kvh * kD + 4 * c4);
+          kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
+          vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
         }
         kmax = max_abs4(kmax, kr[n]);
         vmax = max_abs4(vmax, vr[n]);
@@ -321,7 +322,12 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
                       std::to_string(kAttentionTcMinQueries) + " queries");
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
-  attention_tc_kernel<<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
+  if (a.kv_bf16)
+    attention_tc_kernel<__nv_bfloat16>
+        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
+  else
+    attention_tc_kernel<float>
+        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_tc_kernel");
   return Status::success();
 }

@@ -31,7 +31,9 @@ inline bool attention_tc_fits(std::int64_t S, const AttentionParams& p) {
 
 // Arguments as attention_cuda / paged_attention_cuda after their checks (device pointers; T key rows in k, v).
 struct AttentionTcArgs {
-  const float *q, *k, *v;
+  const float* q;
+  const void *k, *v;  // f32, or bf16 with kv_bf16
+  bool kv_bf16;
   const std::int32_t* q_pos;
   const void* sinks;
   int sink_kind;

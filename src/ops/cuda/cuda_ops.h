@@ -37,6 +37,7 @@ class CudaOps final : public Ops {
   OpEntry entry(OpKind kind) const override { return cuda_op_entry(kind); }
 
   Device device() const override { return Device::cuda; }
+  DType kv_cache_dtype() const override { return options_.kv_cache_dtype; }
   Status plan(const OpsPlan& plan) override;
   Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                      const ProgressFn& progress) override;

@@ -1,8 +1,12 @@
 // RoPE on the GPU, in place: one block per token; thread (i, head group) computes the angle's cos and sin
 // once and rotates lane pairs (i, i + half) of its heads. Arithmetic mirrors CpuOps::rope exactly. The fused form
 // (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools.
-#include <string>
+#include <cuda_bf16.h>
 
+#include <string>
+#include <type_traits>
+
+#include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -45,12 +49,14 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restric
 
 // One block per (token, KV head): cos and sin once per lane pair (shared), the KV head's k and its group's q heads
 // rotated in place, then the head's slice of the k and v rows copied into the token's pool slot (a slot outside the
-// pool is skipped and raises error_flag). Blocks per KV head: decode's single token spreads over 8 SMs, not 1.
+// pool is skipped and raises error_flag; rounded to the pool's dtype). Blocks per KV head: decode's single token
+// spreads over 8 SMs, not 1.
+template <class KV>
 __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
                                      const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
                                      int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
                                      const std::int32_t* __restrict__ slots, std::int64_t n_slots,
-                                     float* __restrict__ k_pool, float* __restrict__ v_pool,
+                                     KV* __restrict__ k_pool, KV* __restrict__ v_pool,
                                      std::int32_t* __restrict__ error_flag) {
   begin_dependent_grid();
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
@@ -75,8 +81,8 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
     return;
   }
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
-    k_pool[slot * width + col0 + c] = kr[c];
-    v_pool[slot * width + col0 + c] = v[s * width + col0 + c];
+    store_kv(k_pool + slot * width + col0 + c, kr[c]);
+    store_kv(v_pool + slot * width + col0 + c, v[s * width + col0 + c]);
   }
 }
 
@@ -109,8 +115,8 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
   D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
   D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {DType::f32}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {k_pool.dtype()}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
@@ -118,11 +124,18 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
     return make_error(std::string(op) + ": n_heads must be a multiple of n_kv_heads, got " + std::to_string(n_heads) +
                       " and " + std::to_string(n_kv_heads));
   if (n_kv_heads > 65535) return make_error(std::string(op) + ": more than 65535 KV heads");
-  launch_dependent(rope_kv_write_kernel, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256, 0,
-                   stream, q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(),
-                   inv_freq.data<float>(), n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
-                   slots.data<std::int32_t>(), n_slots, k_pool.data<float>(), v_pool.data<float>(),
-                   error_flag.data<std::int32_t>());
+  auto go = [&](auto* pool_type) {
+    using KV = std::remove_pointer_t<decltype(pool_type)>;
+    launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,
+                     0, stream, q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(),
+                     inv_freq.data<float>(), n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
+                     slots.data<std::int32_t>(), n_slots, static_cast<KV*>(k_pool.raw()),
+                     static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>());
+  };
+  if (k_pool.dtype() == DType::bf16)
+    go(static_cast<__nv_bfloat16*>(nullptr));
+  else
+    go(static_cast<float*>(nullptr));
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel");
   return Status::success();
 }
