@@ -115,6 +115,22 @@ Status Executor::copy_blocks(std::span<const BlockCopy> copies) {
   return Status::success();
 }
 
+Status Executor::copy_block_range(BlockId src, BlockId dst, std::int32_t n_blocks) {
+  const auto outside = [&](BlockId b) { return b < 0 || n_blocks < 0 || std::int64_t(b) + n_blocks > n_blocks_; };
+  if (outside(src) || outside(dst) || (src < dst + n_blocks && dst < src + n_blocks))
+    return make_error("copy block range: " + std::to_string(n_blocks) + " blocks " + std::to_string(src) + " -> " +
+                      std::to_string(dst) + " overlap or fall outside the pool of " + std::to_string(n_blocks_));
+  for (size_t l = 0; l < k_pool_.size(); ++l) {
+    if (k_pool_[l].numel() == 0) continue;
+    for (auto* pool : {&k_pool_[l], &v_pool_[l]}) {
+      const Tensor from = pool->slice_rows(std::int64_t(src) * block_size_, std::int64_t(src + n_blocks) * block_size_);
+      Tensor to = pool->slice_rows(std::int64_t(dst) * block_size_, std::int64_t(dst + n_blocks) * block_size_);
+      D0_RETURN_IF_ERROR(ops_.copy(from, to));
+    }
+  }
+  return Status::success();
+}
+
 Status Executor::emit(const TapFn& tap, std::string_view name, const Tensor& value) {
   if (!tap) return Status::success();
   if (value.device() == Device::cpu) {

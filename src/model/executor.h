@@ -62,6 +62,9 @@ class Executor {
   Result<Tensor> step(std::span<const SequenceStep> batch, const TapFn& tap = {});
   // Applies copy-on-write block copies (SequenceCache::take_ops) in every layer, in order.
   Status copy_blocks(std::span<const BlockCopy> copies);
+  // Copies n_blocks whole consecutive blocks src.. to dst.. (non-overlapping) in every layer: one copy per layer
+  // and K / V (bench: every batch row gets its own copy of a prefilled context).
+  Status copy_block_range(BlockId src, BlockId dst, std::int32_t n_blocks);
 
   // Solo: appends `tokens` at positions length()..length()+S-1 and returns host logits: [S, V] if all_logits,
   // else [1, V] for the last token. On error the sequence is left as it was before the failing step.

@@ -81,6 +81,7 @@ int bench(const BenchOptions& o) {
   const std::int64_t max_context = std::max(*std::max_element(o.prefill.begin(), o.prefill.end()),
                                             *std::max_element(o.contexts.begin(), o.contexts.end()));
   const std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const std::int64_t max_decode_context = *std::max_element(o.contexts.begin(), o.contexts.end());
   const int kWarmup = 2, kSteps = o.decode_steps;
   BackendCliOptions engine = o.engine;
   // "auto" (bench's default): the GPU where there is one; a 20b bench on the CPU backend would run for hours.
@@ -89,14 +90,19 @@ int bench(const BenchOptions& o) {
   if (o.kernels && !trace_kernels)
     std::printf("kernels     not traced on the %s backend (CUPTI: GPU only)\n", engine.backend.c_str());
   const int kTraced = trace_kernels ? kSteps : 0;  // steps after the timed ones, traced kernel by kernel
-  // The solo region holds the longest prefill; the private decode blocks of every batch row follow it.
+  // The solo region holds the longest prefill; then each batch row's region: its own copy of the decode context
+  // (as distinct requests would have: a shared one would be read from L2 by every row) and its private blocks.
   const std::int64_t block = 16;
   const std::int64_t private_tokens = (kWarmup + kSteps + kTraced + block) / block * block;
+  for (std::int64_t C : o.contexts)
+    if (C % block != 0) return fail("--contexts: each must be a multiple of " + std::to_string(block) + ", got " +
+                                    std::to_string(C));
+  const std::int64_t row_blocks = max_decode_context / block + private_tokens / block;
   auto model = [&]() {
     LoadOptions lo;
     lo.backend = engine.backend;
     lo.max_tokens = max_context + private_tokens;
-    lo.kv_pool_tokens = lo.max_tokens + max_batch * private_tokens;
+    lo.kv_pool_tokens = lo.max_tokens + max_batch * row_blocks * block;
     lo.block_size = block;
     lo.max_step_tokens = std::max<std::int64_t>(engine.max_step_tokens, max_batch);
     auto bo = backend_options(engine);
@@ -106,6 +112,10 @@ int bench(const BenchOptions& o) {
     lo.graph_max_batch = engine.graph_batch;
     const auto t0 = clock::now();
     auto m = load_model(o.dir, lo);
+    if (!m.ok())
+      return Result<LoadedModel>(make_error(m.error().message + " (the KV pool holds " +
+                                            std::to_string(lo.kv_pool_tokens) + " tokens: every decode row has its " +
+                                            "own context; fewer --batches or shorter --contexts need less)"));
     if (m.ok() && o.synthetic)
       std::printf("synthetic   %.2f GB of random weights made in memory in %.2f s\n", m->weight_bytes / 1e9,
                   m->synth_seconds);
@@ -168,15 +178,20 @@ int bench(const BenchOptions& o) {
   }
   std::printf("\n%-8s %8s %8s %12s %14s %16s\n", "decode", "context", "batch", "ms/step", "tok/s", "of copy bw");
   const std::int64_t solo_blocks = (max_context + private_tokens) / block;
+  auto row_block = [&](std::int64_t b, std::int64_t i) { return static_cast<BlockId>(solo_blocks + b * row_blocks + i); };
   for (std::int64_t C : o.contexts) {
     ex.reset();
     if (auto r = ex.forward(random_tokens(rng, C, spec.vocab_size)); !r.ok()) return fail(r.error().message);
+    const std::int64_t context_blocks = C / block;
+    for (std::int64_t b = 0; b < max_batch; ++b)
+      if (Status st = ex.copy_block_range(0, row_block(b, 0), static_cast<std::int32_t>(context_blocks)); !st.ok())
+        return fail(st.error().message);
     for (std::int64_t B : o.batches) {
       std::vector<std::vector<BlockId>> tables(static_cast<size_t>(B));
       for (std::int64_t b = 0; b < B; ++b) {
-        for (std::int64_t i = 0; i < C / block; ++i) tables[b].push_back(static_cast<BlockId>(i));
+        for (std::int64_t i = 0; i < context_blocks; ++i) tables[b].push_back(row_block(b, i));
         for (std::int64_t i = 0; i < private_tokens / block; ++i)
-          tables[b].push_back(static_cast<BlockId>(solo_blocks + b * (private_tokens / block) + i));
+          tables[b].push_back(row_block(b, max_decode_context / block + i));
       }
       std::vector<std::int32_t> tokens = random_tokens(rng, B, spec.vocab_size);
       double total = 0;

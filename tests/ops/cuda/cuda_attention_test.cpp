@@ -207,8 +207,10 @@ TEST(CudaAttention, rejects_mismatched_shapes_dtypes_and_sinks_naming_the_argume
   EXPECT_TRUE(fails_with(attention_cuda(q, k, v_short, pos, Tensor(), p, out, s), "v must be"));
   const Tensor k_wide = poisoned(*ctx, {5, 64}, DType::f32);
   EXPECT_TRUE(fails_with(attention_cuda(q, k_wide, v, pos, Tensor(), p, out, s), "k must be"));
-  const Tensor k_bf16 = poisoned(*ctx, {5, 32}, DType::bf16);
-  EXPECT_TRUE(fails_with(attention_cuda(q, k_bf16, v, pos, Tensor(), p, out, s), "k must be"));
+  const Tensor k_f16 = poisoned(*ctx, {5, 32}, DType::f16);
+  EXPECT_TRUE(fails_with(attention_cuda(q, k_f16, v, pos, Tensor(), p, out, s), "k must be"));
+  const Tensor k_bf16 = poisoned(*ctx, {5, 32}, DType::bf16);  // bf16 keys take bf16 values (a bf16 KV cache)
+  EXPECT_TRUE(fails_with(attention_cuda(q, k_bf16, v, pos, Tensor(), p, out, s), "v must be"));
   const Tensor pos3 = upload(*ctx, optest::i32_tensor({1, 2, 3}));
   EXPECT_TRUE(fails_with(attention_cuda(q, k, v, pos3, Tensor(), p, out, s), "q_pos must be"));
   Tensor out_bad = poisoned(*ctx, {2, 32}, DType::f32);
