@@ -178,7 +178,9 @@ int bench(const BenchOptions& o) {
   }
   std::printf("\n%-8s %8s %8s %12s %14s %16s\n", "decode", "context", "batch", "ms/step", "tok/s", "of copy bw");
   const std::int64_t solo_blocks = (max_context + private_tokens) / block;
-  auto row_block = [&](std::int64_t b, std::int64_t i) { return static_cast<BlockId>(solo_blocks + b * row_blocks + i); };
+  auto row_block = [&](std::int64_t b, std::int64_t i) {
+    return static_cast<BlockId>(solo_blocks + b * row_blocks + i);
+  };
   for (std::int64_t C : o.contexts) {
     ex.reset();
     if (auto r = ex.forward(random_tokens(rng, C, spec.vocab_size)); !r.ok()) return fail(r.error().message);
@@ -212,7 +214,8 @@ int bench(const BenchOptions& o) {
         if (step >= kWarmup && step < kWarmup + kSteps) total += seconds_since(t0);
       }
       const double per_step = total / kSteps;
-      const double bytes = step_weight_bytes(spec, B) + double(B) * kv_bytes_read(spec, C, model->ops->kv_cache_dtype());
+      const double bytes =
+          step_weight_bytes(spec, B) + double(B) * kv_bytes_read(spec, C, model->ops->kv_cache_dtype());
       // The copy rate counts every byte moved (read + write): the HBM's rate for any mix, reads alone included.
       const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / ceil.copy_bytes_per_s : 0;
       std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),

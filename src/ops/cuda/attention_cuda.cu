@@ -352,20 +352,20 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
   if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(q.raw(), 16) &&
       aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionTcArgs ta{q.data<float>(),     k.raw(),    v.raw(),  kv_bf16,          q_pos.data<std::int32_t>(),
-                             sink_ptr,            sink_kind,  out.data<float>(), static_cast<int>(S),
+    const AttentionTcArgs ta{q.data<float>(),     k.raw(),   v.raw(),           kv_bf16, q_pos.data<std::int32_t>(),
+                             sink_ptr,            sink_kind, out.data<float>(), static_cast<int>(S),
                              static_cast<int>(T), layout};
     return attention_tc_cuda(ta, p, stream);
   }
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionGroupArgs ga{q.data<float>(),     k.raw(),   v.raw(),     kv_bf16,           q_pos.data<std::int32_t>(),
-                                sink_ptr,            sink_kind, out.data<float>(), static_cast<int>(S),
-                                static_cast<int>(T), layout,    sa.splits,   sa.keys_per_split, sa.partials};
+    const AttentionGroupArgs ga{q.data<float>(),     k.raw(), v.raw(),   kv_bf16,           q_pos.data<std::int32_t>(),
+                                sink_ptr,            sink_kind,         out.data<float>(), static_cast<int>(S),
+                                static_cast<int>(T), layout,            sa.splits,         sa.keys_per_split,
+                                sa.partials};
     D0_RETURN_IF_ERROR(attention_group_cuda(ga, p, stream));
   } else {
-    D0_RETURN_IF_ERROR(kv_bf16
-                           ? launch_per_head<__nv_bfloat16>(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa)
-                           : launch_per_head<float>(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
+    const auto per_head = kv_bf16 ? launch_per_head<__nv_bfloat16> : launch_per_head<float>;
+    D0_RETURN_IF_ERROR(per_head(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
   }
   if (sa.splits > 1) {
     launch_dependent(attention_merge_kernel, static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream, sa.partials,

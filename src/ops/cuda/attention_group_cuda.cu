@@ -200,7 +200,9 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));
-  auto go = [&](auto kernel) { launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale); };
+  auto go = [&](auto kernel) {
+    launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+  };
   if (p.head_dim == 64)
     a.kv_bf16 ? go(attention_group_kernel<64, __nv_bfloat16>) : go(attention_group_kernel<64, float>);
   else
