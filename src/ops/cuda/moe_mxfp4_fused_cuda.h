@@ -45,7 +45,8 @@ inline bool fused_moe_wide_split(std::int64_t S, bool batch_invariant) { return 
 // Tokens a CTA runs on each decoded weight tile (8 or 16; the same sums either way) for A assignments over
 // launch_slots CTAs per row tile: 16 where experts average 8 or more. bench-moe (H200, 20b down shape): 64 tokens
 // (8 an expert) 85.6 -> 77.3 us, 128 tokens 139.8 -> 120.4; but 32 tokens (4 an expert) 60.4 -> 68.3: few experts
-// see more than 8 there, and the 16-token kernel's 80 registers fit 6 CTAs an SM instead of 8.
+// see more than 8 there, and the 16-token kernel's 80 registers fit 6 CTAs an SM instead of 8 (with two row tiles
+// a CTA, since: 118 registers, 4 CTAs, against 80 and 6 for 8-token passes; not re-measured at 4 an expert).
 inline int fused_moe_pass_tokens(std::int64_t A, std::int64_t launch_slots) { return A >= 8 * launch_slots ? 16 : 8; }
 
 // x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is). pass_tokens: 8,
