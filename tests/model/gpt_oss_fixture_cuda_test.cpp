@@ -65,7 +65,11 @@ TEST_P(CudaGptOssFixture, every_tap_within_2e2_and_greedy_identical_or_a_near_ti
 }
 
 INSTANTIATE_TEST_SUITE_P(Prompts, CudaGptOssFixture,
-                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(DType::f32, DType::bf16)));
+                         ::testing::Combine(::testing::Values(0, 1, 2), ::testing::Values(DType::f32, DType::bf16)),
+                         [](const auto& info) {
+                           return "prompt" + std::to_string(std::get<0>(info.param)) + "_kv_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_prefill_of_the_same_tokens) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
