@@ -20,9 +20,11 @@ struct PagedScenario {
 };
 
 // lengths[b]: tokens of sequence b so far (including its queries); queries[b]: how many of its last are queried.
+// bf16_kv: the pools hold bf16 values (as f32), so a bf16 pool made from them holds the keys `want` was made with.
 inline PagedScenario make_paged_scenario(std::mt19937& rng, const AttentionParams& p, std::int64_t block_size,
                                          const std::vector<std::int64_t>& lengths,
-                                         const std::vector<std::int64_t>& queries, bool with_sinks) {
+                                         const std::vector<std::int64_t>& queries, bool with_sinks,
+                                         bool bf16_kv = false) {
   PagedScenario sc;
   sc.p = p;
   sc.block_size = block_size;
@@ -41,6 +43,10 @@ inline PagedScenario make_paged_scenario(std::mt19937& rng, const AttentionParam
   std::shuffle(ids.begin(), ids.end(), rng);
   sc.k_pool = random_f32({pool_blocks * block_size, kv_width}, rng);
   sc.v_pool = random_f32({pool_blocks * block_size, kv_width}, rng);
+  if (bf16_kv)
+    for (Tensor* pool : {&sc.k_pool, &sc.v_pool})
+      for (std::int64_t i = 0; i < pool->numel(); ++i)
+        pool->data<float>()[i] = bf16_to_f32(f32_to_bf16(pool->data<float>()[i]));
   sc.tables = Tensor::zeros({B, max_blocks}, DType::i32);
   sc.q = random_f32({S, q_width}, rng);
   sc.q_pos = Tensor::zeros({S}, DType::i32);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_group_tc_cuda.h"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
@@ -19,7 +20,7 @@ constexpr int kSlices = 16;                    // threads that share one value r
 constexpr int kKeyLanes = kThreads / kSlices;  // keys accumulated side by side
 static_assert(kG == 8 && kThreads == 4 * 32, "one warp per two heads in the softmax step");
 
-template <int kD, class KV>
+template <int kD>
 __global__ void __launch_bounds__(kThreads)
     attention_group_kernel(AttentionGroupArgs a, int n_heads, int window, float scale) {
   constexpr int kDims = kD / kSlices;  // value dims per thread: 4 or 8
@@ -66,9 +67,9 @@ __global__ void __launch_bounds__(kThreads)
     m_s[tid] = sink ? load_sink(a.sinks, a.sink_kind, h0 + tid) : -INFINITY;
     l_s[tid] = sink ? 1.f : 0.f;
   }
-  const KV* kbase = static_cast<const KV*>(a.k) + static_cast<std::int64_t>(h0 / kG) * kD;
+  const float* kbase = static_cast<const float*>(a.k) + static_cast<std::int64_t>(h0 / kG) * kD;
   const int slice = tid % kSlices, key_lane = tid / kSlices;
-  const KV* vbase = static_cast<const KV*>(a.v) + static_cast<std::int64_t>(h0 / kG) * kD + slice * kDims;
+  const float* vbase = static_cast<const float*>(a.v) + static_cast<std::int64_t>(h0 / kG) * kD + slice * kDims;
   float acc[kG][kDims];
 #pragma unroll
   for (int g = 0; g < kG; ++g)
@@ -82,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
     if (tid < n) {
       const std::int64_t row = c0 == keys.lo ? first_row : key_row(table, L.block_size, c0 + tid);
       rows[tid] = row;
-      const KV* kr = kbase + row * kv_width;
+      const float* kr = kbase + row * kv_width;
       float dot[kG];
 #pragma unroll
       for (int g = 0; g < kG; ++g) dot[g] = 0.f;
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
     // Values: this thread's slice of rows key_lane, key_lane + 8, ... for all 8 heads.
 #pragma unroll 8
     for (int j = key_lane; j < n; j += kKeyLanes) {
-      const KV* vr = vbase + rows[j] * kv_width;
+      const float* vr = vbase + rows[j] * kv_width;
       float4 vv[kVec];
 #pragma unroll
       for (int u = 0; u < kVec; ++u) vv[u] = load_kv4(vr + 4 * u);
@@ -197,6 +198,7 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
     return make_error(std::string(op) + ": q, k and v must be 16-byte aligned");
   if (a.splits < 1 || a.splits > 65535 || (a.splits > 1 && a.partials == nullptr))
     return make_error(std::string(op) + ": splits must be in [1, 65535], with partials when above 1");
+  if (a.kv_bf16) return attention_group_tc_cuda(a, p, stream);
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));
@@ -204,9 +206,9 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
     launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
   };
   if (p.head_dim == 64)
-    a.kv_bf16 ? go(attention_group_kernel<64, __nv_bfloat16>) : go(attention_group_kernel<64, float>);
+    go(attention_group_kernel<64>);
   else
-    a.kv_bf16 ? go(attention_group_kernel<128, __nv_bfloat16>) : go(attention_group_kernel<128, float>);
+    go(attention_group_kernel<128>);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel");
   return Status::success();
 }

@@ -5,7 +5,8 @@
 // then 8 lanes of keys x 16 slices of the value row accumulate all 8 heads (each value row read once, loads of
 // many keys in flight per thread), summed over the key lanes in a fixed order at the end. Numerics: f32
 // throughout, as the per-head kernel, in another summation order. Splits leave partials for the merge kernel in
-// attention_cuda.cu's layout.
+// attention_cuda.cu's layout. This kernel reads f32 K/V; bf16 pools go to the tensor-core form
+// (attention_group_tc_cuda.h), which attention_group_cuda calls for them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,7 +27,7 @@ bool attention_group_fits(const AttentionParams& p);
 // must come from a copy (the step's uploaded inputs), not from a kernel launched just before.
 struct AttentionGroupArgs {
   const float* q;
-  const void *k, *v;  // f32, or bf16 with kv_bf16
+  const void *k, *v;  // f32, or bf16 with kv_bf16 (the tensor-core kernel)
   bool kv_bf16;
   const std::int32_t* q_pos;
   const void* sinks;  // added here only without splits (the merge adds it otherwise)

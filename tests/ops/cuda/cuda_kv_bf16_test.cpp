@@ -1,7 +1,8 @@
 // The bf16 KV cache (BackendOptions::kv_cache_dtype) on CUDA: writes round K and V to bf16 (round to nearest even)
-// and every attention kernel widens them back exactly, so attention over bf16 pools gives the bits of attention
-// over f32 pools that hold the same rounded values, on each path (tensor-core prefill, GQA-group decode, per-head,
-// with and without splits). The f32 path itself is checked against the CPU reference in the other tests.
+// and the tensor-core prefill and per-head kernels widen them back exactly, so attention over bf16 pools gives the
+// bits of attention over f32 pools that hold the same rounded values (with and without splits). GQA-group decode
+// over bf16 pools runs on tensor cores (attention_group_tc_cuda.h, its own tests): within their tolerance of the
+// f32 kernel here. The f32 path itself is checked against the CPU reference in the other tests.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +45,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
-TEST(CudaKvBf16, attention_over_bf16_pools_gives_the_bits_of_f32_pools_with_the_rounded_values) {
+TEST(CudaKvBf16, attention_over_bf16_pools_matches_f32_pools_holding_the_rounded_values) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
@@ -52,13 +53,14 @@ TEST(CudaKvBf16, attention_over_bf16_pools_gives_the_bits_of_f32_pools_with_the_
   struct Case {
     cudatest::PagedCase c;
     bool tensor_cores;
+    bool same_bits = true;  // false: the GQA-group shapes, whose bf16 form is the tensor-core decode kernel
   };
   const std::vector<Case> cases = {
       // A prefill chunk of 70 rows at d = 64: the tensor-core kernel.
       {{{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33}, {1, 70, 33}}, true},
-      // gpt-oss decode (GQA groups of 8), windowed and not: the group kernel.
-      {{{64, 8, 64, 0, 0.125f}, 16, {300, 17, 64, 5, 90, 33, 200, 7, 1000}, {1, 1, 1, 1, 1, 1, 1, 1, 1}}, false},
-      {{{64, 8, 64, 128, 0.125f}, 16, {2000, 3}, {1, 1}}, false},
+      // gpt-oss decode (GQA groups of 8), windowed and not: the group kernels.
+      {{{64, 8, 64, 0, 0.125f}, 16, {300, 17, 64, 5, 90, 33, 200, 7, 1000}, {1, 1, 1, 1, 1, 1, 1, 1, 1}}, false, false},
+      {{{64, 8, 64, 128, 0.125f}, 16, {2000, 3}, {1, 1}}, false, false},
       // Small odd shapes: the per-head kernel (vector and scalar key loads).
       {{{4, 2, 16, 0, 0.25f}, 1, {5, 3, 9}, {1, 3, 2}}, false},
       {{{6, 3, 24, 5, 0.2f}, 7, {50, 8, 14}, {3, 8, 1}}, false},
@@ -84,7 +86,10 @@ TEST(CudaKvBf16, attention_over_bf16_pools_gives_the_bits_of_f32_pools_with_the_
         };
         const Tensor want = run(k.f32, v.f32), got = run(k.bf16, v.bf16);
         EXPECT_EQ(cudatest::count_nan(want), 0);
-        EXPECT_TRUE(same_bits(got, want));
+        if (t.same_bits)
+          EXPECT_TRUE(same_bits(got, want));
+        else
+          EXPECT_LE(cudatest::relative_norm_error(got, want), 4e-5);  // cuda_attention_group_tc_test's tolerance
       }
 }
 

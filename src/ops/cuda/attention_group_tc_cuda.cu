@@ -1,0 +1,264 @@
+// GQA-group decode attention on tensor cores: see the header for the scheme.
+#include "ops/cuda/attention_group_tc_cuda.h"
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_keys.cuh"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/mma_sync.cuh"
+
+namespace day0 {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStepKeys = 16;     // keys of a warp step: two n-tiles of Q K^T, one k-step of P V
+constexpr int kSplitChunk = 128;  // split spans in whole chunks of this many keys, as the f32 group kernel's
+constexpr int kG = kAttentionGroupHeads;
+static_assert(kG == 8, "a group's 8 heads fill half of an m16n8k16 M; the other half holds their remainders");
+
+// x as a bf16 high part and the remainder (x - hi is exact in f32; the MMA operand rounds it to bf16):
+// hi + bf16(lo) carries ~16 significant bits.
+struct Bf16Parts {
+  float hi, lo;
+};
+__device__ __forceinline__ Bf16Parts split_bf16(float x) {
+  const float hi = __bfloat162float(__float2bfloat16_rn(x));
+  return {hi, x - hi};
+}
+
+__device__ __forceinline__ std::uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads)
+    attention_group_tc_kernel(AttentionGroupArgs a, int n_heads, int window, float scale) {
+  constexpr int kSteps = kD / 16;          // k-steps of Q K^T
+  constexpr int kLaneDims = kD / 4;        // lane t scores dims kLaneDims t .. + kLaneDims - 1 of each key
+  constexpr int kKeyVecs = kLaneDims / 8;  // its 16-byte loads per key row
+  constexpr int kValVecs = kD / 64;        // 16-byte loads per value row: dims 64 u + 8 g .. + 7
+  constexpr int kDimTiles = kD / 8;        // n-tiles of P V: tile 8 u + j, column n is dim 64 u + 8 n + j
+  __shared__ float m_s[kWarps][kG], l_s[kWarps][kG], weight_s[kWarps][kG], sum_s[kG];
+  __shared__ __align__(16) float o_s[kWarps][kG][kD];
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int n_kv = n_heads / kG;
+  const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_kv);
+  const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kG;
+  const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD, kv_width = static_cast<std::int64_t>(n_kv) * kD;
+  const bool split = a.splits > 1;
+  auto part_of = [&](int hg) { return a.partials + ((s * n_heads + h0 + hg) * a.splits + blockIdx.y) * (kD + 2); };
+
+  // Positions and block tables are the step's uploaded inputs (written by no kernel): the first step's rows are
+  // found before the wait, while the kernel before (RoPE + KV write) still runs. Keys, values and q come after it.
+  const int pos = a.q_pos[s];
+  const KeyLayout& L = a.layout;
+  const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
+  const bool bad = query_is_bad(pos, a.T, table, L);
+  const KeySpan keys =
+      bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, kSplitChunk, blockIdx.y);
+  // Rows of this lane's keys in a step from `base`: key rows base + g and base + 8 + g (the Q K^T n-tiles' column
+  // g), value rows base + 2t, + 1, + 8, + 9 (the P V k-step's rows 2t, 2t + 1, 2t + 8, 2t + 9); -1 past the span.
+  int krow[2], vrow[4];
+  auto find_rows = [&](int base) {
+    auto row = [&](int key) { return key <= keys.hi ? static_cast<int>(key_row(table, L.block_size, key)) : -1; };
+    krow[0] = row(base + g);
+    krow[1] = row(base + 8 + g);
+    vrow[0] = row(base + 2 * t);
+    vrow[1] = row(base + 2 * t + 1);
+    vrow[2] = row(base + 2 * t + 8);
+    vrow[3] = row(base + 2 * t + 9);
+  };
+  int base = keys.lo + kStepKeys * warp;
+  find_rows(base);
+  begin_dependent_grid();
+  if (bad) {
+    for (int i = tid; i < kG * kD; i += kThreads) {
+      const int hg = i / kD;
+      if (split) {
+        if (i % kD == 0) part_of(hg)[0] = NAN;  // the merge turns the row into NaN
+      } else {
+        a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + i % kD] = NAN;
+      }
+    }
+    return;
+  }
+
+  // A fragments of q: lane (g, t) holds head h0 + g's dims kLaneDims t .. in k-step order (k-step j: dims 4j ..
+  // 4j + 3 of the lane's range), the high parts in rows g and the remainders in rows g + 8.
+  std::uint32_t qa[kSteps][4];
+  {
+    const float* qrow = a.q + s * q_width + static_cast<std::int64_t>(h0 + g) * kD + kLaneDims * t;
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(qrow + 4 * j);
+      const Bf16Parts x = split_bf16(v.x), y = split_bf16(v.y), z = split_bf16(v.z), w = split_bf16(v.w);
+      qa[j][0] = pack_bf16x2(x.hi, y.hi);
+      qa[j][1] = pack_bf16x2(x.lo, y.lo);
+      qa[j][2] = pack_bf16x2(z.hi, w.hi);
+      qa[j][3] = pack_bf16x2(z.lo, w.lo);
+    }
+  }
+  const std::int64_t head_col = static_cast<std::int64_t>(h0 / kG) * kD;
+  const __nv_bfloat16* kbase = static_cast<const __nv_bfloat16*>(a.k) + head_col + kLaneDims * t;
+  const __nv_bfloat16* vbase = static_cast<const __nv_bfloat16*>(a.v) + head_col + 8 * g;
+
+  float o[kDimTiles][4];  // rows g: P's high parts times V, rows g + 8: its remainders times V (head g both)
+#pragma unroll
+  for (int i = 0; i < kDimTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m = -INFINITY, l = 0.f;  // head g's running max, and this lane's share of its sum
+  for (; base <= keys.hi; base += kStepKeys * kWarps) {
+    uint4 kv[2][kKeyVecs], vv[4][kValVecs];
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int u = 0; u < kKeyVecs; ++u)
+        kv[nt][u] = krow[nt] >= 0 ? __ldg(reinterpret_cast<const uint4*>(kbase + krow[nt] * kv_width) + u) : zero;
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int u = 0; u < kValVecs; ++u)
+        vv[r][u] = vrow[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(vbase + vrow[r] * kv_width + 64 * u)) : zero;
+    find_rows(base + kStepKeys * kWarps);  // the next step's, while the loads are in flight
+
+    // Scores: column n of n-tile nt is key base + 8 nt + n; rows g and g + 8 sum to head g's dot product.
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        const uint4& w = kv[nt][j / 2];
+        mma_bf16_16816(sc[nt], qa[j][0], qa[j][1], qa[j][2], qa[j][3], j % 2 ? w.z : w.x, j % 2 ? w.w : w.y);
+      }
+    float sv[4];  // head g at keys base + 2t, + 1, + 8, + 9
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int key = base + 8 * nt + 2 * t + i;
+        sv[2 * nt + i] = key <= keys.hi ? (sc[nt][i] + sc[nt][2 + i]) * scale : -INFINITY;
+      }
+    // Online softmax over the step's 16 keys (the 4 lanes of a head hold 4 each). Key `base` is in the span, so
+    // the new max is finite.
+    float mx = fmaxf(fmaxf(sv[0], sv[1]), fmaxf(sv[2], sv[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float corr = m == -INFINITY ? 0.f : expf(m - m_new);
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = expf(sv[i] - m_new);
+    l = l * corr + ((p[0] + p[1]) + (p[2] + p[3]));
+    m = m_new;
+#pragma unroll
+    for (int i = 0; i < kDimTiles; ++i)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) o[i][c] *= corr;
+
+    // P V: A is P (rows g high parts, g + 8 remainders; k 2t, 2t + 1 = keys base + 2t, + 1, k 2t + 8, 2t + 9 =
+    // keys base + 2t + 8, + 9), B is V with the same keys, two rows' halves byte-permuted into each register.
+    const Bf16Parts p0 = split_bf16(p[0]), p1 = split_bf16(p[1]), p2 = split_bf16(p[2]), p3 = split_bf16(p[3]);
+    const std::uint32_t a0 = pack_bf16x2(p0.hi, p1.hi), a1 = pack_bf16x2(p0.lo, p1.lo);
+    const std::uint32_t a2 = pack_bf16x2(p2.hi, p3.hi), a3 = pack_bf16x2(p2.lo, p3.lo);
+#pragma unroll
+    for (int u = 0; u < kValVecs; ++u)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const unsigned sel = j % 2 ? 0x7632u : 0x5410u;  // dim 8g + j: the low or high halves
+        const std::uint32_t b0 = __byte_perm(word(vv[0][u], j / 2), word(vv[1][u], j / 2), sel);
+        const std::uint32_t b1 = __byte_perm(word(vv[2][u], j / 2), word(vv[3][u], j / 2), sel);
+        mma_bf16_16816(o[8 * u + j], a0, a1, a2, a3, b0, b1);
+      }
+  }
+
+  // The warps' states, merged in warp order (deterministic): M = max(sink, m_w), weights exp(m_w - M).
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (t == 0) {
+    m_s[warp][g] = m;
+    l_s[warp][g] = l;
+  }
+#pragma unroll
+  for (int u = 0; u < kValVecs; ++u)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float* c = o[8 * u + j];
+      o_s[warp][g][64 * u + 16 * t + j] = c[0] + c[2];  // column 2t: dim 64 u + 16 t + j
+      o_s[warp][g][64 * u + 16 * t + 8 + j] = c[1] + c[3];
+    }
+  __syncthreads();
+  const bool sink = a.sink_kind != kNoSink && !split;  // with splits, the merge adds the sink
+  if (tid < kG) {
+    const float sink_logit = sink ? load_sink(a.sinks, a.sink_kind, h0 + tid) : -INFINITY;
+    float M = sink_logit;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w][tid]);
+    float sum = sink ? expf(sink_logit - M) : 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      // A warp without keys has m = -inf; M = -inf: this split had no keys (written as such for the merge).
+      const float e = m_s[w][tid] == -INFINITY ? 0.f : expf(m_s[w][tid] - M);
+      weight_s[w][tid] = e;
+      sum += e * l_s[w][tid];
+    }
+    sum_s[tid] = sum;
+    m_s[0][tid] = M;
+  }
+  __syncthreads();
+  for (int i = tid; i < kG * kD; i += kThreads) {
+    const int hg = i / kD, dim = i % kD;
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) acc += weight_s[w][hg] * o_s[w][hg][dim];
+    if (split) {
+      float* part = part_of(hg);
+      if (dim == 0) {
+        part[0] = m_s[0][hg];
+        part[1] = sum_s[hg];
+      }
+      part[2 + dim] = acc;
+    } else {
+      a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + dim] = acc / sum_s[hg];
+    }
+  }
+}
+
+}  // namespace
+
+bool attention_group_tc_fits(const AttentionGroupArgs& a, const AttentionParams& p) {
+  return a.kv_bf16 && attention_group_fits(p);
+}
+
+Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
+  const char* op = "attention_group_tc_cuda";
+  if (!attention_group_tc_fits(a, p))
+    return make_error(std::string(op) + ": needs bf16 K/V, 8 query heads per KV head and head_dim 64 or 128, got " +
+                      std::to_string(p.n_heads) + "/" + std::to_string(p.n_kv_heads) + " heads, head_dim " +
+                      std::to_string(p.head_dim) + (a.kv_bf16 ? "" : ", f32 K/V"));
+  if (!aligned_to(a.q, 16) || !aligned_to(a.k, 16) || !aligned_to(a.v, 16))
+    return make_error(std::string(op) + ": q, k and v must be 16-byte aligned");
+  if (a.splits < 1 || a.splits > 65535 || (a.splits > 1 && a.partials == nullptr))
+    return make_error(std::string(op) + ": splits must be in [1, 65535], with partials when above 1");
+  if (a.S == 0) return Status::success();
+  const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
+                  static_cast<unsigned>(a.splits));
+  auto go = [&](auto kernel) {
+    launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+  };
+  if (p.head_dim == 64)
+    go(attention_group_tc_kernel<64>);
+  else
+    go(attention_group_tc_kernel<128>);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_tc_kernel");
+  return Status::success();
+}
+
+}  // namespace day0
