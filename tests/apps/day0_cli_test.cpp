@@ -410,6 +410,18 @@ TEST(Day0CliTinyModel, BatchInvariantIsAcceptedAndChangesNothingOnTheCpu) {
   EXPECT_EQ(word_after(p.out, "\ngenerated ids: "), word_after(plain.out, "\ngenerated ids: "));
 }
 
+// --kv-cache-dtype auto (the default) is bf16 on the GPU and f32 in the CPU reference, which takes no other: the
+// bench's report names the dtype it ran with.
+TEST(Day0CliTinyModel, KvCacheDtypeAutoIsF32OnTheCpu) {
+  TempDir d;
+  const std::string report = d.file("bench.json").string();
+  const Proc p = day0({"bench", kTiny, "--backend", "cpu", "--prefill", "16", "--batches", "1", "--contexts", "16",
+                       "--decode-steps", "1", "--kv-cache-dtype", "auto", "--json", report});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  std::ifstream in(report);
+  EXPECT_EQ(json::parse(in).at("kv_cache_dtype"), "f32");
+}
+
 TEST(Day0CliTinyModel, InspectFindsZeroProblems) {
   const Proc p = day0({"inspect", kTiny});
   EXPECT_EQ(p.exit_code, 0) << p.err;

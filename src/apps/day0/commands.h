@@ -21,7 +21,7 @@ struct BackendCliOptions {
   bool f32_attention = false;           // cuda: no tensor cores in prefill attention
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
-  std::string kv_cache_dtype = "f32";   // f32, or bf16 on cuda (BackendOptions::kv_cache_dtype)
+  std::string kv_cache_dtype = "auto";  // bf16 on cuda, f32 on cpu; or either named (BackendOptions::kv_cache_dtype)
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
   bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)
 };

@@ -169,8 +169,8 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
                   std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
   }
   double kv = 0;
-  for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 4;
-  std::printf("  kv cache      %s per token (f32 K and V, %zu layers; half with --kv-cache-dtype bf16)\n",
+  for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 2;
+  std::printf("  kv cache      %s per token (bf16 K and V, the default, %zu layers; twice with --kv-cache-dtype f32)\n",
               format_bytes(std::size_t(kv)).c_str(), spec.layers.size());
   return true;
 }

@@ -37,9 +37,9 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
   cmd->add_flag("--no-dependent-launch", o.no_dependent_launch,
                "cuda: launch kernels the ordinary way (default: each may start while the one before finishes)");
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
-                  "KV cache element type: f32, or bf16 (cuda: half the bytes per token; K and V rounded to bf16; "
-                  "GQA decode attention on tensor cores)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
+                  "KV cache element type: auto (bf16 on cuda, f32 on cpu), f32, or bf16 (cuda: half the bytes per "
+                  "token; K and V rounded to bf16; GQA decode attention on tensor cores)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
   cmd->add_option("--graph-batch", o.graph_batch,
                   "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));
