@@ -79,7 +79,8 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
         std::function<Status()> fn;
         bool fits;
       };
-      for (const Path& p : {Path{"small-M kernel", small, M <= kLinearSmallMaxRows}, Path{"cuBLASLt", cublas, true}}) {
+      // The small-M kernel past 16 rows runs slices of 16, each reading the weights again (from L2 where they fit).
+      for (const Path& p : {Path{"small-M kernel", small, M <= 128}, Path{"cuBLASLt", cublas, true}}) {
         if (!p.fits) continue;
         D0_ASSIGN_OR_RETURN(double s, time_graph_median(ctx, 9, p.fn, 4 * copies));
         const double bw = bytes / s;

@@ -274,7 +274,7 @@ int bench_moe(const BenchMoeOptions& o) {
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   for (const MoeShape& m : shapes)
     if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
-  if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 64, 2048}, *ceil, report); !st.ok())
+  if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
     return fail(st.error().message);
   if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;

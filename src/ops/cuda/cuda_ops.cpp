@@ -356,7 +356,8 @@ Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& target
                         shape_to_string(x.shape()));
     return linear_small_cuda(x, targets, ctx_->stream());
   }
-  if (linear_small_fits(x, targets)) return linear_small_cuda(x, targets, ctx_->stream());
+  if (linear_small_fits(x, targets, linear_small_max_rows(targets)))
+    return linear_small_cuda(x, targets, ctx_->stream());
   // Profiled runs time the GEMM path's parts too (nested spans: their time is also in the caller's span).
   if (profiling_) profile_begin("  (GEMM path) x to bf16");
   Result<Tensor> xb = to_bf16(x, "linear input");

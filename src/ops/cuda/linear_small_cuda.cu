@@ -160,6 +160,12 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
   return true;
 }
 
+std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets) {
+  std::int64_t bytes = 0;
+  for (const LinearTarget& t : targets) bytes += static_cast<std::int64_t>(t.w.nbytes());
+  return bytes <= kLinearSmallTinyWeightBytes ? kLinearSmallTinyMaxRows : kLinearSmallMaxRows;
+}
+
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
   const char* op = "linear_small_cuda";
   if (!linear_small_fits(x, targets, kLinearSmallMaxSlicedRows))

@@ -19,6 +19,11 @@ namespace day0 {
 
 // 16: at 32 rows cuBLASLt is faster for the o projection and lm_head (bench-moe, H200).
 inline constexpr std::int64_t kLinearSmallMaxRows = 16;
+// Weights this small (gpt-oss's router: 184 KB) are read in a few microseconds whatever the row count, so slices
+// of 16 rows beat cuBLASLt's input conversion and GEMM up to kLinearSmallTinyMaxRows rows (bench-moe, H200, router:
+// 3.7-3.9 us at 32 / 64 / 128 rows against 7.0-7.3).
+inline constexpr std::int64_t kLinearSmallTinyWeightBytes = std::int64_t{1} << 20;
+inline constexpr std::int64_t kLinearSmallTinyMaxRows = 128;
 inline constexpr int kLinearSmallMaxTargets = 4;
 // More rows run as slices of 16 (one grid row each, every slice reading the weights again): a row's result is
 // the same whatever M (batch-invariant mode takes every call here).
@@ -28,6 +33,10 @@ inline constexpr std::int64_t kLinearSmallMaxSlicedRows = std::int64_t{65535} * 
 // at most kLinearSmallMaxTargets outputs. Shapes are checked by the launcher.
 bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets,
                        std::int64_t max_rows = kLinearSmallMaxRows);
+
+// The most rows CudaOps sends to the small-M kernel for these weights (kLinearSmallMaxRows, or
+// kLinearSmallTinyMaxRows for tiny weights).
+std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 
 // x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias
 // f32/bf16 [N] or undefined, out f32 [M, N]. Products are x rounded to bf16 times the

@@ -122,6 +122,17 @@ TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_g
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), std::vector<LinearTarget>(5, one[0])));
 }
 
+// Up to 128 rows for weights of at most 1 MiB (gpt-oss's router: 32 x 2880 bf16), 16 for larger ones (q/k/v, o,
+// lm_head), counting every target of the call.
+TEST(CudaLinearSmall, tiny_weights_take_more_rows_than_large_ones) {
+  const Tensor router = Tensor::zeros({32, 2880}, DType::bf16), o = Tensor::zeros({2880, 4096}, DType::bf16);
+  EXPECT_EQ(linear_small_max_rows({{router, Tensor(), Tensor()}}), kLinearSmallTinyMaxRows);
+  EXPECT_EQ(linear_small_max_rows({{o, Tensor(), Tensor()}}), kLinearSmallMaxRows);
+  const Tensor half = Tensor::zeros({256, 1024}, DType::bf16);  // 512 KiB: two of them are exactly 1 MiB
+  EXPECT_EQ(linear_small_max_rows({{half, Tensor(), Tensor()}, {half, Tensor(), Tensor()}}), kLinearSmallTinyMaxRows);
+  EXPECT_EQ(linear_small_max_rows(std::vector<LinearTarget>(3, {half, Tensor(), Tensor()})), kLinearSmallMaxRows);
+}
+
 TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reason) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context(std::size_t(64) << 20);
