@@ -1,6 +1,7 @@
 // BlockPool and KV budget sizing.
 #include "cache/block_pool.h"
 
+#include <algorithm>
 #include <cassert>
 #include <limits>
 #include <string>
@@ -38,6 +39,15 @@ Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t bu
                       std::to_string(layout.block_size) + " tokens needs " + std::to_string(per_block) + " bytes");
   if (n > static_cast<std::uint64_t>(std::numeric_limits<BlockId>::max())) return std::numeric_limits<BlockId>::max();
   return static_cast<std::int32_t>(n);
+}
+
+std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std::int64_t least,
+                                std::size_t budget_bytes) {
+  auto per_token = kv_bytes_per_token(layout);
+  if (!per_token.ok() || *per_token == 0) return wanted;  // nothing to fit (no KV layers) or no valid layout
+  auto fit = kv_blocks_for_budget(layout, budget_bytes);
+  const std::int64_t fits = fit.ok() ? *fit : 0;  // not ok: not one block
+  return std::max(least, std::min(wanted, fits));
 }
 
 BlockPool::BlockPool(std::int32_t n_blocks)

@@ -33,6 +33,10 @@ struct KvLayout {
 Result<std::int64_t> kv_bytes_per_token(const KvLayout& layout);
 // How many whole blocks a memory budget holds; an error if not even one (names the bytes needed per block).
 Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t budget_bytes);
+// A pool of `wanted` blocks where `budget_bytes` are free: all of them if they fit, else as many whole blocks as
+// do, never fewer than `least` (what the caller cannot do without; allocating them may then fail).
+std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std::int64_t least,
+                                std::size_t budget_bytes);
 
 class BlockPool {
  public:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "model/executor_util.h"
@@ -61,16 +62,24 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   ex->max_step_tokens_ = options.max_step_tokens;
   ex->block_size_ = options.block_size;
   const std::int64_t pool_tokens = std::max(options.kv_pool_tokens, max_tokens);
-  const std::int64_t n_blocks = (pool_tokens + options.block_size - 1) / options.block_size;
+  std::int64_t n_blocks = (pool_tokens + options.block_size - 1) / options.block_size;
+  D0_RETURN_IF_ERROR(ops.plan(ops_plan(spec, options.max_step_tokens)));  // workspaces first: the pool fits after
+  const std::vector<std::int64_t> widths = kv_row_widths(spec);
+  // Step graphs pad their batches with rows that write one KV block of their own, past the callers' blocks.
+  const bool graphs = options.graph_max_batch > 0 && ops.device() != Device::cpu;
+  const std::optional<std::size_t> free = ops.free_memory_bytes();
+  if (options.kv_pool_fit_reserve_bytes >= 0 && free) {
+    const KvLayout layout{widths, options.block_size, ops.kv_cache_dtype()};
+    const std::size_t reserve = static_cast<std::size_t>(options.kv_pool_fit_reserve_bytes);
+    const std::int64_t least = (max_tokens + options.block_size - 1) / options.block_size;
+    const std::int64_t pad = graphs ? 1 : 0;  // the graphs' padding block comes out of the same memory
+    n_blocks = kv_blocks_that_fit(layout, n_blocks + pad, least + pad, *free > reserve ? *free - reserve : 0) - pad;
+  }
   if (n_blocks > std::numeric_limits<BlockId>::max() / options.block_size)
     return make_error("KV pool of " + std::to_string(pool_tokens) + " tokens has too many slots for i32 indices");
   ex->n_blocks_ = static_cast<std::int32_t>(n_blocks);
-  // Step graphs pad their batches with rows that write one KV block of their own, past the callers' blocks.
-  const bool graphs = options.graph_max_batch > 0 && ops.device() != Device::cpu;
   if (graphs) ex->pad_block_ = static_cast<BlockId>(n_blocks);
   const std::int64_t pool_blocks = n_blocks + (graphs ? 1 : 0);
-  D0_RETURN_IF_ERROR(ops.plan(ops_plan(spec, options.max_step_tokens)));
-  const std::vector<std::int64_t> widths = kv_row_widths(spec);
   for (size_t i = 0; i < widths.size(); ++i) {
     const Shape shape{widths[i] > 0 ? pool_blocks * options.block_size : 0, widths[i]};
     const DType kv = ops.kv_cache_dtype();

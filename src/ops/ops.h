@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -117,6 +118,8 @@ class Ops {
   virtual Status synchronize() = 0;
   // What this backend holds, by use, for the memory report.
   virtual std::vector<MemoryUse> memory_report() const = 0;
+  // Bytes `allocate` can still hand out (the CUDA arena's free bytes); nullopt: bounded by the host only.
+  virtual std::optional<std::size_t> free_memory_bytes() const { return std::nullopt; }
 
   // ---- profiling (ops/op_profile.h): while enabled, each begin/end pair times the work enqueued between them
   // under `span` (spans may nest); profile_report waits for the device and returns the totals so far. The

@@ -32,6 +32,16 @@ TEST(KvBudget, budget_gives_whole_blocks_and_too_small_a_budget_is_an_error_nami
   EXPECT_FALSE(kv_blocks_for_budget(KvLayout{{0, 0}, 4, DType::f32}, 1 << 20).ok());
 }
 
+// The executor's pool when the memory left cannot hold what was asked (bench: one context per batch row).
+TEST(KvBudget, a_pool_too_large_for_the_budget_shrinks_to_whole_blocks_but_never_below_the_least) {
+  const KvLayout layout{{16, 16}, 4, DType::f32};  // 1024 bytes a block
+  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 1000 * 1024), 100);      // fits: as asked
+  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 10 * 1024 + 1023), 10);  // 10 whole blocks
+  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 2 * 1024), 4);           // the least, whatever the budget
+  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 0), 4);
+  EXPECT_EQ(kv_blocks_that_fit(KvLayout{{0, 0}, 4, DType::f32}, 100, 4, 0), 100);  // no KV layers: nothing to fit
+}
+
 TEST(BlockPool, allocation_to_exhaustion_hands_out_each_block_once_then_returns_empty) {
   BlockPool pool(5);
   std::set<BlockId> seen;

@@ -51,6 +51,7 @@ class CudaOps final : public Ops {
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override;
   std::vector<MemoryUse> memory_report() const override;
+  std::optional<std::size_t> free_memory_bytes() const override { return ctx_->arena().free_bytes(); }
   void profile_begin(std::string_view span) override;
   void profile_end() override;
   Result<std::vector<ProfileEntry>> profile_report() override;
