@@ -37,7 +37,6 @@ __global__ void __launch_bounds__(kThreads)
   const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kG;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD, kv_width = static_cast<std::int64_t>(n_kv) * kD;
   const bool split = a.splits > 1;
-  auto part_of = [&](int g) { return a.partials + ((s * n_heads + h0 + g) * a.splits + blockIdx.y) * (kD + 2); };
 
   // Positions and block tables are the step's inputs, uploaded before its first kernel and written by none: the
   // chain position -> sequence -> table -> first chunk's rows runs before the wait, while the kernel before
@@ -49,17 +48,7 @@ __global__ void __launch_bounds__(kThreads)
   const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, kChunk, blockIdx.y);
   const std::int64_t first_row = tid <= keys.hi - keys.lo ? key_row(table, L.block_size, keys.lo + tid) : 0;
   begin_dependent_grid();
-  if (bad) {
-    for (int i = tid; i < kG * kD; i += kThreads) {
-      const int g = i / kD;
-      if (split) {
-        if (i % kD == 0) part_of(g)[0] = NAN;  // the merge turns the row into NaN
-      } else {
-        a.out[s * q_width + static_cast<std::int64_t>(h0 + g) * kD + i % kD] = NAN;
-      }
-    }
-    return;
-  }
+  if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);
   for (int i = tid; i < kG * kD; i += kThreads) qs[i / kD][i % kD] = a.q[s * q_width + h0 * kD + i];
   if (tid < kG) {
     // Without splits the sink starts the running max and adds exp(sink - m) = 1 to the sum; with them, the merge.
@@ -169,7 +158,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int kl = 1; kl < kKeyLanes; ++kl) sum += red[kl][g][dim];
     if (split) {
-      float* part = part_of(g);
+      float* part = group_partial(a, s, n_heads, h0, g, kD);
       if (dim == 0) {
         part[0] = m_s[g];  // -inf: this split had no keys
         part[1] = l_s[g];
@@ -188,8 +177,7 @@ bool attention_group_fits(const AttentionParams& p) {
          (p.head_dim == 64 || p.head_dim == 128);
 }
 
-Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
-  const char* op = "attention_group_cuda";
+Status check_attention_group_args(const char* op, const AttentionGroupArgs& a, const AttentionParams& p) {
   if (!attention_group_fits(p))
     return make_error(std::string(op) + ": needs 8 query heads per KV head and head_dim 64 or 128, got " +
                       std::to_string(p.n_heads) + "/" + std::to_string(p.n_kv_heads) + " heads, head_dim " +
@@ -198,7 +186,12 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
     return make_error(std::string(op) + ": q, k and v must be 16-byte aligned");
   if (a.splits < 1 || a.splits > 65535 || (a.splits > 1 && a.partials == nullptr))
     return make_error(std::string(op) + ": splits must be in [1, 65535], with partials when above 1");
+  return Status::success();
+}
+
+Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   if (a.kv_bf16) return attention_group_tc_cuda(a, p, stream);
+  D0_RETURN_IF_ERROR(check_attention_group_args("attention_group_cuda", a, p));
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/status.h"
@@ -41,5 +42,30 @@ struct AttentionGroupArgs {
 };
 
 Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream);
+// The launchers' shared checks (group shape, alignment, splits), errors naming `op`.
+Status check_attention_group_args(const char* op, const AttentionGroupArgs& a, const AttentionParams& p);
+
+#ifdef __CUDACC__
+// Where head h0 + g of query s leaves this split's partial (m, l, unnormalised output of d dims) for the merge.
+__device__ __forceinline__ float* group_partial(const AttentionGroupArgs& a, std::int64_t s, int n_heads, int h0,
+                                                int g, int d) {
+  return a.partials + ((s * n_heads + h0 + g) * a.splits + blockIdx.y) * (d + 2);
+}
+
+// A query with no keys to read (query_is_bad) gets NaN rows for its kG heads from h0, or, with splits, a NaN m in
+// each partial (the merge turns the row into NaN). Every thread of the block calls it.
+template <int kG>
+__device__ __forceinline__ void write_bad_query(const AttentionGroupArgs& a, std::int64_t s, int n_heads, int h0,
+                                                int d) {
+  for (int i = threadIdx.x; i < kG * d; i += blockDim.x) {
+    const int g = i / d;
+    if (a.splits > 1) {
+      if (i % d == 0) group_partial(a, s, n_heads, h0, g, d)[0] = NAN;
+    } else {
+      a.out[s * n_heads * d + static_cast<std::int64_t>(h0 + g) * d + i % d] = NAN;
+    }
+  }
+}
+#endif
 
 }  // namespace day0

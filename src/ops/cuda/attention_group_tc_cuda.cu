@@ -54,7 +54,6 @@ __global__ void __launch_bounds__(kThreads)
   const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kG;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD, kv_width = static_cast<std::int64_t>(n_kv) * kD;
   const bool split = a.splits > 1;
-  auto part_of = [&](int hg) { return a.partials + ((s * n_heads + h0 + hg) * a.splits + blockIdx.y) * (kD + 2); };
 
   // Positions and block tables are the step's uploaded inputs (written by no kernel): the first step's rows are
   // found before the wait, while the kernel before (RoPE + KV write) still runs. Keys, values and q come after it.
@@ -79,17 +78,7 @@ __global__ void __launch_bounds__(kThreads)
   int base = keys.lo + kStepKeys * warp;
   find_rows(base);
   begin_dependent_grid();
-  if (bad) {
-    for (int i = tid; i < kG * kD; i += kThreads) {
-      const int hg = i / kD;
-      if (split) {
-        if (i % kD == 0) part_of(hg)[0] = NAN;  // the merge turns the row into NaN
-      } else {
-        a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + i % kD] = NAN;
-      }
-    }
-    return;
-  }
+  if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);
 
   // A fragments of q: lane (g, t) holds head h0 + g's dims kLaneDims t .. in k-step order (k-step j: dims 4j ..
   // 4j + 3 of the lane's range), the high parts in rows g and the remainders in rows g + 8.
@@ -219,7 +208,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) acc += weight_s[w][hg] * o_s[w][hg][dim];
     if (split) {
-      float* part = part_of(hg);
+      float* part = group_partial(a, s, n_heads, h0, hg, kD);
       if (dim == 0) {
         part[0] = m_s[0][hg];
         part[1] = sum_s[hg];
@@ -233,20 +222,10 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-bool attention_group_tc_fits(const AttentionGroupArgs& a, const AttentionParams& p) {
-  return a.kv_bf16 && attention_group_fits(p);
-}
-
 Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   const char* op = "attention_group_tc_cuda";
-  if (!attention_group_tc_fits(a, p))
-    return make_error(std::string(op) + ": needs bf16 K/V, 8 query heads per KV head and head_dim 64 or 128, got " +
-                      std::to_string(p.n_heads) + "/" + std::to_string(p.n_kv_heads) + " heads, head_dim " +
-                      std::to_string(p.head_dim) + (a.kv_bf16 ? "" : ", f32 K/V"));
-  if (!aligned_to(a.q, 16) || !aligned_to(a.k, 16) || !aligned_to(a.v, 16))
-    return make_error(std::string(op) + ": q, k and v must be 16-byte aligned");
-  if (a.splits < 1 || a.splits > 65535 || (a.splits > 1 && a.partials == nullptr))
-    return make_error(std::string(op) + ": splits must be in [1, 65535], with partials when above 1");
+  if (!a.kv_bf16) return make_error(std::string(op) + ": reads bf16 K/V, got f32 (attention_group_cuda takes them)");
+  D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));

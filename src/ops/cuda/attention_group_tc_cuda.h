@@ -18,9 +18,7 @@
 
 namespace day0 {
 
-// The group shapes of attention_group_fits, with bf16 K and V.
-bool attention_group_tc_fits(const AttentionGroupArgs& a, const AttentionParams& p);
-
+// The group shapes of attention_group_fits, with bf16 K and V (attention_group_cuda calls it for those).
 Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream);
 
 }  // namespace day0
