@@ -12,13 +12,6 @@
 namespace day0 {
 namespace {
 
-std::vector<std::int64_t> kv_row_widths(const ModelSpec& spec) {
-  std::vector<std::int64_t> widths;
-  for (const auto& L : spec.layers)
-    widths.push_back(std::int64_t(L.mixer.attention.n_kv_heads) * L.mixer.attention.head_dim);
-  return widths;
-}
-
 // An optional weight: the manifest name, or an undefined tensor when the spec names none.
 const Tensor& optional_weight(const ModelWeights& w, const std::string& name) {
   static const Tensor kNone;
@@ -48,6 +41,13 @@ ExpertWeights expert_weights(const ModelWeights& w, const ExpertMatrix& m, int n
 
 }  // namespace
 
+KvLayout kv_layout(const ModelSpec& spec, std::int64_t block_size, DType dtype) {
+  KvLayout layout{{}, block_size, dtype};
+  for (const auto& L : spec.layers)
+    layout.row_widths.push_back(std::int64_t(L.mixer.attention.n_kv_heads) * L.mixer.attention.head_dim);
+  return layout;
+}
+
 Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelWeights weights, Ops& ops,
                                                    const ExecutorOptions& options) {
   const std::int64_t max_tokens = options.max_tokens;
@@ -64,12 +64,12 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   const std::int64_t pool_tokens = std::max(options.kv_pool_tokens, max_tokens);
   std::int64_t n_blocks = (pool_tokens + options.block_size - 1) / options.block_size;
   D0_RETURN_IF_ERROR(ops.plan(ops_plan(spec, options.max_step_tokens)));  // workspaces first: the pool fits after
-  const std::vector<std::int64_t> widths = kv_row_widths(spec);
+  const KvLayout layout = kv_layout(spec, options.block_size, ops.kv_cache_dtype());
+  const std::vector<std::int64_t>& widths = layout.row_widths;
   // Step graphs pad their batches with rows that write one KV block of their own, past the callers' blocks.
   const bool graphs = options.graph_max_batch > 0 && ops.device() != Device::cpu;
   const std::optional<std::size_t> free = ops.free_memory_bytes();
   if (options.kv_pool_fit_reserve_bytes >= 0 && free) {
-    const KvLayout layout{widths, options.block_size, ops.kv_cache_dtype()};
     const std::size_t reserve = static_cast<std::size_t>(options.kv_pool_fit_reserve_bytes);
     const std::int64_t least = (max_tokens + options.block_size - 1) / options.block_size;
     const std::int64_t pad = graphs ? 1 : 0;  // the graphs' padding block comes out of the same memory

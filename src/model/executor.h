@@ -29,6 +29,9 @@ namespace day0 {
 // Rows are the step's tokens; a prompt longer than one step reports each step's taps in turn.
 using TapFn = std::function<void(std::string_view name, const Tensor& value)>;
 
+// The KV rows one token of `spec` takes in the executor's pools (per layer n_kv_heads x head_dim).
+KvLayout kv_layout(const ModelSpec& spec, std::int64_t block_size, DType dtype);
+
 struct ExecutorOptions {
   std::int64_t max_tokens = 0;          // longest sequence (solo forward: prompt + generated)
   std::int64_t max_step_tokens = 2048;  // tokens per step (longer solo prompts prefill in chunks)

@@ -168,10 +168,13 @@ bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
                   format_bytes(*bytes).c_str(), std::string(expert_storage_name(plan.expert_storage)).c_str(),
                   std::string(expert_compute_name(compute)).c_str(), static_cast<long long>(max_step));
   }
-  double kv = 0;
-  for (const auto& L : spec.layers) kv += 2.0 * L.mixer.attention.n_kv_heads * L.mixer.attention.head_dim * 2;
+  auto kv = kv_bytes_per_token(kv_layout(spec, 16, DType::bf16));
+  if (!kv.ok()) {
+    fail(kv.error().message);
+    return false;
+  }
   std::printf("  kv cache      %s per token (bf16 K and V, the default, %zu layers; twice with --kv-cache-dtype f32)\n",
-              format_bytes(std::size_t(kv)).c_str(), spec.layers.size());
+              format_bytes(std::size_t(*kv)).c_str(), spec.layers.size());
   return true;
 }
 

@@ -17,6 +17,7 @@
 #include "apps/day0/model_loading.h"
 #include "arch/registry.h"
 #include "cache/block_pool.h"
+#include "model/executor.h"
 #include "ops/cuda/device_arena.h"
 #include "ops/registry.h"
 #include "serve/deployment.h"
@@ -101,11 +102,7 @@ int serve(const ServeCommandOptions& o) {
   if (o.kv_memory > 0) {  // the pool from a memory budget: as many whole blocks as the bytes hold
     auto spec = model_spec_from_dir(o.dir);
     if (!spec.ok()) return fail(spec.error().message);
-    KvLayout layout;
-    layout.block_size = d.load.block_size;
-    layout.dtype = d.load.backend_options.kv_cache_dtype;
-    for (const auto& L : spec->layers)
-      layout.row_widths.push_back(std::int64_t(L.mixer.attention.n_kv_heads) * L.mixer.attention.head_dim);
+    const KvLayout layout = kv_layout(*spec, d.load.block_size, d.load.backend_options.kv_cache_dtype);
     auto blocks = kv_blocks_for_budget(layout, static_cast<std::size_t>(o.kv_memory));
     if (!blocks.ok()) return fail("--kv-memory: " + blocks.error().message);
     d.load.kv_pool_tokens = std::int64_t(*blocks) * layout.block_size;

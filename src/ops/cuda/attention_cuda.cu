@@ -461,10 +461,7 @@ Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tens
                      slots.data<std::int32_t>(), S, width, n_slots, static_cast<KV*>(k_pool.raw()),
                      static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>());
   };
-  if (k_pool.dtype() == DType::bf16)
-    go(static_cast<__nv_bfloat16*>(nullptr));
-  else
-    go(static_cast<float*>(nullptr));
+  with_kv_element(k_pool.dtype() == DType::bf16, go);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("kv_write_kernel");
   return Status::success();
 }

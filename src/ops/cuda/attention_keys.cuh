@@ -37,6 +37,16 @@ __device__ __forceinline__ float load_kv(const float* p) { return *p; }
 __device__ __forceinline__ float load_kv(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void store_kv(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_kv(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Calls f with a null pointer of a KV pool's element type (bf16 where `bf16`, else f32): the launchers pick their
+// kernel instance from its type.
+template <class F>
+void with_kv_element(bool bf16, F&& f) {
+  if (bf16)
+    f(static_cast<__nv_bfloat16*>(nullptr));
+  else
+    f(static_cast<float*>(nullptr));
+}
 #endif
 
 // Where the keys are: contiguous rows (tables == nullptr), or a paged pool.
