@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -66,8 +67,22 @@ __global__ void __launch_bounds__(kThreads)
   // Rows of this lane's keys in a step from `base`: key rows base + g and base + 8 + g (the Q K^T n-tiles' column
   // g), value rows base + 2t, + 1, + 8, + 9 (the P V k-step's rows 2t, 2t + 1, 2t + 8, 2t + 9); -1 past the span.
   int krow[2], vrow[4];
+  // A step's 16 keys lie in at most two blocks where a block holds 16 or more: one division and two table reads
+  // (the second only where a key in the span crosses into it) instead of a division and a read per key.
   auto find_rows = [&](int base) {
-    auto row = [&](int key) { return key <= keys.hi ? static_cast<int>(key_row(table, L.block_size, key)) : -1; };
+    int first = 0, next_key = INT_MAX, second = 0;  // row of key base; first key of the next block, its row
+    const bool two_blocks = table && L.block_size >= kStepKeys;
+    if (two_blocks && base <= keys.hi) {  // the blocks up to keys.hi were checked (query_is_bad); none past
+      const int blk = base / L.block_size, off = base - blk * L.block_size;
+      first = table[blk] * L.block_size + off;
+      next_key = base - off + L.block_size;
+      if (min(base + kStepKeys - 1, keys.hi) >= next_key) second = table[blk + 1] * L.block_size;
+    }
+    auto row = [&](int key) {
+      if (key > keys.hi) return -1;
+      if (!two_blocks) return static_cast<int>(key_row(table, L.block_size, key));
+      return key < next_key ? first + (key - base) : second + (key - next_key);
+    };
     krow[0] = row(base + g);
     krow[1] = row(base + 8 + g);
     vrow[0] = row(base + 2 * t);
