@@ -120,13 +120,12 @@ int bench(const BenchOptions& o) {
     const auto t0 = clock::now();
     auto m = load_model(o.dir, lo);
     if (!m.ok()) return m;
-    if (m.ok() && o.synthetic)
+    if (o.synthetic)
       std::printf("synthetic   %.2f GB of random weights made in memory in %.2f s\n", m->weight_bytes / 1e9,
                   m->synth_seconds);
-    if (m.ok()) std::printf("graphs      %s\n", m->executor->graph_status().c_str());
-    if (m.ok())
-      std::printf("load        %.2f GB in %.2f s (%.2f GB/s placing)\n", m->weight_bytes / 1e9,
-                  seconds_since(t0) - m->synth_seconds, m->weight_bytes / 1e9 / m->place_seconds);
+    std::printf("graphs      %s\n", m->executor->graph_status().c_str());
+    std::printf("load        %.2f GB in %.2f s (%.2f GB/s placing)\n", m->weight_bytes / 1e9,
+                seconds_since(t0) - m->synth_seconds, m->weight_bytes / 1e9 / m->place_seconds);
     return m;
   }();
   if (!model.ok()) return fail(model.error().message);
