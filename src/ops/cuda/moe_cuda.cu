@@ -257,7 +257,7 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 }
 
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
-// the weighted sum in expert order (one token: the token kernels on the router's ids). Bad expert
+// the weighted sum in expert order (one token: the token kernels on the router's ids, the same sums). Bad expert
 // ids are left ungrouped (unwritten) and raise ws.error_flag (reported at sync).
 // With `norm`, the weighted sum goes into its residual add and RMSNorm instead of `out` (one kernel).
 Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,

@@ -58,11 +58,9 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 
 // One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
 // ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or
-// f32 [k, out]); x is f32 [1, in] (the token) or f32 / bf16 [k, in] (a row per slot: the gate_up output).
-// The token enters the MMAs as f16 after an exact power-of-two shift (11 significant bits whatever its range; the
-// grouped kernel's bf16 has 8) and each group's scale is applied to the MMA's f32 sums, so the weights are exact
-// and the sums differ from the grouped kernel's: this serves only where fused_moe_wide_split does (never in
-// batch-invariant mode). An id outside [0, E) sets error_flag and leaves its row unwritten.
+// f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
+// slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
+// where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
 // slots_settled: no kernel still running when this one is launched writes `slots` (they were written two or more
 // launches back, as for the down projection after gate_up), so the ids are read and the weights fetched before the
 // dependent-launch wait, overlapping the kernel just before.
