@@ -98,9 +98,14 @@ Status CudaOps::plan(const OpsPlan& plan) {
   return Status::success();
 }
 
-// Dense float matrices become bf16 (what the GEMMs take); expert storage (MXFP4 bytes, stored bf16 / fp8 values
-// and their f32 row scales), vectors (norms, biases, sinks) and everything else keep their stored dtype.
-static DType placed_dtype(const Tensor& t, bool expert) {
+// Dense float matrices become bf16 (what the GEMMs take); the dense layers' bias vectors become f32, the dtype of
+// the GEMMs' outputs, so cuBLASLt adds them in its epilogue instead of a kernel of ours after each GEMM (exact:
+// bf16 and f16 widen to f32 without rounding). Expert storage (MXFP4 bytes, stored bf16 / fp8 values and their f32
+// row scales), the experts' biases, other vectors (norms, sinks) and everything else keep their stored dtype.
+static DType placed_dtype(const std::string& name, const Tensor& t, bool expert) {
+  const bool float_dtype = t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16;
+  if (float_dtype && t.dim() == 1 && name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0)
+    return DType::f32;
   const bool float_matrix = t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 &&
                             (t.dtype() == DType::f32 || t.dtype() == DType::f16);
   return float_matrix && !expert ? DType::bf16 : t.dtype();
@@ -111,7 +116,8 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
   NamedTensors placed;
   std::vector<UploadItem> items;
   std::uint64_t need = 0;
-  for (const auto& [name, t] : host) need += t.numel() * dtype_bits(placed_dtype(t, expert_tensors.count(name))) / 8;
+  for (const auto& [name, t] : host)
+    need += t.numel() * dtype_bits(placed_dtype(name, t, expert_tensors.count(name))) / 8;
   if (need > ctx_->arena().free_bytes())
     return make_error("cuda: the weights need " + format_bytes(need) + " but the arena has " +
                       format_bytes(ctx_->arena().free_bytes()) + " free (" + ctx_->device_summary() + ")");
@@ -119,9 +125,11 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
     if (t.device() != Device::cpu || !t.is_contiguous())
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
     const bool expert = expert_tensors.count(name) != 0;
-    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), placed_dtype(t, expert), "weights: " + name));
+    const DType dtype = placed_dtype(name, t, expert);
+    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), dtype, "weights: " + name));
     (expert ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
-    items.push_back({t, d});
+    // The uploader narrows f32 / f16 to bf16 on its own; a vector widened to f32 is converted here (a few KB).
+    items.push_back({dtype == DType::f32 && t.dtype() != DType::f32 ? t.to_f32() : t, d});
     placed.emplace(name, d);
   }
   // The report lists weights by kind; the arena bytes of the "weights" use (alignment included) stay out of it.
