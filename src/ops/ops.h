@@ -182,6 +182,13 @@ class Ops {
                                  const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
   // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
   virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
+  // The MoE router: logits = linear(x, w, bias), then router_topk_softmax(logits, k, indices, weights); a backend
+  // may run both in one kernel (logits are written either way).
+  virtual Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
+                        Tensor& weights) {
+    D0_RETURN_IF_ERROR(linear(x, w, bias, logits));
+    return router_topk_softmax(logits, k, indices, weights);
+  }
   // out [n, E.out] = x [n, in] W_e^T + b_e for one expert e, in the precision its storage gives the backend.
   virtual Status expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) = 0;
   // h [n, I] from gate_up [n, 2I]: (up + 1) * g * sigmoid(alpha g), g = min(gate, limit), up clamped.

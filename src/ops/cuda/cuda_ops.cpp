@@ -57,6 +57,10 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   ops->gemms_ = std::make_unique<MoeGemms>(*ops->ctx_);
   D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->error_flag_.raw(), 0, sizeof(std::int32_t), ops->ctx_->stream()));
+  D0_ASSIGN_OR_RETURN(ops->router_counters_,
+                      ops->ctx_->arena().allocate({kLinearSmallRouterSlices}, DType::u32, "router counters"));
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(ops->router_counters_.raw(), 0, ops->router_counters_.nbytes(), ops->ctx_->stream()));
   D0_ASSIGN_OR_RETURN(ops->flags_host_, PinnedDownloads::allocate(2 * sizeof(std::int32_t)));
   ops->persistent_end_ = ops->ctx_->arena().used_bytes();
   ops->persistent_by_use_["cuBLASLt workspace"] = co.cublas_workspace_bytes;
@@ -438,6 +442,19 @@ Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Ten
 
 Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {
   return router_topk_softmax_cuda(logits, k, indices, weights, ctx_->stream());
+}
+
+// Where the router's linear takes the small-M kernel (every step of up to 128 tokens), its top-k runs in the same
+// launch: the same bits as the two launches, one kernel fewer a layer.
+Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
+                       Tensor& weights) {
+  const std::vector<LinearTarget> target{{w, bias, logits}};
+  const std::int64_t max_rows = std::min(
+      options_.batch_invariant ? kLinearSmallTinyMaxRows : linear_small_max_rows(target), kLinearSmallTinyMaxRows);
+  if (w.dim() == 2 && w.size(0) <= kRouterMaxExperts && k >= 1 && k <= kRouterMaxK && k <= w.size(0) &&
+      linear_small_fits(x, target, max_rows))
+    return linear_small_router_cuda(x, target[0], k, indices, weights, router_counters_, ctx_->stream());
+  return Ops::router(x, w, bias, k, logits, indices, weights);
 }
 
 Status CudaOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) {

@@ -73,6 +73,8 @@ class CudaOps final : public Ops {
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
+  Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
+                Tensor& weights) override;
   Status expert_matmul(const Tensor& x, const ExpertWeights& w, int expert, Tensor& out) override;
   Status swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) override;
   Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
@@ -105,6 +107,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<MoeGemms> gemms_;  // bf16 for every dense matmul, bf16 or fp8 for the experts
   std::optional<MoeWorkspace> moe_;
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
+  Tensor router_counters_;                  // u32 [kLinearSmallRouterSlices], zero between router launches
   std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize
   PinnedDownloads downloads_;               // what download() returns borrows one of these
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins

@@ -10,6 +10,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/router_topk.cuh"
 
 namespace day0 {
 namespace {
@@ -34,11 +35,20 @@ struct Target {
   int tile_begin;  // first CTA of this target
 };
 
+// The router's fused top-k (linear_small_router_cuda): k = 0 where there is none.
+struct RouterTopk {
+  int k;
+  std::int32_t* indices;
+  float* weights;
+  unsigned* counters;  // [slices]: CTAs of the slice done; the last one resets it
+};
+
 struct Args {
   const float* x;
   int m, k;
   int n_targets;
   Target t[kLinearSmallMaxTargets];
+  RouterTopk topk;
 };
 
 // Weights are read once per step: keep them out of L1, where x lives.
@@ -61,7 +71,8 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
 // Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
 // 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide shape takes a whole SM.
-template <int kTiles, int kWarps, int kInFlight>
+// kTopk: the router's fused top-k (the wide shape only: a router has at most 16 row tiles).
+template <int kTiles, int kWarps, int kInFlight, bool kTopk = false>
 __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 3) : 1) linear_small_kernel(Args a) {
   Target tg = a.t[0];
 #pragma unroll
@@ -131,22 +142,43 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 
 #pragma unroll
     for (int j = 0; j < 4; ++j) partial[warp][i][lane][j] = acc[i][j];
   __syncthreads();
-  if (warp >= kTiles) return;
-  const int tile = warp;
-  float v[4];
+  if (warp < kTiles) {
+    const int tile = warp;
+    float v[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float s = partial[0][tile][lane][j];
+    for (int j = 0; j < 4; ++j) {
+      float s = partial[0][tile][lane][j];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) s += partial[w][tile][lane][j];
-    v[j] = s;
+      for (int w = 1; w < kWarps; ++w) s += partial[w][tile][lane][j];
+      v[j] = s;
+    }
+    // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + tile * kTokensPerMma + 2 * t + j % 2;
+      if (row < tg.n && token < a.m)
+        tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
+    }
   }
-  // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + tile * kTokensPerMma + 2 * t + j % 2;
-    if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
+  if constexpr (!kTopk) return;
+
+  // The router: the slice's last CTA to finish picks each of its tokens' experts from the logits every CTA wrote
+  // (fence, then count; the last sees every write), one warp a token, and resets the count for the next launch.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&a.topk.counters[blockIdx.y], 1u) == gridDim.x - 1;
+    if (last) a.topk.counters[blockIdx.y] = 0;
   }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int tokens_end = min(token0 + static_cast<int>(kLinearSmallMaxRows), a.m);
+  for (int token = token0 + warp; token < tokens_end; token += kWarps)
+    router_topk_softmax_warp(tg.out + static_cast<std::int64_t>(token) * tg.n, tg.n, a.topk.k,
+                             a.topk.indices + static_cast<std::int64_t>(token) * a.topk.k,
+                             a.topk.weights + static_cast<std::int64_t>(token) * a.topk.k);
 }
 
 }  // namespace
@@ -166,8 +198,10 @@ std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets) {
   return bytes <= kLinearSmallTinyWeightBytes ? kLinearSmallTinyMaxRows : kLinearSmallMaxRows;
 }
 
-Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
-  const char* op = "linear_small_cuda";
+namespace {
+
+// The kernel's arguments for x and targets (checked), and its grid: row tiles x 16-row slices.
+Result<Args> small_m_args(const char* op, const Tensor& x, const std::vector<LinearTarget>& targets, dim3& grid) {
   if (!linear_small_fits(x, targets, kLinearSmallMaxSlicedRows))
     return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kLinearSmallMaxSlicedRows) +
                       ", K % 8 == 0] and 1..4 bf16 weights, got x " + shape_to_string(x.shape()) + " and " +
@@ -203,22 +237,60 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
     if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");
   }
   const std::int64_t slices = (M + kLinearSmallMaxRows - 1) / kLinearSmallMaxRows;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(slices)), block(kWarps * 32);
+  grid = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(slices));
+  return a;
+}
+
+Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   // The shape follows N only: a token's sums do not depend on the batch around it.
-  if (tiles <= kWideMaxTiles) {
+  const bool one_tile = a.m <= kTokensPerMma;
+  if (grid.x <= kWideMaxTiles) {
     const dim3 wide_block(kWideWarps * 32);
-    if (M <= kTokensPerMma)
+    if (a.topk.k != 0 && one_tile)
+      launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight, true>, grid, wide_block, 0, stream, a);
+    else if (a.topk.k != 0)
+      launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight, true>, grid, wide_block, 0, stream, a);
+    else if (one_tile)
       launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
     else
       launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
-  } else if (M <= kTokensPerMma) {
-    launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, block, 0, stream, a);
+  } else if (one_tile) {
+    launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
   } else {
-    launch_dependent(linear_small_kernel<2, kWarps, kInFlight>, grid, block, 0, stream, a);
+    launch_dependent(linear_small_kernel<2, kWarps, kInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
   }
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();
+}
+
+}  // namespace
+
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
+  dim3 grid;
+  D0_ASSIGN_OR_RETURN(const Args a, small_m_args("linear_small_cuda", x, targets, grid));
+  return launch_small_m(a, grid, stream);
+}
+
+Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
+                                Tensor& counters, cudaStream_t stream) {
+  const char* op = "linear_small_router_cuda";
+  dim3 grid;
+  D0_ASSIGN_OR_RETURN(Args a, small_m_args(op, x, {router}, grid));
+  const std::int64_t M = x.size(0), E = router.w.size(0);
+  if (M > kLinearSmallTinyMaxRows)
+    return make_error(std::string(op) + ": at most " + std::to_string(kLinearSmallTinyMaxRows) + " rows, got " +
+                      std::to_string(M));
+  if (E > kRouterMaxExperts || k < 1 || k > kRouterMaxK || k > E)
+    return make_error(std::string(op) + ": " + std::to_string(E) + " experts and k = " + std::to_string(k) +
+                      " (takes up to " + std::to_string(kRouterMaxExperts) + " experts, 1 <= k <= min(" +
+                      std::to_string(kRouterMaxK) + ", experts))");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {M, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {M, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(counters, op, "counters", {DType::u32}, {kLinearSmallRouterSlices}));
+  static_assert((kRouterMaxExperts + kRowsPerCta - 1) / kRowsPerCta <= kWideMaxTiles, "a router is the wide shape");
+  a.topk = {k, indices.data<std::int32_t>(), weights.data<float>(), counters.data<unsigned>()};
+  return launch_small_m(a, grid, stream);
 }
 
 }  // namespace day0

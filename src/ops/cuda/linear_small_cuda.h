@@ -45,4 +45,13 @@ std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 // before it, so w must not be what that kernel writes (model weights never are).
 Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
 
+// The router in one launch: linear_small_cuda with the one target `router` (w [E, K], E <= kRouterMaxExperts, out
+// f32 [M, E] logits), then router_topk_softmax_cuda's top-k and softmax of each row into indices i32 [M, k] and
+// weights f32 [M, k], the same bits: the last CTA of each 16-row slice to finish picks its rows' experts, so the
+// top-k kernel and its launch are gone. M <= kLinearSmallTinyMaxRows; counters: u32 [kLinearSmallRouterSlices],
+// zero before the call and left zero.
+inline constexpr std::int64_t kLinearSmallRouterSlices = kLinearSmallTinyMaxRows / kLinearSmallMaxRows;
+Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
+                                Tensor& counters, cudaStream_t stream);
+
 }  // namespace day0

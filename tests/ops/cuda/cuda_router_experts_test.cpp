@@ -8,6 +8,7 @@
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/linear_small_cuda.h"
 #include "ops/op_test_util.h"
 #include "quant/mxfp4.h"
 
@@ -53,6 +54,57 @@ TEST(CudaRouter, topk_softmax_matches_the_cpu_reference_including_lowest_index_f
           EXPECT_TRUE(all_close(download(*ctx, d_w), to_double(want_w), 1e-6, 1e-7))
               << "E " << E << " k " << k << " S " << S;
         }
+}
+
+// linear_small_router_cuda (the router linear with its top-k in the same launch) against the two launches it
+// replaces, bit for bit: logits, picks and weights. Twice per shape: the slices' counters must be left at zero.
+TEST(CudaRouter, the_fused_router_gives_the_bits_of_the_linear_and_the_top_k_kernels) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(2003);
+  const std::int64_t K = 2880;
+  Tensor counters = zeroed(*ctx, {kLinearSmallRouterSlices}, DType::u32);
+  for (std::int64_t E : {32, 128, 256})
+    for (std::int64_t M : {1, 3, 16, 17, 64, 128})
+      for (const char* bias_kind : {"f32", "bf16", "none"}) {
+        SCOPED_TRACE(::testing::Message() << "E " << E << " M " << M << " bias " << bias_kind);
+        const int k = E == 256 ? 8 : 4;
+        const Tensor x = upload(*ctx, random_f32({M, K}, rng));
+        const Tensor w = upload(*ctx, optest::to_bf16(random_f32({E, K}, rng, -0.05f, 0.05f)));
+        Tensor bias;
+        if (bias_kind[0] == 'f') bias = upload(*ctx, random_f32({E}, rng, -0.5f, 0.5f));
+        if (bias_kind[0] == 'b') bias = upload(*ctx, optest::to_bf16(random_f32({E}, rng, -0.5f, 0.5f)));
+        Tensor logits = poisoned(*ctx, {M, E}, DType::f32), idx = poisoned(*ctx, {M, k}, DType::i32);
+        Tensor wts = poisoned(*ctx, {M, k}, DType::f32);
+        D0_ASSERT_OK(linear_small_cuda(x, {{w, bias, logits}}, ctx->stream()));
+        D0_ASSERT_OK(router_topk_softmax_cuda(logits, k, idx, wts, ctx->stream()));
+        const Tensor want_l = download(*ctx, logits), want_i = download(*ctx, idx), want_w = download(*ctx, wts);
+        for (int call = 0; call < 2; ++call) {
+          Tensor f_logits = poisoned(*ctx, {M, E}, DType::f32), f_idx = poisoned(*ctx, {M, k}, DType::i32);
+          Tensor f_wts = poisoned(*ctx, {M, k}, DType::f32);
+          D0_ASSERT_OK(linear_small_router_cuda(x, {w, bias, f_logits}, k, f_idx, f_wts, counters, ctx->stream()));
+          EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_logits), want_l)) << "call " << call;
+          EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_idx), want_i)) << "call " << call;
+          EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_wts), want_w)) << "call " << call;
+        }
+        const Tensor left = download(*ctx, counters);
+        for (std::int64_t i = 0; i < left.numel(); ++i) EXPECT_EQ(left.data<std::uint32_t>()[i], 0u) << "slice " << i;
+      }
+  // Shapes it does not take, each named.
+  const Tensor x = upload(*ctx, random_f32({129, 64}, rng));
+  const Tensor w = upload(*ctx, optest::to_bf16(random_f32({32, 64}, rng)));
+  Tensor logits = zeroed(*ctx, {129, 32}, DType::f32), idx = zeroed(*ctx, {129, 4}, DType::i32);
+  Tensor wts = zeroed(*ctx, {129, 4}, DType::f32);
+  const Status rows = linear_small_router_cuda(x, {w, Tensor(), logits}, 4, idx, wts, counters, ctx->stream());
+  ASSERT_FALSE(rows.ok());
+  EXPECT_TRUE(optest::contains(rows.error().message, "at most 128 rows")) << rows.error().message;
+  const Tensor x1 = upload(*ctx, random_f32({1, 64}, rng));
+  Tensor l1 = zeroed(*ctx, {1, 32}, DType::f32), i9 = zeroed(*ctx, {1, 9}, DType::i32);
+  Tensor w9 = zeroed(*ctx, {1, 9}, DType::f32);
+  const Status nine = linear_small_router_cuda(x1, {w, Tensor(), l1}, 9, i9, w9, counters, ctx->stream());
+  ASSERT_FALSE(nine.ok());
+  EXPECT_TRUE(optest::contains(nine.error().message, "k = 9")) << nine.error().message;
 }
 
 // A device-tagged tensor over a host buffer: validation reads only shape, dtype, device and non-null-ness.
