@@ -191,19 +191,8 @@ Status check_attention_group_args(const char* op, const AttentionGroupArgs& a, c
 
 Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   if (a.kv_bf16) return attention_group_tc_cuda(a, p, stream);
-  D0_RETURN_IF_ERROR(check_attention_group_args("attention_group_cuda", a, p));
-  if (a.S == 0) return Status::success();
-  const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
-                  static_cast<unsigned>(a.splits));
-  auto go = [&](auto kernel) {
-    launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
-  };
-  if (p.head_dim == 64)
-    go(attention_group_kernel<64>);
-  else
-    go(attention_group_kernel<128>);
-  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel");
-  return Status::success();
+  return launch_attention_group("attention_group_cuda", attention_group_kernel<64>, attention_group_kernel<128>,
+                                kThreads, a, p, stream);
 }
 
 }  // namespace day0

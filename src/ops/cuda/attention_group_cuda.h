@@ -16,6 +16,8 @@
 
 #include "core/status.h"
 #include "ops/cuda/attention_keys.cuh"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 #include "ops/ops.h"
 
 namespace day0 {
@@ -65,6 +67,19 @@ __device__ __forceinline__ void write_bad_query(const AttentionGroupArgs& a, std
       a.out[s * n_heads * d + static_cast<std::int64_t>(h0 + g) * d + i % d] = NAN;
     }
   }
+}
+
+// Both group kernels' launch: `op`'s checks, then the head_dim 64 or 128 instance over (query, KV head) x splits.
+using AttentionGroupKernel = void (*)(AttentionGroupArgs, int, int, float);
+inline Status launch_attention_group(const char* op, AttentionGroupKernel d64, AttentionGroupKernel d128, int threads,
+                                     const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
+  D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
+  if (a.S == 0) return Status::success();
+  const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
+                  static_cast<unsigned>(a.splits));
+  launch_dependent(p.head_dim == 64 ? d64 : d128, grid, threads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel (f32 or tensor-core)");
+  return Status::success();
 }
 #endif
 

@@ -240,19 +240,8 @@ __global__ void __launch_bounds__(kThreads)
 Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   const char* op = "attention_group_tc_cuda";
   if (!a.kv_bf16) return make_error(std::string(op) + ": reads bf16 K/V, got f32 (attention_group_cuda takes them)");
-  D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
-  if (a.S == 0) return Status::success();
-  const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
-                  static_cast<unsigned>(a.splits));
-  auto go = [&](auto kernel) {
-    launch_dependent(kernel, grid, kThreads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
-  };
-  if (p.head_dim == 64)
-    go(attention_group_tc_kernel<64>);
-  else
-    go(attention_group_tc_kernel<128>);
-  D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_tc_kernel");
-  return Status::success();
+  return launch_attention_group(op, attention_group_tc_kernel<64>, attention_group_tc_kernel<128>, kThreads, a, p,
+                                stream);
 }
 
 }  // namespace day0
