@@ -209,8 +209,8 @@ Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn&
   D0_ASSIGN_OR_RETURN(Tensor route, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
   {
     ProfileSpan span(ops_, "moe: router and top-k");
-    D0_RETURN_IF_ERROR(ops_.router(h, weights_.get(m.router_weight), optional_weight(weights_, m.router_bias),
-                                   m.top_k, router_logits, indices, route));
+    D0_RETURN_IF_ERROR(ops_.router(h, weights_.get(m.router_weight), optional_weight(weights_, m.router_bias), m.top_k,
+                                   router_logits, indices, route));
   }
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));

@@ -312,7 +312,8 @@ std::vector<MemoryUse> CudaOps::memory_report() const {
   const ExpertStorage storage = moe_ ? moe_->shape.storage : ExpertStorage::mxfp4;
   lines.push_back({"weights: experts (as stored: " + std::string(expert_storage_name(storage)) + ")",
                    expert_weight_bytes_, "uploaded once"});
-  lines.push_back({"weights: dense (BF16 for matmuls, norms as stored)", dense_weight_bytes_, "uploaded once"});
+  lines.push_back(
+      {"weights: dense (BF16 matrices, f32 biases, norms as stored)", dense_weight_bytes_, "uploaded once"});
   for (const auto& [use, bytes] : persistent_by_use_) {
     std::string note;
     if (use == "moe workspace" && moe_)

@@ -156,8 +156,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + tile * kTokensPerMma + 2 * t + j % 2;
-      if (row < tg.n && token < a.m)
-        tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
+      if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
     }
   }
   if constexpr (!kTopk) return;
