@@ -152,6 +152,19 @@ int bench(const BenchOptions& o) {
   // figure is the median of the warm runs, as llama-bench and vLLM's benchmarks warm up first.
   std::printf("\n%-8s %10s %12s %14s %12s %12s %12s\n", "prefill", "tokens", "TTFT s", "tok/s", "of bf16 rate",
               "of fp8 rate", "cold TTFT s");
+  // --kernels: each traced table also lands in the JSON entry that `node` names.
+  const std::string launches_note = o.engine.no_dependent_launch
+                                        ? ""
+                                        : "; dependent launches: a kernel's time includes its wait for the one "
+                                          "before, --no-dependent-launch separates them";
+  auto report_trace = [&](KernelTrace& trace, const std::string& what, nlohmann::ordered_json& node) -> Status {
+    auto kernels = trace.finish();
+    if (!kernels.ok()) return kernels.error();
+    print_kernel_times(*kernels, what + launches_note);
+    for (const KernelTime& k : *kernels)
+      node["kernels"].push_back({{"name", k.name}, {"grid", k.grid}, {"calls", k.calls}, {"seconds", k.seconds}});
+    return Status::success();
+  };
   constexpr int kPrefillRuns = 3;
   for (std::int64_t n : o.prefill) {
     const auto prompt = random_tokens(rng, n, spec.vocab_size);
@@ -178,6 +191,14 @@ int bench(const BenchOptions& o) {
                                  {"of_fp8_rate", frac8},
                                  {"cold_seconds", cold},
                                  {"warm_runs", kPrefillRuns}});
+    if (trace_kernels) {  // one more run, after the timed ones, traced kernel by kernel
+      auto t = KernelTrace::start();
+      if (!t.ok()) return fail(t.error().message);
+      ex.reset();
+      if (auto r = ex.forward(prompt); !r.ok()) return fail(r.error().message);
+      const std::string what = "one prefill of " + std::to_string(n) + " tokens";
+      if (Status st = report_trace(**t, what, report["prefill"].back()); !st.ok()) return fail(st.error().message);
+    }
   }
   std::printf("\n%-8s %8s %8s %12s %14s %16s\n", "decode", "context", "batch", "ms/step", "tok/s", "of copy bw");
   const std::int64_t solo_blocks = (max_context + private_tokens) / block;
@@ -235,18 +256,9 @@ int bench(const BenchOptions& o) {
                                   {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
                                   {"of_copy_bandwidth", frac}});
       if (trace) {
-        auto kernels = trace->finish();
-        if (!kernels.ok()) return fail(kernels.error().message);
-        // A dependent launch starts while the kernel before it runs: its time then includes that wait.
-        print_kernel_times(*kernels, std::to_string(kTraced) + " decode steps at context " + std::to_string(C) +
-                                         ", batch " + std::to_string(B) +
-                                         (o.engine.no_dependent_launch
-                                              ? ""
-                                              : "; dependent launches: a kernel's time includes its wait for the "
-                                                "one before, --no-dependent-launch separates them"));
-        for (const KernelTime& k : *kernels)
-          report["decode"].back()["kernels"].push_back(
-              {{"name", k.name}, {"grid", k.grid}, {"calls", k.calls}, {"seconds", k.seconds}});
+        const std::string what = std::to_string(kTraced) + " decode steps at context " + std::to_string(C) +
+                                 ", batch " + std::to_string(B);
+        if (Status st = report_trace(*trace, what, report["decode"].back()); !st.ok()) return fail(st.error().message);
       }
     }
   }

@@ -102,7 +102,7 @@ struct BenchOptions {
   int decode_steps = 16;
   std::string json;  // also write the figures here
   bool synthetic = false;  // random weights made in memory from DIR/config.json (no checkpoint read)
-  bool kernels = false;    // cuda: after each decode point's timed steps, as many again traced kernel by kernel
+  bool kernels = false;    // cuda: after each point's timed runs, one prefill / as many decode steps again, traced
 };
 int bench(const BenchOptions& o);
 

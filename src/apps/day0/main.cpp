@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
   b->add_option("--json", bench.json, "Also write the figures to this JSON file");
   b->add_flag("--synthetic", bench.synthetic, "Random weights made in memory from DIR/config.json (no checkpoint)");
   b->add_flag("--kernels", bench.kernels,
-              "cuda: after each decode point, as many steps again with every kernel's device time listed (CUPTI)");
+              "cuda: after each prefill size one more prefill, after each decode point as many steps again, with every "
+              "kernel's device time listed (CUPTI)");
 
   day0::app::BenchMoeOptions bench_moe;
   auto* bm = app.add_subcommand("bench-moe", "Time the MoE expert kernels at gpt-oss-20b/120b shapes (needs a GPU)");
