@@ -92,7 +92,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
     const std::vector<float> table = rope_inv_freq(spec.layers[i].mixer.attention.rope);
     Tensor host = Tensor::zeros({static_cast<std::int64_t>(table.size())}, DType::f32);
     std::copy(table.begin(), table.end(), host.data<float>());
-    D0_ASSIGN_OR_RETURN(Tensor t, ops.allocate(host.shape(), DType::f32, "rope tables: " + layer_tap(int(i), "inv_freq")));
+    D0_ASSIGN_OR_RETURN(Tensor t,
+                        ops.allocate(host.shape(), DType::f32, "rope tables: " + layer_tap(int(i), "inv_freq")));
     D0_RETURN_IF_ERROR(ops.copy_from_host(host, t));
     ex->inv_freq_.push_back(std::move(t));
   }

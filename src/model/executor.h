@@ -89,7 +89,8 @@ class Executor {
   const std::string& graph_status() const { return graph_status_; }
 
  private:
-  Executor(const ModelSpec& spec, ModelWeights weights, Ops& ops) : spec_(spec), weights_(std::move(weights)), ops_(ops) {}
+  Executor(const ModelSpec& spec, ModelWeights weights, Ops& ops)
+      : spec_(spec), weights_(std::move(weights)), ops_(ops) {}
   // A step's device inputs and the rows whose logits it returns.
   struct StepInputs {
     Tensor ids, positions, slots;

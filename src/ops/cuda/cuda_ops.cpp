@@ -203,7 +203,8 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
     return make_error("cuda copy: source " + shape_to_string(src.shape()) + " and destination " +
                       shape_to_string(dst.shape()) + " must be contiguous cuda tensors of one shape and dtype");
   if (src.nbytes() == 0) return Status::success();
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
   return Status::success();
 }
 
@@ -222,8 +223,9 @@ Status CudaOps::synchronize() {
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
-    return make_error(flags[0] ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
-                               : "cuda: an expert id outside [0, E) reached the MoE kernels");
+    return make_error(flags[0]
+                          ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
+                          : "cuda: an expert id outside [0, E) reached the MoE kernels");
   }
   return Status::success();
 }

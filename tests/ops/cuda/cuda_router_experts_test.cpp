@@ -132,7 +132,8 @@ ExpertWeights random_experts(int E, int out, int in, std::mt19937& rng) {
   const std::int64_t groups = in / kMxfp4GroupSize;
   w.blocks = Tensor::zeros({E, out, groups, kMxfp4GroupBytes}, DType::u8);
   w.scales = Tensor::zeros({E, out, groups}, DType::u8);
-  for (std::int64_t i = 0; i < w.blocks.numel(); ++i) w.blocks.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng());
+  for (std::int64_t i = 0; i < w.blocks.numel(); ++i)
+    w.blocks.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng());
   for (std::int64_t i = 0; i < w.scales.numel(); ++i)
     w.scales.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(rng() % 16 == 0 ? rng() % 255 : 117 + rng() % 20);
   return w;
