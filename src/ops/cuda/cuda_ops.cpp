@@ -451,12 +451,11 @@ Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices
 // launch: the same bits as the two launches, one kernel fewer a layer.
 Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
                        Tensor& weights) {
-  const std::vector<LinearTarget> target{{w, bias, logits}};
-  const std::int64_t max_rows = std::min(
-      options_.batch_invariant ? kLinearSmallTinyMaxRows : linear_small_max_rows(target), kLinearSmallTinyMaxRows);
-  if (w.dim() == 2 && w.size(0) <= kRouterMaxExperts && k >= 1 && k <= kRouterMaxK && k <= w.size(0) &&
-      linear_small_fits(x, target, max_rows))
-    return linear_small_router_cuda(x, target[0], k, indices, weights, router_counters_, ctx_->stream());
+  const LinearTarget target{w, bias, logits};
+  // The rows CudaOps::linear would send to the small-M kernel, so the logits are the bits it would give.
+  const std::int64_t max_rows = options_.batch_invariant ? kLinearSmallTinyMaxRows : linear_small_max_rows({target});
+  if (linear_small_router_fits(x, target, k, max_rows))
+    return linear_small_router_cuda(x, target, k, indices, weights, router_counters_, ctx_->stream());
   return Ops::router(x, w, bias, k, logits, indices, weights);
 }
 

@@ -271,6 +271,11 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
   return launch_small_m(a, grid, stream);
 }
 
+bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k, std::int64_t max_rows) {
+  return router.w.dim() == 2 && router.w.size(0) <= kRouterMaxExperts && k >= 1 && k <= kRouterMaxK &&
+         k <= router.w.size(0) && linear_small_fits(x, {router}, std::min(max_rows, kLinearSmallTinyMaxRows));
+}
+
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
                                 Tensor& counters, cudaStream_t stream) {
   const char* op = "linear_small_router_cuda";

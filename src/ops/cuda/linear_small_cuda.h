@@ -51,6 +51,9 @@ Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targe
 // top-k kernel and its launch are gone. M <= kLinearSmallTinyMaxRows; counters: u32 [kLinearSmallRouterSlices],
 // zero before the call and left zero.
 inline constexpr std::int64_t kLinearSmallRouterSlices = kLinearSmallTinyMaxRows / kLinearSmallMaxRows;
+// Whether linear_small_router_cuda takes this call with at most max_rows (<= kLinearSmallTinyMaxRows) rows: x as
+// linear_small_fits takes it, w [E, K] with E <= kRouterMaxExperts, 1 <= k <= min(kRouterMaxK, E).
+bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k, std::int64_t max_rows);
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
                                 Tensor& counters, cudaStream_t stream);
 
