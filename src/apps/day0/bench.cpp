@@ -162,7 +162,11 @@ int bench(const BenchOptions& o) {
     if (!kernels.ok()) return kernels.error();
     print_kernel_times(*kernels, what + launches_note);
     for (const KernelTime& k : *kernels)
-      node["kernels"].push_back({{"name", k.name}, {"grid", k.grid}, {"calls", k.calls}, {"seconds", k.seconds}});
+      node["kernels"].push_back({{"name", k.name},
+                                 {"grid", k.grid},
+                                 {"calls", k.calls},
+                                 {"seconds", k.seconds},
+                                 {"exposed_seconds", k.exposed_seconds}});
     return Status::success();
   };
   constexpr int kPrefillRuns = 3;

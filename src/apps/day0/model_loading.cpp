@@ -99,15 +99,24 @@ Status print_profile(Ops& ops) {
 }
 
 void print_kernel_times(const std::vector<KernelTime>& kernels, const std::string& what) {
-  std::printf("kernels (CUPTI, device time of every launch in %s, longest total first):\n", what.c_str());
-  std::vector<TimeRow> rows;
+  std::printf("kernels (CUPTI, device time of every launch in %s, longest total first; exposed: the part of it that "
+              "lengthened the timeline, past every earlier kernel's end):\n",
+              what.c_str());
   constexpr int kWidth = 72;
+  double total = 0, exposed = 0;
+  for (const KernelTime& k : kernels) total += k.seconds, exposed += k.exposed_seconds;
+  std::printf("  %-*s %8s %12s %12s %7s %12s %7s\n", kWidth, "kernel (grid)", "calls", "total ms", "us per call", "share",
+              "exposed/call", "share");
   for (const KernelTime& k : kernels) {  // the grid stays whole: a long name is cut instead
     const int room = std::max<int>(8, kWidth - static_cast<int>(k.grid.size()) - 1);
     const std::string name = static_cast<int>(k.name.size()) > room ? k.name.substr(0, room - 3) + "..." : k.name;
-    rows.push_back({name + " " + k.grid, k.calls, k.seconds});
+    const double calls = static_cast<double>(std::max<std::int64_t>(k.calls, 1));
+    std::printf("  %-*s %8lld %12.3f %12.1f %6.1f%% %12.1f %6.1f%%\n", kWidth, (name + " " + k.grid).c_str(),
+                static_cast<long long>(k.calls), k.seconds * 1e3, k.seconds * 1e6 / calls,
+                total > 0 ? 100 * k.seconds / total : 0.0, k.exposed_seconds * 1e6 / calls,
+                exposed > 0 ? 100 * k.exposed_seconds / exposed : 0.0);
   }
-  print_time_table("kernel (grid)", kWidth, rows);
+  std::printf("  %-*s %8s %12.3f %12s %7s %12.3f ms\n", kWidth, "all", "", total * 1e3, "", "", exposed * 1e3);
 }
 
 void print_memory_report(Ops& ops) {

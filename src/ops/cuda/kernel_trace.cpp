@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace day0 {
 namespace {
@@ -30,8 +31,8 @@ struct State {
   Cupti api;
   bool running = false;
   bool registered = false;  // buffer callbacks: registered once per process, kept across traces
-  // (mangled name, grid) -> calls, ns: one kernel at several shapes (q/k/v vs o projection) keeps a row per grid.
-  std::map<std::pair<std::string, std::string>, std::pair<std::int64_t, std::uint64_t>> totals;
+  // Every launch since start: the totals come from them, and so does each kernel's share of the timeline.
+  std::vector<KernelLaunch> launches;  // names mangled
 };
 
 State& state() {
@@ -58,9 +59,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       const std::string grid =
           std::to_string(k->gridX) + "x" + std::to_string(k->gridY) + "x" + std::to_string(k->gridZ);
-      auto& t = s.totals[{k->name ? k->name : "?", grid}];
-      t.first += 1;
-      t.second += k->end > k->start ? k->end - k->start : 0;
+      s.launches.push_back({k->name ? k->name : "?", grid, k->start, std::max(k->start, k->end)});
     }
   }
   std::free(buffer);
@@ -114,6 +113,29 @@ std::string short_name(const std::string& mangled) {
 
 }  // namespace
 
+std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches) {
+  // In end order, a launch's exposed time is how far it moved the latest end: with dependent launches a kernel
+  // starts while the one before still runs, and only the part past it lengthens the timeline.
+  std::sort(launches.begin(), launches.end(), [](const KernelLaunch& a, const KernelLaunch& b) { return a.end < b.end; });
+  std::map<std::pair<std::string, std::string>, KernelTime> by_name;
+  std::uint64_t latest_end = 0;
+  for (const KernelLaunch& l : launches) {
+    KernelTime& k = by_name[{l.name, l.grid}];
+    k.calls += 1;
+    k.seconds += double(l.end - l.start) * 1e-9;
+    k.exposed_seconds += double(l.end - std::max(l.start, latest_end)) * 1e-9;  // latest_end <= l.end
+    latest_end = l.end;
+  }
+  std::vector<KernelTime> out;
+  for (auto& [key, k] : by_name) {
+    k.name = key.first;
+    k.grid = key.second;
+    out.push_back(k);
+  }
+  std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
 Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -126,7 +148,7 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
   }
   if (CUptiResult r = s.api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
     return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
-  s.totals.clear();
+  s.launches.clear();
   s.running = true;
   return std::unique_ptr<KernelTrace>(new KernelTrace());
 }
@@ -141,20 +163,9 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   s.running = false;
   if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
-  // Template instances of one kernel keep their own rows (their mangled names differ).
-  std::map<std::pair<std::string, std::string>, KernelTime> by_name;
-  for (const auto& [key, t] : s.totals) {
-    KernelTime& k = by_name[{short_name(key.first), key.second}];
-    k.calls += t.first;
-    k.seconds += double(t.second) * 1e-9;
-  }
-  std::vector<KernelTime> out;
-  for (auto& [key, k] : by_name) {
-    k.name = key.first;
-    k.grid = key.second;
-    out.push_back(k);
-  }
-  std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
+  for (KernelLaunch& l : s.launches) l.name = short_name(l.name);
+  std::vector<KernelTime> out = kernel_totals(s.launches);
+  s.launches.clear();
   return out;
 }
 

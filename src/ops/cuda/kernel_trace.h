@@ -16,15 +16,29 @@ struct KernelTime {
   std::string name;  // demangled, without its parameter list
   std::string grid;  // "XxYxZ" blocks: one row per kernel and grid
   std::int64_t calls = 0;
-  double seconds = 0;  // summed device time
+  double seconds = 0;          // summed device time
+  double exposed_seconds = 0;  // summed time by which each launch's end passed every earlier end
 };
+
+// One kernel's launch as CUPTI records it: device clock, ns; end >= start.
+struct KernelLaunch {
+  std::string name;
+  std::string grid;
+  std::uint64_t start = 0, end = 0;
+};
+
+// Launches totalled by (name, grid), longest total first. A launch's exposed time is the part of it past the
+// latest end of the launches that ended before it: in a chain where each ends after the one before (one stream,
+// with or without dependent launches) the exposed times add up to the span less its idle gaps, each kernel's
+// part of the critical path.
+std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches);
 
 class KernelTrace {
  public:
   // Starts recording (one trace per process at a time); the error names what is missing or what CUPTI said.
   static Result<std::unique_ptr<KernelTrace>> start();
-  // Stops recording and returns the totals of the kernels that ran since start (the caller has synchronised the
-  // device), longest total first.
+  // Stops recording and returns kernel_totals of the kernels that ran since start (the caller has synchronised the
+  // device), with demangled names.
   Result<std::vector<KernelTime>> finish();
   ~KernelTrace();
   KernelTrace(const KernelTrace&) = delete;

@@ -1,7 +1,9 @@
 // KernelTrace (CUPTI) on known launches: the fill kernel run three times shows up once, three calls, with device
 // time; a second trace cannot start while one runs, and one started after the first sees only its own launches.
-// Skipped visibly without a GPU.
+// kernel_totals' exposed times on made-up launches run everywhere; the rest is skipped visibly without a GPU.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "ops/cuda/kernel_trace.h"
@@ -9,6 +11,33 @@
 
 namespace day0 {
 namespace {
+
+TEST(CudaKernelTrace, exposed_time_is_each_launchs_part_of_the_timeline_past_every_earlier_end) {
+  // a [0, 10); b [4, 16) overlaps it (a dependent launch waiting); a again [20, 25) after an idle gap; c [24, 30)
+  // launched before that one ends. Listed out of order, as CUPTI's buffers may be. Times in ns, as CUPTI's clock.
+  const std::vector<KernelLaunch> launches{{"c", "1x1x1", 24000, 30000},
+                                           {"a", "1x1x1", 0, 10000},
+                                           {"a", "1x1x1", 20000, 25000},
+                                           {"b", "2x1x1", 4000, 16000}};
+  const std::vector<KernelTime> totals = kernel_totals(launches);
+  ASSERT_EQ(totals.size(), 3u);
+  auto row = [&](const char* name) {
+    for (const KernelTime& k : totals)
+      if (k.name == name) return k;
+    ADD_FAILURE() << "no row for " << name;
+    return KernelTime{};
+  };
+  EXPECT_EQ(totals[0].name, "a");  // longest total first: a 15 us, b 12, c 6
+  EXPECT_EQ(row("a").calls, 2);
+  EXPECT_NEAR(row("a").seconds, 15e-6, 1e-12);
+  EXPECT_NEAR(row("a").exposed_seconds, 15e-6, 1e-12);  // 10 + 5: its second run started after the gap
+  EXPECT_NEAR(row("b").seconds, 12e-6, 1e-12);
+  EXPECT_NEAR(row("b").exposed_seconds, 6e-6, 1e-12);  // only [10, 16) lies past a's end
+  EXPECT_NEAR(row("c").exposed_seconds, 5e-6, 1e-12);  // [25, 30)
+  double exposed = 0;
+  for (const KernelTime& k : totals) exposed += k.exposed_seconds;
+  EXPECT_NEAR(exposed, 26e-6, 1e-12);  // the 30 us span less the idle [16, 20)
+}
 
 TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
