@@ -48,9 +48,10 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restric
 }
 
 // One block per (token, KV head): cos and sin once per lane pair (shared), the KV head's k and its group's q heads
-// rotated in place, then the head's slice of the k and v rows copied into the token's pool slot (a slot outside the
-// pool is skipped and raises error_flag; rounded to the pool's dtype). Blocks per KV head: decode's single token
-// spreads over 8 SMs, not 1.
+// rotated in place, and the head's slice of the k and v rows written into the token's pool slot (a slot outside
+// the pool is skipped and raises error_flag; rounded to the pool's dtype). Blocks per KV head: decode's single
+// token spreads over 8 SMs, not 1. Positions, slots and inv_freq are step inputs and weights (written by no
+// kernel): the angles' cos and sin (fp64) are taken before the dependent wait, while the q/k/v projection runs.
 template <class KV>
 __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
                                      const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
@@ -58,13 +59,14 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
                                      const std::int32_t* __restrict__ slots, std::int64_t n_slots,
                                      KV* __restrict__ k_pool, KV* __restrict__ v_pool,
                                      std::int32_t* __restrict__ error_flag) {
-  begin_dependent_grid();
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
   const int kvh = blockIdx.y, group = n_heads / n_kv_heads;
   const float pos = static_cast<float>(positions[s]);
+  const std::int64_t slot = slots[s];
   for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(pos, inv_freq[i], attention_factor, cs[i], sn[i]);
   __syncthreads();
+  begin_dependent_grid();
   float* qr = q + (s * n_heads + static_cast<std::int64_t>(kvh) * group) * head_dim;
   for (int p = threadIdx.x; p < group * half; p += blockDim.x) {
     const int i = p % half;
@@ -73,15 +75,19 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   const std::int64_t width = static_cast<std::int64_t>(n_kv_heads) * head_dim;
   const std::int64_t col0 = static_cast<std::int64_t>(kvh) * head_dim;  // this head's slice of a k / v row
   float* kr = k + s * width + col0;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) rotate_pair(kr, i, half, cs[i], sn[i]);
-  __syncthreads();  // the rotated k slice (global, this block's) is complete before it is copied
-  const std::int64_t slot = slots[s];
-  if (slot < 0 || slot >= n_slots) {
-    if (threadIdx.x == 0) *error_flag = 1;
-    return;
+  const bool slot_ok = slot >= 0 && slot < n_slots;
+  if (!slot_ok && threadIdx.x == 0) *error_flag = 1;
+  // Lane pair i's rotated k goes to the pool from registers; lanes past the rotary dim and v are copied as read.
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    rotate_pair(kr, i, half, cs[i], sn[i]);
+    if (slot_ok) {
+      store_kv(k_pool + slot * width + col0 + i, kr[i]);
+      store_kv(k_pool + slot * width + col0 + i + half, kr[i + half]);
+    }
   }
+  if (!slot_ok) return;
   for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
-    store_kv(k_pool + slot * width + col0 + c, kr[c]);
+    if (c >= 2 * half) store_kv(k_pool + slot * width + col0 + c, kr[c]);
     store_kv(v_pool + slot * width + col0 + c, v[s * width + col0 + c]);
   }
 }
