@@ -144,9 +144,12 @@ class Executor {
   };
   std::vector<StepGraph> graphs_;  // ascending batch
   std::string graph_status_ = "off";
-  // Fixed device inputs of the graphs (rows for the largest bucket) and the KV block padding rows write to.
+  // Fixed device inputs of the graphs (rows for the largest bucket) and the KV block padding rows write to. They
+  // are views of one i32 buffer (ids, positions, slots, sequence rows, then the tables), filled from one host copy
+  // of the same layout in one transfer a step.
+  Tensor graph_inputs_, graph_inputs_host_;
   Tensor graph_ids_, graph_positions_, graph_slots_, graph_q_seq_, graph_tables_;
-  std::int64_t graph_table_width_ = 0;
+  std::int64_t graph_table_width_ = 0, graph_region_ = 0;  // table columns; i32 per input region
   BlockId pad_block_ = -1;
 };
 

@@ -2,11 +2,12 @@
 // a graph captured at create for the smallest bucket (1, 2, 4, ..., the largest) that holds them, so a step costs
 // a few copies and one launch on the host instead of ~20 launches per layer.
 //
-// A bucket's inputs live in fixed device buffers (token ids, positions, KV slots, sequence rows, block tables as
-// wide as max_tokens needs) that the host fills before each replay; rows past the batch are padding: token 0 at
-// position 0 of a KV block kept for them (one block past the pool the caller manages). Everything else a step
-// touches is step scratch, carved at the same addresses on every replay (the same allocations in the same order
-// from an empty scratch), so the graph stays valid while persistent memory is unchanged (the backend checks).
+// A bucket's inputs live in one fixed device buffer (token ids, positions, KV slots, sequence rows, block tables as
+// wide as max_tokens needs) that the host fills in one transfer before each replay; rows past the batch are
+// padding: token 0 at position 0 of a KV block kept for them (one block past the pool the caller manages).
+// Everything else a step touches is step scratch, carved at the same addresses on every replay (the same
+// allocations in the same order from an empty scratch), so the graph stays valid while persistent memory is
+// unchanged (the backend checks).
 // Capture fails where an op waits for the host (a MoE call that groups tokens on the host): steps then run op by
 // op and graph_status() says why.
 #include <algorithm>
@@ -18,34 +19,32 @@
 namespace day0 {
 
 Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows) {
-  const std::int64_t W = graph_table_width_;
-  Tensor ids = Tensor::zeros({rows}, DType::i32), positions = Tensor::zeros({rows}, DType::i32);
-  Tensor slots = Tensor::zeros({rows}, DType::i32), q_seq = Tensor::zeros({rows}, DType::i32);
-  Tensor tables = Tensor::zeros({rows, W}, DType::i32);
-  std::fill(tables.data<std::int32_t>(), tables.data<std::int32_t>() + tables.numel(), -1);
+  const std::int64_t W = graph_table_width_, P = graph_region_;
+  std::int32_t* host = graph_inputs_host_.data<std::int32_t>();
+  std::int32_t *ids = host, *positions = host + P, *slots = host + 2 * P, *q_seq = host + 3 * P;
+  std::int32_t* tables = host + 4 * P;
+  std::fill(tables, tables + rows * W, -1);
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::int32_t* table = tables.data<std::int32_t>() + r * W;
-    q_seq.data<std::int32_t>()[r] = static_cast<std::int32_t>(r);
+    std::int32_t* table = tables + r * W;
+    q_seq[r] = static_cast<std::int32_t>(r);
     if (r < static_cast<std::int64_t>(batch.size())) {
       const SequenceStep& s = batch[r];
       const std::int64_t n = std::min<std::int64_t>(W, static_cast<std::int64_t>(s.block_table.size()));
       std::copy_n(s.block_table.begin(), n, table);
-      ids.data<std::int32_t>()[r] = s.tokens[0];
-      positions.data<std::int32_t>()[r] = static_cast<std::int32_t>(s.start);
-      slots.data<std::int32_t>()[r] = kv_slot(s.block_table, s.start);
+      ids[r] = s.tokens[0];
+      positions[r] = static_cast<std::int32_t>(s.start);
+      slots[r] = kv_slot(s.block_table, s.start);
     } else {  // padding
+      ids[r] = 0;
+      positions[r] = 0;
       table[0] = pad_block_;
-      slots.data<std::int32_t>()[r] = static_cast<std::int32_t>(pad_block_ * block_size_);
+      slots[r] = static_cast<std::int32_t>(pad_block_ * block_size_);
     }
   }
-  Tensor d_ids = graph_ids_.slice_rows(0, rows), d_positions = graph_positions_.slice_rows(0, rows);
-  Tensor d_slots = graph_slots_.slice_rows(0, rows), d_q_seq = graph_q_seq_.slice_rows(0, rows);
-  Tensor d_tables = graph_tables_.slice_rows(0, rows);
-  D0_RETURN_IF_ERROR(ops_.copy_from_host(ids, d_ids));
-  D0_RETURN_IF_ERROR(ops_.copy_from_host(positions, d_positions));
-  D0_RETURN_IF_ERROR(ops_.copy_from_host(slots, d_slots));
-  D0_RETURN_IF_ERROR(ops_.copy_from_host(q_seq, d_q_seq));
-  return ops_.copy_from_host(tables, d_tables);
+  // The rows' tables end the used part: one transfer of it.
+  const std::int64_t used = 4 * P + rows * W;
+  Tensor dst = graph_inputs_.slice_rows(0, used);
+  return ops_.copy_from_host(graph_inputs_host_.slice_rows(0, used), dst);
 }
 
 Status Executor::capture_graphs(std::int64_t max_batch) {
@@ -60,12 +59,15 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
   }
   const std::int64_t largest = std::min(max_batch, max_step_tokens_);
   graph_table_width_ = (max_tokens_ + block_size_ - 1) / block_size_;
-  D0_ASSIGN_OR_RETURN(graph_ids_, ops_.allocate({largest}, DType::i32, "step graph inputs: token ids"));
-  D0_ASSIGN_OR_RETURN(graph_positions_, ops_.allocate({largest}, DType::i32, "step graph inputs: positions"));
-  D0_ASSIGN_OR_RETURN(graph_slots_, ops_.allocate({largest}, DType::i32, "step graph inputs: kv slots"));
-  D0_ASSIGN_OR_RETURN(graph_q_seq_, ops_.allocate({largest}, DType::i32, "step graph inputs: sequence rows"));
-  D0_ASSIGN_OR_RETURN(graph_tables_,
-                      ops_.allocate({largest, graph_table_width_}, DType::i32, "step graph inputs: block tables"));
+  const std::int64_t W = graph_table_width_, P = graph_region_ = (largest + 3) / 4 * 4;  // 16-byte regions
+  D0_ASSIGN_OR_RETURN(graph_inputs_, ops_.allocate({4 * P + largest * W}, DType::i32,
+                                                   "step graph inputs: ids, positions, slots, rows, block tables"));
+  graph_inputs_host_ = Tensor::zeros(graph_inputs_.shape(), DType::i32);
+  graph_ids_ = graph_inputs_.slice_rows(0, largest);
+  graph_positions_ = graph_inputs_.slice_rows(P, P + largest);
+  graph_slots_ = graph_inputs_.slice_rows(2 * P, 2 * P + largest);
+  graph_q_seq_ = graph_inputs_.slice_rows(3 * P, 3 * P + largest);
+  graph_tables_ = graph_inputs_.slice_rows(4 * P, 4 * P + largest * W).view({largest, W});
   std::vector<std::int64_t> buckets;
   for (std::int64_t b = 1; b < largest; b *= 2) buckets.push_back(b);
   buckets.push_back(largest);

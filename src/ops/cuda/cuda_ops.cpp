@@ -209,9 +209,8 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
 }
 
 Status CudaOps::synchronize() {
-  D0_RETURN_IF_ERROR(ctx_->synchronize());
-  if (!closed_spans_.empty()) resolve_spans();
-  // Both flags into pinned memory, one wait: a pageable cudaMemcpy is a round trip of its own.
+  // Both flags into pinned memory behind the work already queued, then one wait for all of it: a wait before the
+  // copies would add a second round trip to every step (a pageable cudaMemcpy would be one of its own).
   std::int32_t* flags = static_cast<std::int32_t*>(flags_host_.get());
   flags[0] = flags[1] = 0;
   D0_CUDA_RETURN_IF_ERROR(
@@ -219,7 +218,8 @@ Status CudaOps::synchronize() {
   if (moe_)
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t),
                                             cudaMemcpyDeviceToHost, ctx_->stream()));
-  D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
+  D0_RETURN_IF_ERROR(ctx_->synchronize());
+  if (!closed_spans_.empty()) resolve_spans();
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
     if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
