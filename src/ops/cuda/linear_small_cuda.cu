@@ -23,6 +23,8 @@ constexpr int kTokensPerMma = 8;  // the MMA's N
 constexpr int kWarps = 8, kInFlight = 4;
 constexpr int kWideWarps = 16, kWideInFlight = 8;
 constexpr std::int64_t kWideMaxTiles = 16;
+// Up to two CTAs an SM (the o projection's 180 row tiles at 20b): 8 k blocks in flight a warp, half the rounds.
+constexpr int kDeepInFlight = 8;
 
 enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
@@ -73,7 +75,8 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide shape takes a whole SM.
 // kTopk: the router's fused top-k (the wide shape only: a router has at most 16 row tiles).
 template <int kTiles, int kWarps, int kInFlight, bool kTopk = false>
-__global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kTiles == 1 ? 4 : 3) : 1) linear_small_kernel(Args a) {
+__global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (kTiles == 1 ? 4 : 3) : 2) : 1)
+    linear_small_kernel(Args a) {
   Target tg = a.t[0];
 #pragma unroll
   for (int i = 1; i < kLinearSmallMaxTargets; ++i)
@@ -240,6 +243,16 @@ Result<Args> small_m_args(const char* op, const Tensor& x, const std::vector<Lin
   return a;
 }
 
+int multiprocessors() {
+  static const int n = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device))
+      return 0;
+    return sms;
+  }();
+  return n;
+}
+
 Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   // The shape follows N only: a token's sums do not depend on the batch around it.
@@ -254,6 +267,11 @@ Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
       launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
     else
       launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
+  } else if (grid.x <= 2 * static_cast<unsigned>(multiprocessors())) {
+    if (one_tile)
+      launch_dependent(linear_small_kernel<1, kWarps, kDeepInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
+    else
+      launch_dependent(linear_small_kernel<2, kWarps, kDeepInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
   } else if (one_tile) {
     launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
   } else {
