@@ -18,8 +18,9 @@ namespace {
 constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
 // CTA shapes: split-K warps x 32-wide k blocks whose weights a lane loads before it multiplies. Many row tiles
-// (q/k/v, o): 8 x 4, several CTAs per SM. A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on one SM
-// each, so a row tile of K = 2,880 is a single round of loads, issued before the dependent wait.
+// (q/k/v's 320, lm_head): 8 x 4, several CTAs per SM. Up to two an SM (o's 180): 8 x 8, half the rounds of loads
+// (the kernel is latency-bound: Nsight Compute, v15). A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on
+// one SM each, so a row tile of K = 2,880 is a single round of loads, issued before the dependent wait.
 constexpr int kWarps = 8, kInFlight = 4;
 constexpr int kWideWarps = 16, kWideInFlight = 8;
 constexpr std::int64_t kWideMaxTiles = 16;
@@ -72,7 +73,8 @@ __device__ __forceinline__ float bias_value(const Target& t, int row) {
 // values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
 // the second 8t+4..8t+7 (a fixed renaming of k, the same for A and B).
 // Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
-// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80). The wide shape takes a whole SM.
+// 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80); the 8-deep shape at 2 (128, no
+// spills). The wide shape takes a whole SM.
 // kTopk: the router's fused top-k (the wide shape only: a router has at most 16 row tiles).
 template <int kTiles, int kWarps, int kInFlight, bool kTopk = false>
 __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (kTiles == 1 ? 4 : 3) : 2) : 1)
