@@ -257,7 +257,7 @@ int multiprocessors() {
 
 Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
-  // The shape follows N only: a token's sums do not depend on the batch around it.
+  // The shape follows N (and the GPU) only: a token's sums do not depend on the batch around it.
   const bool one_tile = a.m <= kTokensPerMma;
   if (grid.x <= kWideMaxTiles) {
     const dim3 wide_block(kWideWarps * 32);
