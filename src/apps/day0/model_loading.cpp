@@ -69,21 +69,34 @@ struct TimeRow {
   std::string name;
   std::int64_t calls;
   double seconds;
+  double exposed = -1;  // the critical-path part of `seconds` (kernels), or -1 where there is none (spans)
 };
 
-// One table of timed rows (profile spans, kernels): calls, total, per call and share. Rows whose name starts with
-// a space are spans nested in the row above them (their time is in it too), so the shares count top-level rows.
+// One table of timed rows (profile spans, kernels): calls, total, per call and share, and where the rows have
+// them the exposed time per call, its share and the totals. Rows whose name starts with a space are spans nested
+// in the row above them (their time is in it too), so the shares count top-level rows.
 void print_time_table(const char* label, int width, const std::vector<TimeRow>& rows) {
-  double total = 0;
-  for (const TimeRow& r : rows)
+  double total = 0, exposed = 0;
+  bool with_exposed = false;
+  for (const TimeRow& r : rows) {
     if (r.name.empty() || r.name[0] != ' ') total += r.seconds;
-  std::printf("  %-*s %8s %12s %12s %7s\n", width, label, "calls", "total ms", "us per call", "share");
+    if (r.exposed >= 0) with_exposed = true, exposed += r.exposed;
+  }
+  std::printf("  %-*s %8s %12s %12s %7s", width, label, "calls", "total ms", "us per call", "share");
+  if (with_exposed) std::printf(" %12s %7s", "exposed/call", "share");
+  std::printf("\n");
   for (const TimeRow& r : rows) {
     const std::string name = static_cast<int>(r.name.size()) > width ? r.name.substr(0, width - 3) + "..." : r.name;
-    std::printf("  %-*s %8lld %12.3f %12.1f %6.1f%%\n", width, name.c_str(), static_cast<long long>(r.calls),
-                r.seconds * 1e3, r.calls > 0 ? r.seconds * 1e6 / double(r.calls) : 0.0,
-                total > 0 ? 100 * r.seconds / total : 0.0);
+    const double calls = static_cast<double>(std::max<std::int64_t>(r.calls, 1));
+    std::printf("  %-*s %8lld %12.3f %12.1f %6.1f%%", width, name.c_str(), static_cast<long long>(r.calls),
+                r.seconds * 1e3, r.seconds * 1e6 / calls, total > 0 ? 100 * r.seconds / total : 0.0);
+    if (with_exposed)
+      std::printf(" %12.1f %6.1f%%", std::max(r.exposed, 0.0) * 1e6 / calls,
+                  exposed > 0 ? 100 * std::max(r.exposed, 0.0) / exposed : 0.0);
+    std::printf("\n");
   }
+  if (with_exposed)
+    std::printf("  %-*s %8s %12.3f %12s %7s %12.3f ms\n", width, "all", "", total * 1e3, "", "", exposed * 1e3);
 }
 
 }  // namespace
@@ -102,21 +115,14 @@ void print_kernel_times(const std::vector<KernelTime>& kernels, const std::strin
   std::printf("kernels (CUPTI, device time of every launch in %s, longest total first; exposed: the part of it that "
               "lengthened the timeline, past every earlier kernel's end):\n",
               what.c_str());
+  std::vector<TimeRow> rows;
   constexpr int kWidth = 72;
-  double total = 0, exposed = 0;
-  for (const KernelTime& k : kernels) total += k.seconds, exposed += k.exposed_seconds;
-  std::printf("  %-*s %8s %12s %12s %7s %12s %7s\n", kWidth, "kernel (grid)", "calls", "total ms", "us per call", "share",
-              "exposed/call", "share");
   for (const KernelTime& k : kernels) {  // the grid stays whole: a long name is cut instead
     const int room = std::max<int>(8, kWidth - static_cast<int>(k.grid.size()) - 1);
     const std::string name = static_cast<int>(k.name.size()) > room ? k.name.substr(0, room - 3) + "..." : k.name;
-    const double calls = static_cast<double>(std::max<std::int64_t>(k.calls, 1));
-    std::printf("  %-*s %8lld %12.3f %12.1f %6.1f%% %12.1f %6.1f%%\n", kWidth, (name + " " + k.grid).c_str(),
-                static_cast<long long>(k.calls), k.seconds * 1e3, k.seconds * 1e6 / calls,
-                total > 0 ? 100 * k.seconds / total : 0.0, k.exposed_seconds * 1e6 / calls,
-                exposed > 0 ? 100 * k.exposed_seconds / exposed : 0.0);
+    rows.push_back({name + " " + k.grid, k.calls, k.seconds, k.exposed_seconds});
   }
-  std::printf("  %-*s %8s %12.3f %12s %7s %12.3f ms\n", kWidth, "all", "", total * 1e3, "", "", exposed * 1e3);
+  print_time_table("kernel (grid)", kWidth, rows);
 }
 
 void print_memory_report(Ops& ops) {
