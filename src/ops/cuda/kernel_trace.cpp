@@ -163,7 +163,12 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   s.running = false;
   if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
-  for (KernelLaunch& l : s.launches) l.name = short_name(l.name);
+  std::map<std::string, std::string> demangled;  // once per kernel, not per launch
+  for (KernelLaunch& l : s.launches) {
+    auto it = demangled.find(l.name);
+    if (it == demangled.end()) it = demangled.emplace(l.name, short_name(l.name)).first;
+    l.name = it->second;
+  }
   std::vector<KernelTime> out = kernel_totals(s.launches);
   s.launches.clear();
   return out;
