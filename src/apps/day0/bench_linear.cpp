@@ -66,7 +66,9 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
           D0_ASSIGN_OR_RETURN(t.out, arena.allocate({M, t.w.size(0)}, DType::f32, "bench out"));
         }
       int i = 0;
-      auto small = [&] { return linear_small_cuda(x, sets[static_cast<size_t>(i++ % copies)], ctx.stream()); };
+      auto small = [&] {
+        return linear_small_cuda(x, sets[static_cast<size_t>(i++ % copies)], ctx.sm_count(), ctx.stream());
+      };
       auto cublas = [&]() -> Status {
         D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, ctx.stream()));
         for (LinearTarget& t : sets[static_cast<size_t>(i++ % copies)])

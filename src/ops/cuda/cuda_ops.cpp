@@ -358,21 +358,24 @@ Status CudaOps::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Ten
   return linears(x, {{w, bias, out}});
 }
 
+// The most rows linears sends to the small-M kernel: every count in batch-invariant mode (one kernel for every
+// row count, 16 rows a slice), else decode sizes (linear_small_max_rows).
+std::int64_t CudaOps::small_m_max_rows(const std::vector<LinearTarget>& targets) const {
+  return options_.batch_invariant ? std::numeric_limits<std::int64_t>::max() : linear_small_max_rows(targets);
+}
+
 // Decode sizes: one small-M kernel for every target; else x converted to bf16 once and a GEMM per target.
 Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
   for (const LinearTarget& t : targets)
     if (t.w.dtype() != DType::bf16)
       return make_error("cuda linear: weight must be bf16 (place_weights converts), got " +
                         std::string(dtype_name(t.w.dtype())));
-  if (options_.batch_invariant) {  // one kernel for every row count: the small-M one, 16 rows per slice
-    if (!linear_small_fits(x, targets, std::numeric_limits<std::int64_t>::max()))
-      return make_error("cuda linear: batch-invariant mode needs K a multiple of 8 and at most " +
-                        std::to_string(kLinearSmallMaxTargets) + " outputs per call, got x " +
-                        shape_to_string(x.shape()));
-    return linear_small_cuda(x, targets, ctx_->stream());
-  }
-  if (linear_small_fits(x, targets, linear_small_max_rows(targets)))
-    return linear_small_cuda(x, targets, ctx_->stream());
+  if (linear_small_fits(x, targets, small_m_max_rows(targets)))
+    return linear_small_cuda(x, targets, ctx_->sm_count(), ctx_->stream());
+  if (options_.batch_invariant)
+    return make_error("cuda linear: batch-invariant mode needs K a multiple of 8 and at most " +
+                      std::to_string(kLinearSmallMaxTargets) + " outputs per call, got x " +
+                      shape_to_string(x.shape()));
   // Profiled runs time the GEMM path's parts too (nested spans: their time is also in the caller's span).
   if (profiling_) profile_begin("  (GEMM path) x to bf16");
   Result<Tensor> xb = to_bf16(x, "linear input");
@@ -452,10 +455,9 @@ Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices
 Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
                        Tensor& weights) {
   const LinearTarget target{w, bias, logits};
-  // The rows CudaOps::linear would send to the small-M kernel, so the logits are the bits it would give.
-  const std::int64_t max_rows = options_.batch_invariant ? kLinearSmallTinyMaxRows : linear_small_max_rows({target});
-  if (linear_small_router_fits(x, target, k, max_rows))
-    return linear_small_router_cuda(x, target, k, indices, weights, router_counters_, ctx_->stream());
+  // Only rows CudaOps::linears would send to the small-M kernel, so the logits are the bits it would give.
+  if (linear_small_router_fits(x, target, k, small_m_max_rows({target})))
+    return linear_small_router_cuda(x, target, k, indices, weights, router_counters_, ctx_->sm_count(), ctx_->stream());
   return Ops::router(x, w, bias, k, logits, indices, weights);
 }
 

@@ -99,6 +99,7 @@ class CudaOps final : public Ops {
  private:
   CudaOps() = default;
   Result<Tensor> to_bf16(const Tensor& x, const char* what);
+  std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;
   Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                          std::int64_t max_keys);
 

@@ -245,17 +245,7 @@ Result<Args> small_m_args(const char* op, const Tensor& x, const std::vector<Lin
   return a;
 }
 
-int multiprocessors() {
-  static const int n = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device))
-      return 0;
-    return sms;
-  }();
-  return n;
-}
-
-Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
+Status launch_small_m(const Args& a, dim3 grid, int sm_count, cudaStream_t stream) {
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   // The shape follows N (and the GPU) only: a token's sums do not depend on the batch around it.
   const bool one_tile = a.m <= kTokensPerMma;
@@ -269,7 +259,7 @@ Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
       launch_dependent(linear_small_kernel<1, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
     else
       launch_dependent(linear_small_kernel<2, kWideWarps, kWideInFlight>, grid, wide_block, 0, stream, a);
-  } else if (grid.x <= 2 * static_cast<unsigned>(multiprocessors())) {
+  } else if (static_cast<std::int64_t>(grid.x) <= 2 * static_cast<std::int64_t>(sm_count)) {
     if (one_tile)
       launch_dependent(linear_small_kernel<1, kWarps, kDeepInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
     else
@@ -285,10 +275,10 @@ Status launch_small_m(const Args& a, dim3 grid, cudaStream_t stream) {
 
 }  // namespace
 
-Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream) {
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, int sm_count, cudaStream_t stream) {
   dim3 grid;
   D0_ASSIGN_OR_RETURN(const Args a, small_m_args("linear_small_cuda", x, targets, grid));
-  return launch_small_m(a, grid, stream);
+  return launch_small_m(a, grid, sm_count, stream);
 }
 
 bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k, std::int64_t max_rows) {
@@ -297,24 +287,22 @@ bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k
 }
 
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
-                                Tensor& counters, cudaStream_t stream) {
+                                Tensor& counters, int sm_count, cudaStream_t stream) {
   const char* op = "linear_small_router_cuda";
   dim3 grid;
   D0_ASSIGN_OR_RETURN(Args a, small_m_args(op, x, {router}, grid));
   const std::int64_t M = x.size(0), E = router.w.size(0);
-  if (M > kLinearSmallTinyMaxRows)
-    return make_error(std::string(op) + ": at most " + std::to_string(kLinearSmallTinyMaxRows) + " rows, got " +
-                      std::to_string(M));
-  if (E > kRouterMaxExperts || k < 1 || k > kRouterMaxK || k > E)
-    return make_error(std::string(op) + ": " + std::to_string(E) + " experts and k = " + std::to_string(k) +
-                      " (takes up to " + std::to_string(kRouterMaxExperts) + " experts, 1 <= k <= min(" +
-                      std::to_string(kRouterMaxK) + ", experts))");
+  if (!linear_small_router_fits(x, router, k, kLinearSmallTinyMaxRows))
+    return make_error(std::string(op) + ": takes at most " + std::to_string(kLinearSmallTinyMaxRows) + " rows, up to " +
+                      std::to_string(kRouterMaxExperts) + " experts and 1 <= k <= min(" + std::to_string(kRouterMaxK) +
+                      ", experts); got " + std::to_string(M) + " rows, " + std::to_string(E) +
+                      " experts and k = " + std::to_string(k));
   D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {M, k}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {M, k}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(counters, op, "counters", {DType::u32}, {kLinearSmallRouterSlices}));
   static_assert((kRouterMaxExperts + kRowsPerCta - 1) / kRowsPerCta <= kWideMaxTiles, "a router is the wide shape");
   a.topk = {k, indices.data<std::int32_t>(), weights.data<float>(), counters.data<unsigned>()};
-  return launch_small_m(a, grid, stream);
+  return launch_small_m(a, grid, sm_count, stream);
 }
 
 }  // namespace day0

@@ -42,8 +42,9 @@ std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 // f32/bf16 [N] or undefined, out f32 [M, N]. Products are x rounded to bf16 times the
 // bf16 weights, summed in f32 (the same values cuBLASLt's bf16 GEMM multiplies; the order of the sum differs).
 // A dependent launch (dependent_launch.h): the first weight loads go out before the kernel waits for the one
-// before it, so w must not be what that kernel writes (model weights never are).
-Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, cudaStream_t stream);
+// before it, so w must not be what that kernel writes (model weights never are). sm_count (CudaContext::sm_count)
+// picks the CTA shape with N: the deeper one where the row tiles fit two CTAs an SM.
+Status linear_small_cuda(const Tensor& x, const std::vector<LinearTarget>& targets, int sm_count, cudaStream_t stream);
 
 // The router in one launch: linear_small_cuda with the one target `router` (w [E, K], E <= kRouterMaxExperts, out
 // f32 [M, E] logits), then router_topk_softmax_cuda's top-k and softmax of each row into indices i32 [M, k] and
@@ -55,6 +56,6 @@ inline constexpr std::int64_t kLinearSmallRouterSlices = kLinearSmallTinyMaxRows
 // linear_small_fits takes it, w [E, K] with E <= kRouterMaxExperts, 1 <= k <= min(kRouterMaxK, E).
 bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k, std::int64_t max_rows);
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
-                                Tensor& counters, cudaStream_t stream);
+                                Tensor& counters, int sm_count, cudaStream_t stream);
 
 }  // namespace day0

@@ -50,7 +50,7 @@ void run_case(CudaContext& ctx, std::int64_t M, std::int64_t K, const std::vecto
         {upload(ctx, w), wt.bias == Bias::none ? Tensor() : upload(ctx, bias), poisoned(ctx, {M, wt.n}, DType::f32)});
   }
   ASSERT_TRUE(linear_small_fits(d_x, targets, kLinearSmallMaxSlicedRows));
-  D0_ASSERT_OK(linear_small_cuda(d_x, targets, ctx.stream()));
+  D0_ASSERT_OK(linear_small_cuda(d_x, targets, ctx.sm_count(), ctx.stream()));
   for (size_t i = 0; i < targets.size(); ++i) {
     SCOPED_TRACE("weight " + std::to_string(i) + " N " + std::to_string(weights[i].n));
     const Tensor got = download(ctx, targets[i].out);
@@ -72,7 +72,8 @@ TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_16_rows_odd_
   // gpt-oss-20b: q/k/v (4096, 512, 512 rows of 2880) in one launch; the o projection (K = 4096); a router.
   for (std::int64_t M : {1, 8, 16})
     run_case(*ctx, M, 2880, {{4096, Bias::bf16}, {512, Bias::bf16}, {512, Bias::bf16}}, rng);
-  run_case(*ctx, 4, 4096, {{2880, Bias::bf16}}, rng);
+  run_case(*ctx, 4, 4096, {{2880, Bias::bf16}}, rng);   // 180 row tiles: two CTAs an SM, the 8-deep shape
+  run_case(*ctx, 12, 4096, {{2880, Bias::bf16}}, rng);  // ... with two token tiles
   run_case(*ctx, 3, 2880, {{32, Bias::f32}}, rng);
   // Few row tiles take the 16-warp shape: K = 8,200 is two rounds of its loads and a part-filled third.
   run_case(*ctx, 9, 8200, {{128, Bias::bf16}}, rng);
@@ -94,11 +95,11 @@ TEST(CudaLinearSmall, rows_beyond_16_run_in_slices_each_row_bit_identical_to_a_o
   const Tensor w = upload(*ctx, to_bf16(random_f32({N, K}, rng)));
   const Tensor bias = upload(*ctx, optest::random_bias(N, Bias::bf16, rng));
   std::vector<LinearTarget> all{{w, bias, poisoned(*ctx, {M, N}, DType::f32)}};
-  D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x), all, ctx->stream()));
+  D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x), all, ctx->sm_count(), ctx->stream()));
   const Tensor got = download(*ctx, all[0].out);
   for (std::int64_t r : {0, 7, 8, 15, 16, 31, 39}) {
     std::vector<LinearTarget> one{{w, bias, poisoned(*ctx, {1, N}, DType::f32)}};
-    D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x.slice_rows(r, r + 1)), one, ctx->stream()));
+    D0_ASSERT_OK(linear_small_cuda(upload(*ctx, x.slice_rows(r, r + 1)), one, ctx->sm_count(), ctx->stream()));
     const Tensor alone = download(*ctx, one[0].out);
     for (std::int64_t n = 0; n < N; ++n)
       ASSERT_EQ(got.data<float>()[r * N + n], alone.data<float>()[n]) << "row " << r << " output " << n;
@@ -146,7 +147,7 @@ TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reas
   EXPECT_FALSE(linear_small_fits(x_odd_k, one));
   const std::vector<LinearTarget> odd{{upload(*ctx, to_bf16(random_f32({16, 60}, rng))), Tensor(),
                                        poisoned(*ctx, {2, 16}, DType::f32)}};
-  const Status s = linear_small_cuda(x_odd_k, odd, ctx->stream());
+  const Status s = linear_small_cuda(x_odd_k, odd, ctx->sm_count(), ctx->stream());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("K % 8 == 0"), std::string::npos) << s.error().message;
   const std::vector<LinearTarget> five(5, one[0]);
@@ -154,7 +155,7 @@ TEST(CudaLinearSmall, declines_and_rejects_what_it_does_not_take_naming_the_reas
   // A mismatched output shape is named.
   const Tensor x2 = upload(*ctx, random_f32({2, 64}, rng));
   const std::vector<LinearTarget> bad{{w, Tensor(), poisoned(*ctx, {2, 15}, DType::f32)}};
-  const Status b = linear_small_cuda(x2, bad, ctx->stream());
+  const Status b = linear_small_cuda(x2, bad, ctx->sm_count(), ctx->stream());
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("out"), std::string::npos) << b.error().message;
 }

@@ -77,13 +77,14 @@ TEST(CudaRouter, the_fused_router_gives_the_bits_of_the_linear_and_the_top_k_ker
         if (bias_kind[0] == 'b') bias = upload(*ctx, optest::to_bf16(random_f32({E}, rng, -0.5f, 0.5f)));
         Tensor logits = poisoned(*ctx, {M, E}, DType::f32), idx = poisoned(*ctx, {M, k}, DType::i32);
         Tensor wts = poisoned(*ctx, {M, k}, DType::f32);
-        D0_ASSERT_OK(linear_small_cuda(x, {{w, bias, logits}}, ctx->stream()));
+        D0_ASSERT_OK(linear_small_cuda(x, {{w, bias, logits}}, ctx->sm_count(), ctx->stream()));
         D0_ASSERT_OK(router_topk_softmax_cuda(logits, k, idx, wts, ctx->stream()));
         const Tensor want_l = download(*ctx, logits), want_i = download(*ctx, idx), want_w = download(*ctx, wts);
         for (int call = 0; call < 2; ++call) {
           Tensor f_logits = poisoned(*ctx, {M, E}, DType::f32), f_idx = poisoned(*ctx, {M, k}, DType::i32);
           Tensor f_wts = poisoned(*ctx, {M, k}, DType::f32);
-          D0_ASSERT_OK(linear_small_router_cuda(x, {w, bias, f_logits}, k, f_idx, f_wts, counters, ctx->stream()));
+          D0_ASSERT_OK(linear_small_router_cuda(x, {w, bias, f_logits}, k, f_idx, f_wts, counters, ctx->sm_count(),
+                                                ctx->stream()));
           EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_logits), want_l)) << "call " << call;
           EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_idx), want_i)) << "call " << call;
           EXPECT_TRUE(cudatest::same_bits(download(*ctx, f_wts), want_w)) << "call " << call;
@@ -96,13 +97,15 @@ TEST(CudaRouter, the_fused_router_gives_the_bits_of_the_linear_and_the_top_k_ker
   const Tensor w = upload(*ctx, optest::to_bf16(random_f32({32, 64}, rng)));
   Tensor logits = zeroed(*ctx, {129, 32}, DType::f32), idx = zeroed(*ctx, {129, 4}, DType::i32);
   Tensor wts = zeroed(*ctx, {129, 4}, DType::f32);
-  const Status rows = linear_small_router_cuda(x, {w, Tensor(), logits}, 4, idx, wts, counters, ctx->stream());
+  const Status rows =
+      linear_small_router_cuda(x, {w, Tensor(), logits}, 4, idx, wts, counters, ctx->sm_count(), ctx->stream());
   ASSERT_FALSE(rows.ok());
   EXPECT_TRUE(optest::contains(rows.error().message, "at most 128 rows")) << rows.error().message;
   const Tensor x1 = upload(*ctx, random_f32({1, 64}, rng));
   Tensor l1 = zeroed(*ctx, {1, 32}, DType::f32), i9 = zeroed(*ctx, {1, 9}, DType::i32);
   Tensor w9 = zeroed(*ctx, {1, 9}, DType::f32);
-  const Status nine = linear_small_router_cuda(x1, {w, Tensor(), l1}, 9, i9, w9, counters, ctx->stream());
+  const Status nine =
+      linear_small_router_cuda(x1, {w, Tensor(), l1}, 9, i9, w9, counters, ctx->sm_count(), ctx->stream());
   ASSERT_FALSE(nine.ok());
   EXPECT_TRUE(optest::contains(nine.error().message, "k = 9")) << nine.error().message;
 }
