@@ -206,7 +206,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
       auto token = [&] {
         Routing& r = next();
-        return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), true);
+        return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true});
       };
       D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
       report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);

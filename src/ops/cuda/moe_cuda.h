@@ -135,6 +135,8 @@ struct MoeGemms {
 // with any workspace of their compute. `stream` must be the stream of the context the GEMMs were made with.
 // Precision (fp32 accumulation and f32 outputs in both): bf16 rounds x and the SwiGLU output to bf16 before
 // their GEMMs; fp8 quantises them to E4M3 per token (ExpertCompute above).
+// With dependent launches, x must not be written by the kernel launched just before this call (the router, which
+// reads x to make `indices`, sits between them): the one-token path loads x before its dependent-launch wait.
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream);

@@ -61,16 +61,20 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 // f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
 // slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
 // where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
-// slots_settled: no kernel still running when this one is launched writes `slots` (they were written two or more
-// launches back, as for the down projection after gate_up), so the ids are read and the weights fetched before the
-// dependent-launch wait, overlapping the kernel just before.
+// `settled` names the inputs that no kernel still running when this one is launched writes (they were written two
+// or more launches back): settled slots are read and their weights fetched before the dependent-launch wait (the
+// down projection: the router's ids, gate_up in between), a settled x is loaded before it (gate_up: the router read
+// the token in between). Either way they overlap the kernel just before.
+struct TokenSettledInputs {
+  bool slots = false, x = false;
+};
 // Fits: MXFP4 (16-byte aligned), out a multiple of 16, in a multiple of 32 with the bf16 row in
 // kMxfp4TokenMaxInputBytes (a CTA holds 16 weight rows and the row in shared memory).
 constexpr std::int64_t kMxfp4TokenMaxInputBytes = 8 * 1024;
 bool mxfp4_token_matmul_fits(const ExpertWeights& w);
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w,
                                const SwigluParams* swiglu, Tensor& out, Tensor& error_flag, cudaStream_t stream,
-                               bool slots_settled = false);
+                               TokenSettledInputs settled = {});
 
 // out f32 [S, H] = sum over j of weights[s, j] * y[s k + j], summed in ascending expert id order (as CpuOps adds its
 // experts), each term a separate multiply and add. y f32 [S k, H]; indices i32 / weights f32 [S, k] on the device.

@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/bulk_copy.cuh"
 #include "ops/cuda/cuda_check.h"
@@ -113,6 +114,7 @@ struct TokenArgs {
   bool x_per_slot;            // row j of x for slot j, else row 0 for every slot
   const std::int32_t* slots;  // the token's k expert ids
   bool slots_settled;         // no kernel still in flight writes them: read (and the weights fetched) before the wait
+  bool x_settled;             // likewise for x: its loads go out before the wait
   std::int32_t* error_flag;
   float alpha, limit;
   void* out;
@@ -126,21 +128,53 @@ constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 __host__ __device__ constexpr int x_offset(int groups) { return staged_layout(groups, kHeader).end; }
 __host__ __device__ constexpr int shared_bytes(int groups) { return x_offset(groups) + groups * 32 * 2; }
 
-// The groups of slot j's input row that this warp's tiles (warp, warp + 8, ...) read, into shared memory as bf16
-// (16-byte pieces, 16 a tile); the warp alone reads them, so a warp barrier covers them, not a CTA barrier.
+// The 16-byte pieces of slot j's input row (as bf16) that this warp's tiles (warp, warp + 8, ...) read: 16 a tile,
+// at most 2 a lane (K <= 4,096). Loaded into registers first, so that the loads can be in flight across the
+// dependent-launch wait and the copies' issue; then stored, and only this warp reads them (a warp barrier).
 template <bool kF32>
-__device__ __forceinline__ void stage_warp_x(const TokenArgs& a, int in, int tiles, uint4* xs) {
+struct WarpXPieces {
+  static constexpr int kPerLane = 2;
+  using Raw = std::conditional_t<kF32, float4[2], uint4>;
+  Raw raw[kPerLane];
+};
+
+// This lane's piece p of the warp's share, or -1 for none (recomputed where used: fewer registers held).
+__device__ __forceinline__ int warp_x_piece(int p, int in, int tiles) {
+  const int warp = threadIdx.x / 32, warp_tiles = (tiles - warp + kWarps - 1) / kWarps;
+  const int j = threadIdx.x % 32 + 32 * p, i = (warp + kWarps * (j / 16)) * 16 + j % 16;
+  return j < warp_tiles * 16 && i < in / 8 ? i : -1;
+}
+
+template <bool kF32>
+__device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int in, int tiles) {
   const std::int64_t row = a.x_per_slot ? blockIdx.y : 0;
-  const int warp = threadIdx.x / 32, pieces = in / 8, warp_tiles = (tiles - warp + kWarps - 1) / kWarps;
-  for (int j = threadIdx.x % 32; j < warp_tiles * 16; j += 32) {
-    const int i = (warp + kWarps * (j / 16)) * 16 + j % 16;
-    if (i >= pieces) continue;
+  WarpXPieces<kF32> x;
+#pragma unroll
+  for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
+    const int i = warp_x_piece(p, in, tiles);
+    if (i < 0) continue;
     if constexpr (kF32) {
       const float4* src = static_cast<const float4*>(a.x) + row * (in / 4) + 2 * i;
-      const float4 p = __ldg(src), q = __ldg(src + 1);
-      xs[i] = make_uint4(pack_bf16x2(p.x, p.y), pack_bf16x2(p.z, p.w), pack_bf16x2(q.x, q.y), pack_bf16x2(q.z, q.w));
+      x.raw[p][0] = __ldg(src);
+      x.raw[p][1] = __ldg(src + 1);
     } else {
-      xs[i] = __ldg(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
+      x.raw[p] = __ldg(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
+    }
+  }
+  return x;
+}
+
+template <bool kF32>
+__device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs) {
+#pragma unroll
+  for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
+    const int i = warp_x_piece(p, in, tiles);
+    if (i < 0) continue;
+    if constexpr (kF32) {
+      const float4 u = x.raw[p][0], v = x.raw[p][1];
+      xs[i] = make_uint4(pack_bf16x2(u.x, u.y), pack_bf16x2(u.z, u.w), pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+    } else {
+      xs[i] = x.raw[p];
     }
   }
   __syncwarp();
@@ -166,6 +200,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   if (threadIdx.x == 0) init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
   if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
   __syncthreads();
+  WarpXPieces<kF32> x;
+  if (a.x_settled) x = load_warp_x<kF32>(a, in, tiles);
   if (!a.slots_settled) begin_dependent_grid();
   const int slot = blockIdx.y;
   const int e = a.slots_settled ? __ldcg(a.slots + slot) : a.slots[slot];
@@ -179,7 +215,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   issue_staged_copies(a.blocks, a.scales, static_cast<std::int64_t>(e) * a.out_rows + row0, groups, layout, shared,
                       bars);
   if (a.slots_settled) begin_dependent_grid();
-  stage_warp_x<kF32>(a, in, tiles, x_shared);  // its loads overlap the copies
+  if (!a.x_settled) x = load_warp_x<kF32>(a, in, tiles);  // in flight with the copies
+  store_warp_x<kF32>(x, in, tiles, x_shared);
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s = 0; s < stages; ++s) {
@@ -237,7 +274,7 @@ bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
 }
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
-                               Tensor& out, Tensor& error_flag, cudaStream_t stream, bool slots_settled) {
+                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
     return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
@@ -271,7 +308,8 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     x.raw(),
                     x_rows > 1,
                     slots.data<std::int32_t>(),
-                    slots_settled && dependent_launch_enabled(),
+                    settled.slots && dependent_launch_enabled(),
+                    settled.x && dependent_launch_enabled(),
                     flag.data<std::int32_t>(),
                     swiglu ? swiglu->alpha : 0.f,
                     swiglu ? swiglu->limit : 0.f,
