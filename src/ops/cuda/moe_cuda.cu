@@ -274,8 +274,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
     // The router read x to make `indices`: x was written before it, the ids by it (two launches before down).
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream, {.x = true}));
-    D0_RETURN_IF_ERROR(
-        mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream, {.slots = true}));
+    D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream, {.slots = true}));
     return combine(y);
   }
   Tensor xb = ws.xs.slice_rows(0, S);
