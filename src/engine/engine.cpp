@@ -51,7 +51,7 @@ struct Engine::Impl {
   std::unordered_set<RequestId> aborts;
   bool draining = false, stopping = false;
   RequestId next_id = 1;
-  std::int64_t queued = 0;  // inbox + waiting, for submit()'s limit
+  std::int64_t queued = 0;  // inbox + waiting, for submit()'s limit: recounted as soon as requests leave them
   EngineStats stats;
   std::thread worker;
 
@@ -69,6 +69,7 @@ struct Engine::Impl {
   void preempt_youngest();
   bool schedule_and_run();
   void publish_stats(std::int64_t step_sequences, std::int64_t step_tokens);
+  void recount_queued();
 };
 
 Result<std::unique_ptr<Engine>> Engine::create(Executor& executor, const EngineConfig& config) {
@@ -195,6 +196,7 @@ bool Engine::Impl::take_inbox() {
   };
   std::erase_if(waiting, aborted);
   running.remove_if(aborted);
+  recount_queued();
   return true;
 }
 
@@ -226,6 +228,10 @@ bool Engine::Impl::schedule_and_run() {
     running.push_back(std::move(waiting.front()));
     waiting.pop_front();
   }
+  // Admitted requests no longer count against the queue's limit: not only from the step's end (publish_stats),
+  // which comes after the step's finished requests were reported, so a client answered at once could find its
+  // own request still counted and be refused a slot that was free.
+  recount_queued();
   std::vector<SequenceStep> batch;
   for (auto& sp : running) {
     if (budget == 0) break;
@@ -303,6 +309,11 @@ bool Engine::Impl::schedule_and_run() {
     }
   publish_stats(static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
   return true;
+}
+
+void Engine::Impl::recount_queued() {
+  std::lock_guard<std::mutex> lock(mu);
+  queued = static_cast<std::int64_t>(waiting.size() + inbox.size());
 }
 
 void Engine::Impl::publish_stats(std::int64_t step_sequences, std::int64_t step_tokens) {

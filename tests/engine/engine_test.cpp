@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "model/greedy.h"
 #include "model/load.h"
@@ -225,6 +226,39 @@ TEST(Engine, requests_that_cannot_fit_and_a_full_queue_are_refused_at_submit) {
   c.wait(static_cast<size_t>(accepted));
   (*engine)->drain();
   EXPECT_FALSE((*engine)->submit(greedy_request(prompt(8, 1), 2), c.sink(0)).ok());  // draining: refused
+}
+
+// A request's own update saying it finished comes before the engine's end-of-step bookkeeping: by then it must no
+// longer count against the queue (it was admitted), or a client answered at once is refused a free slot (seen as a
+// flaky 429 in the server's admission test on a loaded machine).
+TEST(Engine, a_finished_request_no_longer_counts_against_the_queue_when_its_client_hears_of_it) {
+  LoadedModel m = load(64);
+  EngineConfig cfg;
+  cfg.max_waiting = 1;
+  cfg.max_running = 1;
+  auto engine = Engine::create(*m.executor, cfg);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  Collector c;
+  std::mutex mu;
+  std::optional<Result<RequestId>> next;  // submitted from inside the first request's final update
+  const UpdateFn first_sink = c.sink(0);
+  auto first = e.submit(greedy_request(prompt(8, 1), 1), [&](const RequestUpdate& u) {
+    if (u.finished) {
+      std::lock_guard<std::mutex> lock(mu);
+      next = e.submit(greedy_request(prompt(8, 2), 1), c.sink(1));
+    }
+    first_sink(u);
+  });
+  ASSERT_TRUE(first.ok());
+  c.wait(1);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_TRUE(next.has_value());
+    ASSERT_TRUE(next->ok()) << next->error().message;
+  }
+  c.wait(2);
+  EXPECT_EQ(c.final_[1].completion_tokens, 1);
 }
 
 }  // namespace

@@ -82,8 +82,14 @@ TEST(ServerAdmission, full_queue_is_429_with_retry_after_even_for_streams) {
   ASSERT_NE(server, nullptr);
   const int port = server->port();
   std::atomic<bool> cancel{false};
-  std::thread running([&] { post_streaming(port, "/v1/completions", long_stream(600), 0, &cancel); });
-  ASSERT_TRUE(wait_metric(port, "day0_requests_running", 1));
+  Streamed first;  // what the running request got, for a failure to report
+  std::thread running([&] { first = post_streaming(port, "/v1/completions", long_stream(600), 0, &cancel); });
+  if (const auto seen = wait_metric(port, "day0_requests_running", 1); !seen) {
+    cancel = true;
+    running.join();
+    FAIL() << seen.message() << "; the request got status " << first.status << " " << first.error << ": "
+           << first.body.substr(0, 300);
+  }
   std::thread queued([&] { post_streaming(port, "/v1/completions", long_stream(600), 0, &cancel); });
   ASSERT_TRUE(wait_metric(port, "day0_requests_waiting", 1));
 
