@@ -196,12 +196,16 @@ TEST(Engine, seeded_sampling_is_reproducible_whatever_else_is_in_the_batch) {
   EXPECT_EQ(run(true), alone);
 }
 
-TEST(Engine, requests_that_cannot_fit_and_a_full_queue_are_refused_at_submit) {
-  LoadedModel m = load(64);
+EngineConfig one_running_one_waiting() {
   EngineConfig cfg;
   cfg.max_waiting = 1;
   cfg.max_running = 1;
-  auto engine = Engine::create(*m.executor, cfg);
+  return cfg;
+}
+
+TEST(Engine, requests_that_cannot_fit_and_a_full_queue_are_refused_at_submit) {
+  LoadedModel m = load(64);
+  auto engine = Engine::create(*m.executor, one_running_one_waiting());
   ASSERT_TRUE(engine.ok());
   Collector c;
   auto too_long = (*engine)->submit(greedy_request(prompt(60, 1), 10), c.sink(0));
@@ -233,10 +237,7 @@ TEST(Engine, requests_that_cannot_fit_and_a_full_queue_are_refused_at_submit) {
 // flaky 429 in the server's admission test on a loaded machine).
 TEST(Engine, a_finished_request_no_longer_counts_against_the_queue_when_its_client_hears_of_it) {
   LoadedModel m = load(64);
-  EngineConfig cfg;
-  cfg.max_waiting = 1;
-  cfg.max_running = 1;
-  auto engine = Engine::create(*m.executor, cfg);
+  auto engine = Engine::create(*m.executor, one_running_one_waiting());
   ASSERT_TRUE(engine.ok());
   Engine& e = **engine;
   Collector c;

@@ -134,6 +134,7 @@ __host__ __device__ constexpr int shared_bytes(int groups) { return x_offset(gro
 template <bool kF32>
 struct WarpXPieces {
   static constexpr int kPerLane = 2;
+  static_assert(kMaxStages * kGroupsPerStage / kGroupsPerTile / kWarps * 16 <= kPerLane * 32, "a warp's pieces fit");
   using Raw = std::conditional_t<kF32, float4[2], uint4>;
   Raw raw[kPerLane];
 };
