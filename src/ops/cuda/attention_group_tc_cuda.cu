@@ -19,7 +19,8 @@ namespace {
 
 // Warps a block: 8 for a lone query (a 128-key split or sliding window is then one step a warp: no second round trip
 // to memory; H200, 20b batch 1: sliding layers 6.6 -> 6.0 us exposed, full ones 8.7 -> 7.5 with the early keys
-// below), 4 for batches (8 lost there: batch 8 2,177 -> 2,156 tok/s, batch 64 7,639 -> 7,480).
+// below), 4 for batches (8 showed no gain there: batch 8 2,156 and batch 64 7,480 tok/s, against 2,152-2,178 and
+// 7,490-7,640 in runs with 4).
 constexpr int kLoneQueryWarps = 8, kBatchWarps = 4;
 constexpr int kStepKeys = 16;     // keys of a warp step: two n-tiles of Q K^T, one k-step of P V
 constexpr int kSplitChunk = 128;  // split spans in whole chunks of this many keys, as the f32 group kernel's
