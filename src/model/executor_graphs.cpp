@@ -17,12 +17,19 @@
 #include "model/executor_util.h"
 
 namespace day0 {
+namespace {
+
+// The graph inputs' buffer (device, and its host copy): region r starts at r * graph_region_ i32, the block tables
+// last, so a step's used part is one prefix of it.
+enum GraphInputRegion : std::int64_t { kIds, kPositions, kSlots, kSeqRows, kTables };
+
+}  // namespace
 
 Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows) {
   const std::int64_t W = graph_table_width_, P = graph_region_;
   std::int32_t* host = graph_inputs_host_.data<std::int32_t>();
-  std::int32_t *ids = host, *positions = host + P, *slots = host + 2 * P, *q_seq = host + 3 * P;
-  std::int32_t* tables = host + 4 * P;
+  std::int32_t *ids = host + kIds * P, *positions = host + kPositions * P, *slots = host + kSlots * P;
+  std::int32_t *q_seq = host + kSeqRows * P, *tables = host + kTables * P;
   std::fill(tables, tables + rows * W, -1);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int32_t* table = tables + r * W;
@@ -42,7 +49,7 @@ Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int
     }
   }
   // The rows' tables end the used part: one transfer of it.
-  const std::int64_t used = 4 * P + rows * W;
+  const std::int64_t used = kTables * P + rows * W;
   Tensor dst = graph_inputs_.slice_rows(0, used);
   return ops_.copy_from_host(graph_inputs_host_.slice_rows(0, used), dst);
 }
@@ -60,14 +67,15 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
   const std::int64_t largest = std::min(max_batch, max_step_tokens_);
   graph_table_width_ = (max_tokens_ + block_size_ - 1) / block_size_;
   const std::int64_t W = graph_table_width_, P = graph_region_ = (largest + 3) / 4 * 4;  // 16-byte regions
-  D0_ASSIGN_OR_RETURN(graph_inputs_, ops_.allocate({4 * P + largest * W}, DType::i32,
+  D0_ASSIGN_OR_RETURN(graph_inputs_, ops_.allocate({kTables * P + largest * W}, DType::i32,
                                                    "step graph inputs: ids, positions, slots, rows, block tables"));
   graph_inputs_host_ = Tensor::zeros(graph_inputs_.shape(), DType::i32);
-  graph_ids_ = graph_inputs_.slice_rows(0, largest);
-  graph_positions_ = graph_inputs_.slice_rows(P, P + largest);
-  graph_slots_ = graph_inputs_.slice_rows(2 * P, 2 * P + largest);
-  graph_q_seq_ = graph_inputs_.slice_rows(3 * P, 3 * P + largest);
-  graph_tables_ = graph_inputs_.slice_rows(4 * P, 4 * P + largest * W).view({largest, W});
+  auto region = [&](GraphInputRegion r, std::int64_t n) { return graph_inputs_.slice_rows(r * P, r * P + n); };
+  graph_ids_ = region(kIds, largest);
+  graph_positions_ = region(kPositions, largest);
+  graph_slots_ = region(kSlots, largest);
+  graph_q_seq_ = region(kSeqRows, largest);
+  graph_tables_ = region(kTables, largest * W).view({largest, W});
   std::vector<std::int64_t> buckets;
   for (std::int64_t b = 1; b < largest; b *= 2) buckets.push_back(b);
   buckets.push_back(largest);
