@@ -42,11 +42,12 @@ struct Shape4 {
   DType bias;
 };
 
-// 96 / 160 inputs end in a part-filled tile; 2,880 is gpt-oss (23 tiles in 3 copy stages, the last part-filled);
-// 4,096 is the widest input the kernel takes (4 stages).
+// 96 / 160 inputs end in a part-filled tile; 2,880 is gpt-oss (23 tiles in 3 copy stages, the last part-filled),
+// also with 1,040 rows (65 row tiles, an odd count) and 3 slots; 4,096 is the widest input the kernel takes (4 stages).
 constexpr Shape4 kShapes[] = {{4, 4, 64, 96, DType::f32},
                               {32, 4, 48, 160, DType::bf16},
                               {32, 4, 2880, 2880, DType::bf16},
+                              {8, 3, 1040, 2880, DType::f32},
                               {8, 2, 32, 4096, DType::f32}};
 
 TEST(CudaMoeToken, plain_form_gives_the_grouped_wide_split_bits_and_matches_the_cpu) {
