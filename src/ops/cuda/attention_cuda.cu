@@ -10,6 +10,8 @@
 // output lanes it owns rescaled by exp(m_old - m_new)). The sink logit starts the running max and contributes
 // exp(sink - m) to l but no value, exactly as CpuOps::attention. Every thread keeps the same m and l (it scans the
 // chunk's scores from shared memory, broadcast reads), so no block reductions are needed.
+#include "ops/cuda/attention_cuda.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,7 +22,6 @@
 #include <string>
 #include <type_traits>
 
-#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_group_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/attention_tc_cuda.h"

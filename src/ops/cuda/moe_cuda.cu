@@ -1,6 +1,8 @@
 // Routed-expert MoE on the GPU (see moe_cuda.h): host-side grouping, online MXFP4 -> BF16 or FP8 conversion of
 // the routed experts only into the planned workspace (or stored bf16 / fp8 experts read in place), per-expert
 // gather -> GEMM -> SwiGLU -> GEMM -> scatter-add.
+#include "ops/cuda/moe_cuda.h"
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/cuda/fp8_moe_math.cuh"
-#include "ops/cuda/moe_cuda.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"

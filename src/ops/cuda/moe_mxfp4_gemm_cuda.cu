@@ -1,4 +1,6 @@
 // Tiled MXFP4 grouped expert GEMM for prefill-sized token counts: see moe_mxfp4_gemm_cuda.h.
+#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
+
 #include <cuda_bf16.h>
 
 #include <string>
@@ -6,7 +8,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/mma_sync.cuh"
-#include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
 namespace day0 {

@@ -1,4 +1,6 @@
 // MXFP4 grouped expert GEMM on warpgroup MMAs: see moe_mxfp4_wgmma_cuda.h.
+#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
+
 #include <cuda_bf16.h>
 
 #include <string>
@@ -6,7 +8,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
-#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/wgmma.cuh"
 
 namespace day0 {
