@@ -11,15 +11,15 @@
 // from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
 // 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h).
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "apps/day0/commands.h"
+#include "apps/day0/bench_attention.h"
 #include "apps/day0/bench_linear.h"
 #include "apps/day0/bench_report.h"
+#include "apps/day0/commands.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -276,6 +276,7 @@ int bench_moe(const BenchMoeOptions& o) {
     if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
   if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
     return fail(st.error().message);
+  if (Status st = bench_decode_attention(**ctx, *ceil, report); !st.ok()) return fail(st.error().message);
   if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;
 }

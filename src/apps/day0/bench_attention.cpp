@@ -1,0 +1,116 @@
+// bench-moe's decode attention section: gpt-oss's attention (64 query heads over 8 KV heads, head_dim 64, sinks,
+// bf16 KV cache in blocks of 16) for a step of B sequences with one query each at `context` keys, their block
+// tables `capacity` keys wide, full and sliding (128-key) layers, as CUDA-graph replays (device time). Random
+// operands (fill_uniform_cuda); enough copies of the KV blocks cycled that each call reads them from HBM, not the
+// L2. KV bytes: the key and value rows each query reads once.
+#include "apps/day0/bench_attention.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/random_fill_cuda.h"
+#include "ops/cuda/timing.h"
+
+namespace day0::app {
+namespace {
+
+constexpr std::int64_t kBlock = 16;
+
+struct AttentionPoint {
+  std::int64_t batch, context, capacity;
+  int forced_splits;  // 0: attention_splits' choice
+};
+
+Result<Tensor> filled(CudaContext& ctx, const Shape& shape, DType dtype, float scale, std::uint64_t& seed,
+                      const std::string& what) {
+  D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, dtype, what));
+  D0_RETURN_IF_ERROR(fill_uniform_cuda(t, seed++, scale, ctx.stream()));
+  return t;
+}
+
+// An i32 tensor on the device holding `values`.
+Result<Tensor> uploaded(CudaContext& ctx, const std::vector<std::int32_t>& values, const Shape& shape,
+                        const std::string& what) {
+  D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, DType::i32, what));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.raw(), values.data(), values.size() * sizeof(std::int32_t),
+                                          cudaMemcpyHostToDevice, ctx.stream()));
+  D0_RETURN_IF_ERROR(ctx.synchronize());  // `values` is the caller's
+  return t;
+}
+
+}  // namespace
+
+Status bench_decode_attention(CudaContext& ctx, const DeviceCeilings& ceil, nlohmann::json& report) {
+  const AttentionPoint points[] = {{1, 1024, 1024, 0}, {1, 1024, 1024, 1}, {1, 1024, 8192, 0},  {1, 8192, 8192, 0},
+                                   {8, 1024, 1024, 0}, {8, 1024, 8192, 0}, {64, 1024, 1024, 0}, {64, 8192, 8192, 0}};
+  std::printf("\ngpt-oss decode attention (64 heads over 8, d 64, bf16 KV, sinks), CUDA-graph replays:\n");
+  std::printf("%6s %8s %9s %8s %7s %10s %10s %10s %10s\n", "batch", "context", "capacity", "window", "splits", "us",
+              "KV MB", "GB/s", "of copy");
+  DeviceArena& arena = ctx.arena();
+  std::uint64_t seed = 500;
+  for (const AttentionPoint& pt : points)
+    for (int window : {0, 128}) {
+      const DeviceArena::Mark mark = arena.mark();
+      const AttentionParams p{64, 8, 64, window, 0.125f};
+      const std::int64_t B = pt.batch, blocks_per_seq = pt.capacity / kBlock, width = p.n_kv_heads * p.head_dim;
+      const std::int64_t keys_read = window > 0 ? std::min<std::int64_t>(window, pt.context) : pt.context;
+      const double kv_bytes = 2.0 * B * keys_read * width * 2;  // K and V, bf16
+      const std::int64_t pool_bytes = 2 * B * pt.capacity * width * 2;
+      const int copies =
+          static_cast<int>(std::clamp<double>(240e6 / kv_bytes, 1, std::max<double>(1, 4e9 / pool_bytes)));
+      const std::int64_t rows = copies * B * pt.capacity;
+      D0_ASSIGN_OR_RETURN(Tensor k_pool, filled(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench k pool"));
+      D0_ASSIGN_OR_RETURN(Tensor v_pool, filled(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench v pool"));
+      D0_ASSIGN_OR_RETURN(Tensor q, filled(ctx, {B, p.n_heads * p.head_dim}, DType::f32, 1.f, seed, "bench q"));
+      D0_ASSIGN_OR_RETURN(Tensor sinks, filled(ctx, {p.n_heads}, DType::bf16, 1.f, seed, "bench sinks"));
+      D0_ASSIGN_OR_RETURN(Tensor out, arena.allocate({B, p.n_heads * p.head_dim}, DType::f32, "bench out"));
+      std::vector<std::int32_t> pos(static_cast<size_t>(B), static_cast<std::int32_t>(pt.context - 1)), seq(pos.size());
+      for (std::int64_t b = 0; b < B; ++b) seq[static_cast<size_t>(b)] = static_cast<std::int32_t>(b);
+      D0_ASSIGN_OR_RETURN(Tensor q_pos, uploaded(ctx, pos, {B}, "bench positions"));
+      D0_ASSIGN_OR_RETURN(Tensor q_seq, uploaded(ctx, seq, {B}, "bench sequences"));
+      std::vector<PagedKv> tables;  // copy c: its own blocks of the pool
+      for (int c = 0; c < copies; ++c) {
+        std::vector<std::int32_t> t(static_cast<size_t>(B * blocks_per_seq));
+        for (size_t i = 0; i < t.size(); ++i)
+          t[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(c) * B * blocks_per_seq +
+                                           static_cast<std::int64_t>(i));
+        D0_ASSIGN_OR_RETURN(Tensor bt, uploaded(ctx, t, {B, blocks_per_seq}, "bench block tables"));
+        tables.push_back({bt, q_seq, kBlock});
+      }
+      AttentionSplit split;
+      split.splits = pt.forced_splits > 0 ? pt.forced_splits : attention_splits(B, p, pt.capacity, ctx.sm_count());
+      if (split.splits > 1) {
+        D0_ASSIGN_OR_RETURN(split.partials, arena.allocate({attention_partials_floats(B, p, split.splits)}, DType::f32,
+                                                           "bench attention partials"));
+      }
+      int i = 0;
+      auto step = [&] {
+        return paged_attention_cuda(q, k_pool, v_pool, q_pos, tables[static_cast<size_t>(i++ % copies)], sinks, p, out,
+                                    ctx.stream(), split);
+      };
+      D0_ASSIGN_OR_RETURN(double s, time_graph_median(ctx, 9, step, 4 * copies));
+      const double bw = kv_bytes / s;
+      std::printf("%6lld %8lld %9lld %8d %7d %10.1f %10.2f %10.0f %9.1f%%%s\n", static_cast<long long>(B),
+                  static_cast<long long>(pt.context), static_cast<long long>(pt.capacity), window, split.splits,
+                  s * 1e6, kv_bytes / 1e6, bw / 1e9, 100 * bw / ceil.copy_bytes_per_s,
+                  pt.forced_splits > 0 ? "  (split count forced)" : "");
+      report["decode_attention"].push_back({{"batch", B},
+                                            {"context", pt.context},
+                                            {"capacity", pt.capacity},
+                                            {"window", window},
+                                            {"splits", split.splits},
+                                            {"forced", pt.forced_splits > 0},
+                                            {"seconds", s},
+                                            {"kv_bytes", kv_bytes},
+                                            {"bytes_per_s", bw},
+                                            {"of_copy_bandwidth", bw / ceil.copy_bytes_per_s}});
+      D0_RETURN_IF_ERROR(ctx.synchronize());
+      D0_RETURN_IF_ERROR(arena.release(mark));
+    }
+  return Status::success();
+}
+
+}  // namespace day0::app
