@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/day0/bench_operands.h"
 #include "ops/cuda/attention_cuda.h"
-#include "ops/cuda/random_fill_cuda.h"
 #include "ops/cuda/timing.h"
 
 namespace day0::app {
@@ -23,13 +23,6 @@ struct AttentionPoint {
   std::int64_t batch, context, capacity;
   int forced_splits;  // 0: attention_splits' choice
 };
-
-Result<Tensor> filled(CudaContext& ctx, const Shape& shape, DType dtype, float scale, std::uint64_t& seed,
-                      const std::string& what) {
-  D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, dtype, what));
-  D0_RETURN_IF_ERROR(fill_uniform_cuda(t, seed++, scale, ctx.stream()));
-  return t;
-}
 
 // An i32 tensor on the device holding `values`.
 Result<Tensor> uploaded(CudaContext& ctx, const std::vector<std::int32_t>& values, const Shape& shape,
@@ -62,10 +55,10 @@ Status bench_decode_attention(CudaContext& ctx, const DeviceCeilings& ceil, nloh
       const int copies =
           static_cast<int>(std::clamp<double>(240e6 / kv_bytes, 1, std::max<double>(1, 4e9 / pool_bytes)));
       const std::int64_t rows = copies * B * pt.capacity;
-      D0_ASSIGN_OR_RETURN(Tensor k_pool, filled(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench k pool"));
-      D0_ASSIGN_OR_RETURN(Tensor v_pool, filled(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench v pool"));
-      D0_ASSIGN_OR_RETURN(Tensor q, filled(ctx, {B, p.n_heads * p.head_dim}, DType::f32, 1.f, seed, "bench q"));
-      D0_ASSIGN_OR_RETURN(Tensor sinks, filled(ctx, {p.n_heads}, DType::bf16, 1.f, seed, "bench sinks"));
+      D0_ASSIGN_OR_RETURN(Tensor k_pool, random_operand(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench k pool"));
+      D0_ASSIGN_OR_RETURN(Tensor v_pool, random_operand(ctx, {rows, width}, DType::bf16, 1.f, seed, "bench v pool"));
+      D0_ASSIGN_OR_RETURN(Tensor q, random_operand(ctx, {B, p.n_heads * p.head_dim}, DType::f32, 1.f, seed, "bench q"));
+      D0_ASSIGN_OR_RETURN(Tensor sinks, random_operand(ctx, {p.n_heads}, DType::bf16, 1.f, seed, "bench sinks"));
       D0_ASSIGN_OR_RETURN(Tensor out, arena.allocate({B, p.n_heads * p.head_dim}, DType::f32, "bench out"));
       std::vector<std::int32_t> pos(static_cast<size_t>(B), static_cast<std::int32_t>(pt.context - 1)), seq(pos.size());
       for (std::int64_t b = 0; b < B; ++b) seq[static_cast<size_t>(b)] = static_cast<std::int32_t>(b);

@@ -8,11 +8,11 @@
 #include <functional>
 #include <string>
 
+#include "apps/day0/bench_operands.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/linear_small_cuda.h"
-#include "ops/cuda/random_fill_cuda.h"
 #include "ops/cuda/timing.h"
 
 namespace day0::app {
@@ -23,14 +23,6 @@ struct DenseShape {
   std::vector<std::int64_t> outs;  // one launch over these weights (q, k, v)
   std::int64_t in;
 };
-
-// Random operands (random_fill_cuda.h says why not memset ones); each buffer takes the next seed.
-Result<Tensor> device_filled(CudaContext& ctx, const Shape& shape, DType dtype, float scale, std::uint64_t& seed,
-                             const std::string& what) {
-  D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, dtype, what));
-  D0_RETURN_IF_ERROR(fill_uniform_cuda(t, seed++, scale, ctx.stream()));
-  return t;
-}
 
 }  // namespace
 
@@ -53,14 +45,14 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
     std::vector<std::vector<LinearTarget>> sets(copies);
     for (int c = 0; c < copies; ++c)
       for (std::int64_t n : d.outs) {
-        D0_ASSIGN_OR_RETURN(Tensor w, device_filled(ctx, {n, d.in}, DType::bf16, 0.05f, seed, "bench weight"));
-        D0_ASSIGN_OR_RETURN(Tensor b, device_filled(ctx, {n}, DType::bf16, 0.1f, seed, "bench bias"));
+        D0_ASSIGN_OR_RETURN(Tensor w, random_operand(ctx, {n, d.in}, DType::bf16, 0.05f, seed, "bench weight"));
+        D0_ASSIGN_OR_RETURN(Tensor b, random_operand(ctx, {n}, DType::bf16, 0.1f, seed, "bench bias"));
         sets[c].push_back({w, b, Tensor()});
       }
     for (std::int64_t M : rows) {
       const DeviceArena::Mark point = arena.mark();
-      D0_ASSIGN_OR_RETURN(Tensor x, device_filled(ctx, {M, d.in}, DType::f32, 1.f, seed, "bench x"));
-      D0_ASSIGN_OR_RETURN(Tensor xb, device_filled(ctx, {M, d.in}, DType::bf16, 1.f, seed, "bench x bf16"));
+      D0_ASSIGN_OR_RETURN(Tensor x, random_operand(ctx, {M, d.in}, DType::f32, 1.f, seed, "bench x"));
+      D0_ASSIGN_OR_RETURN(Tensor xb, random_operand(ctx, {M, d.in}, DType::bf16, 1.f, seed, "bench x bf16"));
       for (auto& set : sets)
         for (LinearTarget& t : set) {
           D0_ASSIGN_OR_RETURN(t.out, arena.allocate({M, t.w.size(0)}, DType::f32, "bench out"));
