@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string>
 #include <vector>
 
 #include "apps/day0/bench_operands.h"
@@ -23,16 +22,6 @@ struct AttentionPoint {
   std::int64_t batch, context, capacity;
   int forced_splits;  // 0: attention_splits' choice
 };
-
-// An i32 tensor on the device holding `values`.
-Result<Tensor> uploaded(CudaContext& ctx, const std::vector<std::int32_t>& values, const Shape& shape,
-                        const std::string& what) {
-  D0_ASSIGN_OR_RETURN(Tensor t, ctx.arena().allocate(shape, DType::i32, what));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.raw(), values.data(), values.size() * sizeof(std::int32_t),
-                                          cudaMemcpyHostToDevice, ctx.stream()));
-  D0_RETURN_IF_ERROR(ctx.synchronize());  // `values` is the caller's
-  return t;
-}
 
 }  // namespace
 
@@ -60,17 +49,19 @@ Status bench_decode_attention(CudaContext& ctx, const DeviceCeilings& ceil, nloh
       D0_ASSIGN_OR_RETURN(Tensor q, random_operand(ctx, {B, p.n_heads * p.head_dim}, DType::f32, 1.f, seed, "bench q"));
       D0_ASSIGN_OR_RETURN(Tensor sinks, random_operand(ctx, {p.n_heads}, DType::bf16, 1.f, seed, "bench sinks"));
       D0_ASSIGN_OR_RETURN(Tensor out, arena.allocate({B, p.n_heads * p.head_dim}, DType::f32, "bench out"));
-      std::vector<std::int32_t> pos(static_cast<size_t>(B), static_cast<std::int32_t>(pt.context - 1)), seq(pos.size());
-      for (std::int64_t b = 0; b < B; ++b) seq[static_cast<size_t>(b)] = static_cast<std::int32_t>(b);
-      D0_ASSIGN_OR_RETURN(Tensor q_pos, uploaded(ctx, pos, {B}, "bench positions"));
-      D0_ASSIGN_OR_RETURN(Tensor q_seq, uploaded(ctx, seq, {B}, "bench sequences"));
+      Tensor pos = Tensor::zeros({B}, DType::i32), seq = Tensor::zeros({B}, DType::i32);
+      for (std::int64_t b = 0; b < B; ++b) {
+        pos.data<std::int32_t>()[b] = static_cast<std::int32_t>(pt.context - 1);
+        seq.data<std::int32_t>()[b] = static_cast<std::int32_t>(b);
+      }
+      D0_ASSIGN_OR_RETURN(Tensor q_pos, device_copy(ctx, pos, "bench positions"));
+      D0_ASSIGN_OR_RETURN(Tensor q_seq, device_copy(ctx, seq, "bench sequences"));
       std::vector<PagedKv> tables;  // copy c: its own blocks of the pool
       for (int c = 0; c < copies; ++c) {
-        std::vector<std::int32_t> t(static_cast<size_t>(B * blocks_per_seq));
-        for (size_t i = 0; i < t.size(); ++i)
-          t[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(c) * B * blocks_per_seq +
-                                           static_cast<std::int64_t>(i));
-        D0_ASSIGN_OR_RETURN(Tensor bt, uploaded(ctx, t, {B, blocks_per_seq}, "bench block tables"));
+        Tensor t = Tensor::zeros({B, blocks_per_seq}, DType::i32);
+        for (std::int64_t i = 0; i < t.numel(); ++i)
+          t.data<std::int32_t>()[i] = static_cast<std::int32_t>(c * B * blocks_per_seq + i);
+        D0_ASSIGN_OR_RETURN(Tensor bt, device_copy(ctx, t, "bench block tables"));
         tables.push_back({bt, q_seq, kBlock});
       }
       AttentionSplit split;

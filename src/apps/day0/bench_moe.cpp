@@ -18,6 +18,7 @@
 
 #include "apps/day0/bench_attention.h"
 #include "apps/day0/bench_linear.h"
+#include "apps/day0/bench_operands.h"
 #include "apps/day0/bench_report.h"
 #include "apps/day0/commands.h"
 #include "ops/cuda/ceilings.h"
@@ -58,14 +59,9 @@ Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, 
     b64[i] = state = state * 6364136223846793005ull + 1442695040888963407ull;
   for (std::int64_t i = 0; i < scales.numel(); ++i) scales.data<std::uint8_t>()[i] = std::uint8_t(119 + rng() % 5);
   for (std::int64_t i = 0; i < bias.numel(); ++i) bias.data<std::uint16_t>()[i] = std::uint16_t(0x3c00 + rng() % 256);
-  auto up = [&](const Tensor& host, const std::string& name) -> Result<Tensor> {
-    D0_ASSIGN_OR_RETURN(Tensor d, ctx.arena().allocate(host.shape(), host.dtype(), what + " " + name));
-    D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
-    return d;
-  };
-  D0_ASSIGN_OR_RETURN(w.blocks, up(blocks, "blocks"));
-  D0_ASSIGN_OR_RETURN(w.scales, up(scales, "scales"));
-  D0_ASSIGN_OR_RETURN(w.bias, up(bias, "bias"));
+  D0_ASSIGN_OR_RETURN(w.blocks, device_copy(ctx, blocks, what + " blocks"));
+  D0_ASSIGN_OR_RETURN(w.scales, device_copy(ctx, scales, what + " scales"));
+  D0_ASSIGN_OR_RETURN(w.bias, device_copy(ctx, bias, what + " bias"));
   return w;
 }
 
@@ -95,10 +91,8 @@ Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape&
   r.distinct = static_cast<int>(used.size());
   DeviceArena& arena = ctx.arena();
   const std::int64_t A = S * m.k;
-  D0_ASSIGN_OR_RETURN(r.indices, arena.allocate({S, m.k}, DType::i32, "routing indices"));
-  D0_ASSIGN_OR_RETURN(r.weights, arena.allocate({S, m.k}, DType::f32, "routing weights"));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(r.indices.raw(), idx.raw(), idx.nbytes(), cudaMemcpyHostToDevice));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpy(r.weights.raw(), wts.raw(), wts.nbytes(), cudaMemcpyHostToDevice));
+  D0_ASSIGN_OR_RETURN(r.indices, device_copy(ctx, idx, "routing indices"));
+  D0_ASSIGN_OR_RETURN(r.weights, device_copy(ctx, wts, "routing weights"));
   D0_ASSIGN_OR_RETURN(r.counts, arena.allocate({m.E}, DType::i32, "routing counts"));
   D0_ASSIGN_OR_RETURN(r.offsets, arena.allocate({m.E + 1}, DType::i32, "routing offsets"));
   D0_ASSIGN_OR_RETURN(r.rows, arena.allocate({A}, DType::i32, "routing rows"));
