@@ -24,6 +24,10 @@ inline constexpr std::int64_t kLinearSmallMaxRows = 16;
 // 3.7-3.9 us at 32 / 64 / 128 rows against 7.0-7.3).
 inline constexpr std::int64_t kLinearSmallTinyWeightBytes = std::int64_t{1} << 20;
 inline constexpr std::int64_t kLinearSmallTinyMaxRows = 128;
+// Weights this large (gpt-oss's lm_head: 1.16 GB) go to cuBLASLt at every row count: its GEMM with the input
+// conversion read them faster (bench-moe, H200, lm_head: 281.7 / 293.1 / 305.1 us at 1 / 8 / 16 rows against
+// 288.0 / 313.3 / 390.9 on the small-M kernel).
+inline constexpr std::int64_t kLinearSmallHugeWeightBytes = std::int64_t{256} << 20;
 inline constexpr int kLinearSmallMaxTargets = 4;
 // More rows run as slices of 16 (one grid row each, every slice reading the weights again): a row's result is
 // the same whatever M (batch-invariant mode takes every call here).
@@ -34,8 +38,8 @@ inline constexpr std::int64_t kLinearSmallMaxSlicedRows = std::int64_t{65535} * 
 bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets,
                        std::int64_t max_rows = kLinearSmallMaxRows);
 
-// The most rows CudaOps sends to the small-M kernel for these weights (kLinearSmallMaxRows, or
-// kLinearSmallTinyMaxRows for tiny weights).
+// The most rows CudaOps sends to the small-M kernel for these weights (kLinearSmallMaxRows, kLinearSmallTinyMaxRows
+// for tiny weights, none for huge ones).
 std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 
 // x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias
