@@ -33,7 +33,7 @@ namespace day0 {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kChunk = 128;  // keys per chunk; == kThreads so each thread exponentiates one score
+constexpr int kChunk = kSplitChunk;  // keys per chunk; == kThreads so each thread exponentiates one score
 constexpr int kLanesPerThread = kAttentionMaxHeadDim / kThreads;
 static_assert(kChunk == kThreads, "one score per thread in the exponentiation step");
 static_assert(kAttentionMaxHeadDim % kThreads == 0, "output lanes split evenly over the threads");
@@ -84,9 +84,10 @@ __global__ void __launch_bounds__(kThreads)
     }
     return;
   }
-  // Each query's own keys are shared out (so a short query in a long batch still uses every split), in spans
+  // Each query's own keys are shared out over its live splits (a short query in a long batch uses fewer), in spans
   // of whole chunks where there are enough keys.
-  const KeySpan keys = split_keys(pos, window, split.splits, split.keys_per_split, kChunk, blockIdx.y);
+  if (static_cast<int>(blockIdx.y) >= live_splits(pos, window, split.splits, split.keys_per_split)) return;
+  const KeySpan keys = split_keys(pos, window, split.splits, split.keys_per_split, blockIdx.y);
   const int lo = keys.lo, hi = keys.hi;
   for (int g = 0; g < kG; ++g) {
     const float* qv = q + s * q_width + static_cast<std::int64_t>(h0 + g) * d;
@@ -216,12 +217,13 @@ __global__ void __launch_bounds__(kThreads)
 // Merges the splits of one (query, head) (block): M = max(sink, m_y), L = exp(sink - M) + sum l_y exp(m_y - M),
 // out = sum acc_y exp(m_y - M) / L. A NaN m (a bad query) makes the row NaN. The splits' m and l are read by all
 // threads at once into shared memory, a tile at a time; the sums then run over y in order, as a serial merge would
-// (an empty split, m = -inf, adds exact zeros).
+// (an empty split, m = -inf, adds exact zeros). Only the query's live splits (live_splits) are read: the others
+// were not written.
 constexpr int kMergeTile = 1024;
 __global__ void __launch_bounds__(kThreads)
-    attention_merge_kernel(const float* __restrict__ partials, int splits, int n_heads, int d,
+    attention_merge_kernel(const float* __restrict__ partials, int splits, int keys_per_split,
+                           const std::int32_t* __restrict__ q_pos, int window, int n_heads, int d,
                            const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
-  begin_dependent_grid();
   __shared__ float w_s[kMergeTile], l_s[kMergeTile], warp_max[kThreads / 32];
   const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
@@ -229,9 +231,11 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t stride = d + 2;
   const float* part = partials + static_cast<std::int64_t>(blockIdx.x) * splits * stride;
   float* o = out + (s * n_heads + h) * d;
+  const int live = live_splits(q_pos[s], window, splits, keys_per_split);  // a step input: read before the wait
+  begin_dependent_grid();
   float M = -INFINITY;
   bool bad = false;
-  for (int y = tid; y < splits; y += kThreads) {
+  for (int y = tid; y < live; y += kThreads) {
     const float my = part[y * stride];
     bad |= isnan(my);
     M = fmaxf(M, my);
@@ -245,8 +249,8 @@ __global__ void __launch_bounds__(kThreads)
   float a[kLanesPerThread];
 #pragma unroll
   for (int r = 0; r < kLanesPerThread; ++r) a[r] = 0.f;
-  for (int y0 = 0; y0 < splits; y0 += kMergeTile) {
-    const int n = min(kMergeTile, splits - y0);
+  for (int y0 = 0; y0 < live; y0 += kMergeTile) {
+    const int n = min(kMergeTile, live - y0);
     for (int y = tid; y < n; y += kThreads) {
       const float my = part[(y0 + y) * stride];
       w_s[y] = my == -INFINITY ? 0.f : expf(my - M);
@@ -370,7 +374,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   }
   if (sa.splits > 1) {
     launch_dependent(attention_merge_kernel, static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream, sa.partials,
-                     sa.splits, p.n_heads, p.head_dim, sink_ptr, sink_kind, out.data<float>());
+                     sa.splits, sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim,
+                     sink_ptr, sink_kind, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
   return Status::success();

@@ -45,7 +45,8 @@ __global__ void __launch_bounds__(kThreads)
   const KeyLayout& L = a.layout;
   const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
   const bool bad = query_is_bad(pos, a.T, table, L);
-  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, kChunk, blockIdx.y);
+  if (!bad && static_cast<int>(blockIdx.y) >= live_splits(pos, window, a.splits, a.keys_per_split)) return;
+  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, blockIdx.y);
   const std::int64_t first_row = tid <= keys.hi - keys.lo ? key_row(table, L.block_size, keys.lo + tid) : 0;
   begin_dependent_grid();
   if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);

@@ -22,8 +22,7 @@ namespace {
 // below), 4 for batches (8 showed no gain there: batch 8 2,156 and batch 64 7,480 tok/s, against 2,152-2,178 and
 // 7,490-7,640 in runs with 4).
 constexpr int kLoneQueryWarps = 8, kBatchWarps = 4;
-constexpr int kStepKeys = 16;     // keys of a warp step: two n-tiles of Q K^T, one k-step of P V
-constexpr int kSplitChunk = 128;  // split spans in whole chunks of this many keys, as the f32 group kernel's
+constexpr int kStepKeys = 16;  // keys of a warp step: two n-tiles of Q K^T, one k-step of P V
 constexpr int kG = kAttentionGroupHeads;
 static_assert(kG == 8, "a group's 8 heads fill half of an m16n8k16 M; the other half holds their remainders");
 
@@ -66,8 +65,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   const KeyLayout& L = a.layout;
   const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
   const bool bad = query_is_bad(pos, a.T, table, L);
-  const KeySpan keys =
-      bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, kSplitChunk, blockIdx.y);
+  if (!bad && static_cast<int>(blockIdx.y) >= live_splits(pos, window, a.splits, a.keys_per_split)) return;
+  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, blockIdx.y);
   // Rows of this lane's keys in a step from `base`: key rows base + g and base + 8 + g (the Q K^T n-tiles' column
   // g), value rows base + 2t, + 1, + 8, + 9 (the P V k-step's rows 2t, 2t + 1, 2t + 8, 2t + 9); -1 past the span.
   int krow[2], vrow[4];

@@ -73,17 +73,34 @@ __device__ __forceinline__ bool query_is_bad(int pos, int T, const std::int32_t*
   return __syncthreads_or(bad);
 }
 
-// Keys [lo, hi] that split y of `splits` takes of a query at pos (causal, within the window, which counts the query
-// itself): an equal share in whole chunks where there are enough keys, or keys_per_split each when that is set
-// (fixed-length splits). lo > hi: an empty split.
+// Split spans are shared out in whole chunks of this many keys where there are enough (every kernel that splits).
+constexpr int kSplitChunk = 128;
+
+// How many of a query's `splits` take its keys: the launch sizes the splits for the longest context the block
+// tables hold, so a shorter one uses fewer (one a chunk of keys, at least one): the others neither read nor write,
+// and the merge reads only these (a 1,024-key query in a table sized for 8,192 keys: 8 splits of 128 keys, not 64
+// of 16). With keys_per_split (fixed-length splits), those that hold keys.
+__host__ __device__ __forceinline__ int live_splits(int pos, int window, int splits, int keys_per_split) {
+  const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
+  const std::int64_t n_keys = std::int64_t(pos) - first + 1;
+  const int per = keys_per_split > 0 ? keys_per_split : kSplitChunk;
+  const std::int64_t want = (n_keys + per - 1) / per;
+  return want < 1 ? 1 : want < splits ? static_cast<int>(want) : splits;
+}
+
+// Keys [lo, hi] that split y takes of a query at pos (causal, within the window, which counts the query itself): an
+// equal share of its live splits, in whole chunks where there are enough keys, or keys_per_split each when that is
+// set (fixed-length splits). lo > hi: an empty split (every split past the live ones).
 struct KeySpan {
   int lo, hi;
 };
-__device__ __forceinline__ KeySpan split_keys(int pos, int window, int splits, int keys_per_split, int chunk, int y) {
+__device__ __forceinline__ KeySpan split_keys(int pos, int window, int splits, int keys_per_split, int y) {
   const int first = window > 0 ? max(0, pos - window + 1) : 0;
   const int n_keys = pos - first + 1;
-  int span = (n_keys + splits - 1) / splits;
-  if (n_keys >= splits * chunk) span = (span + chunk - 1) / chunk * chunk;
+  const int live = live_splits(pos, window, splits, keys_per_split);
+  if (y >= live) return {pos + 1, pos};
+  int span = (n_keys + live - 1) / live;
+  if (n_keys >= live * kSplitChunk) span = (span + kSplitChunk - 1) / kSplitChunk * kSplitChunk;
   if (keys_per_split > 0) span = keys_per_split;
   const std::int64_t lo64 = first + std::int64_t(y) * span;
   const int lo = lo64 > pos ? pos + 1 : static_cast<int>(lo64);
