@@ -81,7 +81,9 @@ constexpr int kSplitChunk = 128;
 // and the merge reads only these (a 1,024-key query in a table sized for 8,192 keys: 8 splits of 128 keys, not 64
 // of 16). With keys_per_split (fixed-length splits), those that hold keys.
 __host__ __device__ __forceinline__ int live_splits(int pos, int window, int splits, int keys_per_split) {
-  const int first = window > 0 ? (pos - window + 1 > 0 ? pos - window + 1 : 0) : 0;
+  // In 64 bits: the merge asks for a bad query's position too (any int; its live splits all hold NaN).
+  const std::int64_t lowest = std::int64_t(pos) - window + 1;
+  const std::int64_t first = window > 0 && lowest > 0 ? lowest : 0;
   const std::int64_t n_keys = std::int64_t(pos) - first + 1;
   const int per = keys_per_split > 0 ? keys_per_split : kSplitChunk;
   const std::int64_t want = (n_keys + per - 1) / per;
