@@ -33,20 +33,19 @@ __global__ void __launch_bounds__(kThreads)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int n_kv = n_heads / kG;
-  const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_kv);
-  const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kG;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD, kv_width = static_cast<std::int64_t>(n_kv) * kD;
   const bool split = a.splits > 1;
 
-  // Positions and block tables are the step's inputs, uploaded before its first kernel and written by none: the
-  // chain position -> sequence -> table -> first chunk's rows runs before the wait, while the kernel before
+  // The chain position -> sequence -> table -> first chunk's rows runs before the wait, while the kernel before
   // (RoPE + KV write) still runs. Keys and q come after it.
-  const int pos = a.q_pos[s];
+  const GroupQuery gq = group_query(a, n_heads, window);
+  if (gq.idle) return;
+  const std::int64_t s = gq.s;
+  const int h0 = gq.h0;
+  const std::int32_t* table = gq.table;
   const KeyLayout& L = a.layout;
-  const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
-  const bool bad = query_is_bad(pos, a.T, table, L);
-  if (!bad && static_cast<int>(blockIdx.y) >= live_splits(pos, window, a.splits, a.keys_per_split)) return;
-  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, blockIdx.y);
+  const bool bad = gq.bad;
+  const KeySpan keys = gq.keys;
   const std::int64_t first_row = tid <= keys.hi - keys.lo ? key_row(table, L.block_size, keys.lo + tid) : 0;
   begin_dependent_grid();
   if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);

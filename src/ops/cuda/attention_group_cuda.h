@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
@@ -48,6 +49,31 @@ Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& 
 Status check_attention_group_args(const char* op, const AttentionGroupArgs& a, const AttentionParams& p);
 
 #ifdef __CUDACC__
+// A group block's query and heads (blockIdx.x = query s x KV head), its block table, whether it is bad
+// (query_is_bad), and its split's keys; idle: the split is past the query's live ones (the block returns at once).
+// Positions and tables are the step's uploaded inputs (written by no kernel): read before the dependent wait.
+// Every thread of the block calls it.
+struct GroupQuery {
+  std::int64_t s;
+  int h0, pos;
+  const std::int32_t* table;
+  bool bad, idle;
+  KeySpan keys;
+};
+__device__ __forceinline__ GroupQuery group_query(const AttentionGroupArgs& a, int n_heads, int window) {
+  GroupQuery q;
+  const int n_kv = n_heads / kAttentionGroupHeads;
+  q.s = blockIdx.x / static_cast<unsigned>(n_kv);
+  q.h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kAttentionGroupHeads;
+  q.pos = a.q_pos[q.s];
+  const KeyLayout& L = a.layout;
+  q.table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[q.s]) * L.max_blocks : nullptr;
+  q.bad = query_is_bad(q.pos, a.T, q.table, L);
+  q.idle = !q.bad && static_cast<int>(blockIdx.y) >= live_splits(q.pos, window, a.splits, a.keys_per_split);
+  q.keys = q.bad || q.idle ? KeySpan{0, -1} : split_keys(q.pos, window, a.splits, a.keys_per_split, blockIdx.y);
+  return q;
+}
+
 // Where head h0 + g of query s leaves this split's partial (m, l, unnormalised output of d dims) for the merge.
 __device__ __forceinline__ float* group_partial(const AttentionGroupArgs& a, std::int64_t s, int n_heads, int h0,
                                                 int g, int d) {

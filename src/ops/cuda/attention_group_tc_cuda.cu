@@ -54,19 +54,19 @@ __global__ void __launch_bounds__(32 * kWarps)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int n_kv = n_heads / kG;
-  const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_kv);
-  const int h0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_kv)) * kG;
   const std::int64_t q_width = static_cast<std::int64_t>(n_heads) * kD, kv_width = static_cast<std::int64_t>(n_kv) * kD;
   const bool split = a.splits > 1;
 
-  // Positions and block tables are the step's uploaded inputs (written by no kernel): the first step's rows are
-  // found before the wait, while the kernel before (RoPE + KV write) still runs. Keys, values and q come after it.
-  const int pos = a.q_pos[s];
+  // The first step's rows are found before the wait, while the kernel before (RoPE + KV write) still runs. Keys,
+  // values and q come after it.
+  const GroupQuery gq = group_query(a, n_heads, window);
+  if (gq.idle) return;
+  const std::int64_t s = gq.s;
+  const int h0 = gq.h0;
+  const std::int32_t* table = gq.table;
   const KeyLayout& L = a.layout;
-  const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[s]) * L.max_blocks : nullptr;
-  const bool bad = query_is_bad(pos, a.T, table, L);
-  if (!bad && static_cast<int>(blockIdx.y) >= live_splits(pos, window, a.splits, a.keys_per_split)) return;
-  const KeySpan keys = bad ? KeySpan{0, -1} : split_keys(pos, window, a.splits, a.keys_per_split, blockIdx.y);
+  const bool bad = gq.bad;
+  const KeySpan keys = gq.keys;
   // Rows of this lane's keys in a step from `base`: key rows base + g and base + 8 + g (the Q K^T n-tiles' column
   // g), value rows base + 2t, + 1, + 8, + 9 (the P V k-step's rows 2t, 2t + 1, 2t + 8, 2t + 9); -1 past the span.
   int krow[2], vrow[4];
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   // A lone query's keys before its own position were written two or more launches back (earlier steps; the kernel
   // just before, RoPE + KV write, wrote only key `pos`): the first step reads them before the dependent-launch wait,
   // overlapping that kernel. Batches read every key after it (batch 8 measured ~1% slower with early keys).
-  const int first_new = a.S == 1 ? pos : 0;
+  const int first_new = a.S == 1 ? gq.pos : 0;
   clear_step();
   load_step([&](int key) { return key < first_new; });
   begin_dependent_grid();
