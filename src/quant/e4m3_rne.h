@@ -7,11 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define D0_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define D0_HOST_DEVICE inline
-#endif
+#include "core/host_device.h"
 
 namespace day0 {
 
@@ -55,5 +51,3 @@ D0_HOST_DEVICE std::uint8_t e4m3_rne(float x) {
 }
 
 }  // namespace day0
-
-#undef D0_HOST_DEVICE

@@ -6,13 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/host_device.h"
 #include "quant/e4m3_rne.h"
-
-#if defined(__CUDACC__)
-#define D0_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define D0_HOST_DEVICE inline
-#endif
 
 namespace day0 {
 
@@ -115,5 +110,3 @@ D0_HOST_DEVICE int mxfp4_word_to_fp8(std::uint32_t word, const Mxfp4Fp8Bytes& t,
 }
 
 }  // namespace day0
-
-#undef D0_HOST_DEVICE

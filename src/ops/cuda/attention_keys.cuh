@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace day0 {
 
 enum SinkKind : int { kNoSink = 0, kSinkF32 = 1, kSinkBf16 = 2, kSinkF16 = 3 };
@@ -62,6 +64,23 @@ __device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int b
   return static_cast<std::int64_t>(table[t / block_size]) * block_size + t % block_size;
 }
 
+// Split spans are shared out in whole chunks of this many keys where there are enough (every kernel that splits).
+constexpr int kSplitChunk = 128;
+
+// How many of a query's `splits` take its keys: the launch sizes the splits for the longest context the block
+// tables hold, so a shorter one uses fewer (one a chunk of keys, at least one): the others neither read nor write,
+// and the merge reads only these (a 1,024-key query in a table sized for 8,192 keys: 8 splits of 128 keys, not 64
+// of 16). With keys_per_split (fixed-length splits), those that hold keys.
+D0_HOST_DEVICE int live_splits(int pos, int window, int splits, int keys_per_split) {
+  // In 64 bits: the merge asks for a bad query's position too (any int; its live splits all hold NaN).
+  const std::int64_t lowest = std::int64_t(pos) - window + 1;
+  const std::int64_t first = window > 0 && lowest > 0 ? lowest : 0;
+  const std::int64_t n_keys = std::int64_t(pos) - first + 1;
+  const int per = keys_per_split > 0 ? keys_per_split : kSplitChunk;
+  const std::int64_t want = (n_keys + per - 1) / per;
+  return want < 1 ? 1 : want < splits ? static_cast<int>(want) : splits;
+}
+
 #ifdef __CUDACC__  // block-level helpers: kernels only (launcher headers include this file from C++)
 // Block-uniform: whether query s at `pos` has no keys to read (a position outside [0, T), or a table that points
 // outside the pool or holds a negative block among those it needs). Every thread of the block must call it.
@@ -71,23 +90,6 @@ __device__ __forceinline__ bool query_is_bad(int pos, int T, const std::int32_t*
     for (int b = threadIdx.x; b <= pos / layout.block_size; b += blockDim.x)
       bad |= table[b] < 0 || (static_cast<std::int64_t>(table[b]) + 1) * layout.block_size > T;
   return __syncthreads_or(bad);
-}
-
-// Split spans are shared out in whole chunks of this many keys where there are enough (every kernel that splits).
-constexpr int kSplitChunk = 128;
-
-// How many of a query's `splits` take its keys: the launch sizes the splits for the longest context the block
-// tables hold, so a shorter one uses fewer (one a chunk of keys, at least one): the others neither read nor write,
-// and the merge reads only these (a 1,024-key query in a table sized for 8,192 keys: 8 splits of 128 keys, not 64
-// of 16). With keys_per_split (fixed-length splits), those that hold keys.
-__host__ __device__ __forceinline__ int live_splits(int pos, int window, int splits, int keys_per_split) {
-  // In 64 bits: the merge asks for a bad query's position too (any int; its live splits all hold NaN).
-  const std::int64_t lowest = std::int64_t(pos) - window + 1;
-  const std::int64_t first = window > 0 && lowest > 0 ? lowest : 0;
-  const std::int64_t n_keys = std::int64_t(pos) - first + 1;
-  const int per = keys_per_split > 0 ? keys_per_split : kSplitChunk;
-  const std::int64_t want = (n_keys + per - 1) / per;
-  return want < 1 ? 1 : want < splits ? static_cast<int>(want) : splits;
 }
 
 // Keys [lo, hi] that split y takes of a query at pos (causal, within the window, which counts the query itself): an

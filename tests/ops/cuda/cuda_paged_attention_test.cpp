@@ -4,11 +4,13 @@
 // decode batches of 8+ rows run one block per (query, KV head) for the whole group.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 #include <random>
 
 #include "cuda_test_util.h"
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_keys.cuh"
 #include "ops/op_test_util.h"
 #include "ops/paged_kv_scenario.h"
 #include "paged_attention_run.h"
@@ -68,6 +70,22 @@ TEST(CudaPagedAttention, decode_splits_spread_long_contexts_over_the_sms) {
   AttentionParams windowed = p;
   windowed.sliding_window = 128;
   EXPECT_EQ(attention_splits(1, windowed, 8192, 132), 1);  // the window bounds the keys
+}
+
+// The splits a decode step launches are sized for the block tables' capacity; a query takes those its keys fill,
+// one a 128-key chunk (the merge reads only those), and a bad position still names at least one.
+TEST(CudaPagedAttention, a_query_uses_the_splits_its_keys_fill) {
+  EXPECT_EQ(live_splits(1023, 0, 64, 0), 8);   // 1,024 keys in tables sized for 8,192: 8 splits, not 64
+  EXPECT_EQ(live_splits(8191, 0, 64, 0), 64);  // the longest context fills them all
+  EXPECT_EQ(live_splits(999, 0, 64, 0), 8);    // a part chunk takes a split
+  EXPECT_EQ(live_splits(128, 0, 64, 0), 2);
+  EXPECT_EQ(live_splits(0, 0, 64, 0), 1);
+  EXPECT_EQ(live_splits(1023, 0, 4, 0), 4);        // never more than launched
+  EXPECT_EQ(live_splits(5000, 128, 64, 0), 1);     // a sliding window's 128 keys
+  EXPECT_EQ(live_splits(5000, 0, 16, 2048), 3);    // fixed-length splits: those holding keys
+  EXPECT_EQ(live_splits(-1, 0, 64, 0), 1);         // bad positions: the merge still reads split 0's NaN
+  EXPECT_EQ(live_splits(INT_MIN, 128, 64, 0), 1);  // no overflow in pos - window + 1
+  EXPECT_EQ(live_splits(INT_MAX, 0, 64, 0), 64);
 }
 
 // Batch-invariant mode: splits of a fixed length (at least 2, so every query merges), bounded by the window.
