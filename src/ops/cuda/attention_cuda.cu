@@ -86,8 +86,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   // Each query's own keys are shared out over its live splits (a short query in a long batch uses fewer), in spans
   // of whole chunks where there are enough keys.
-  if (static_cast<int>(blockIdx.y) >= live_splits(pos, window, split.splits, split.keys_per_split)) return;
-  const KeySpan keys = split_keys(pos, window, split.splits, split.keys_per_split, blockIdx.y);
+  const int live = live_splits(pos, window, split.splits, split.keys_per_split);
+  if (static_cast<int>(blockIdx.y) >= live) return;
+  const KeySpan keys = split_keys(pos, window, live, split.keys_per_split, blockIdx.y);
   const int lo = keys.lo, hi = keys.hi;
   for (int g = 0; g < kG; ++g) {
     const float* qv = q + s * q_width + static_cast<std::int64_t>(h0 + g) * d;

@@ -69,8 +69,9 @@ __device__ __forceinline__ GroupQuery group_query(const AttentionGroupArgs& a, i
   const KeyLayout& L = a.layout;
   q.table = L.tables ? L.tables + static_cast<std::int64_t>(L.q_seq[q.s]) * L.max_blocks : nullptr;
   q.bad = query_is_bad(q.pos, a.T, q.table, L);
-  q.idle = !q.bad && static_cast<int>(blockIdx.y) >= live_splits(q.pos, window, a.splits, a.keys_per_split);
-  q.keys = q.bad || q.idle ? KeySpan{0, -1} : split_keys(q.pos, window, a.splits, a.keys_per_split, blockIdx.y);
+  const int live = q.bad ? 0 : live_splits(q.pos, window, a.splits, a.keys_per_split);
+  q.idle = !q.bad && static_cast<int>(blockIdx.y) >= live;
+  q.keys = q.bad || q.idle ? KeySpan{0, -1} : split_keys(q.pos, window, live, a.keys_per_split, blockIdx.y);
   return q;
 }
 
