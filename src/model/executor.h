@@ -34,7 +34,7 @@ KvLayout kv_layout(const ModelSpec& spec, std::int64_t block_size, DType dtype);
 
 struct ExecutorOptions {
   std::int64_t max_tokens = 0;          // longest sequence (solo forward: prompt + generated)
-  std::int64_t max_step_tokens = 8192;  // tokens per step (longer solo prompts prefill in chunks; see day0's default)
+  std::int64_t max_step_tokens = 8192;  // tokens per step (longer solo prompts prefill in chunks; the CLI's default)
   std::int64_t kv_pool_tokens = 0;      // slots of the paged KV pool; 0: max_tokens (solo use)
   // >= 0: a pool the backend's free memory (less this much, kept for step scratch) cannot hold shrinks to the whole
   // blocks it can, never below max_tokens (n_blocks() says what was taken); -1: the pool asked for, or an error.

@@ -17,7 +17,7 @@ struct BackendCliOptions {
   double memory_fraction = 0.92;        // cuda: share of the GPU's memory taken at start-up
   // Tokens per forward step (longer prompts prefill in chunks). 8,192: a 4,096-token prompt in one step feeds each
   // expert twice the tokens of two 2,048-token chunks (H200, 20b synth: prefill 4,096 40.8k -> 45.3k tok/s, 16,384
-  // 26.6k -> 30.3k; perf notes v19), for ~0.8 GB of step scratch instead of ~0.2.
+  // 26.6k -> 30.3k; perf notes v19), for about 4x the step scratch (v5 measured ~0.2 GB at 2,048).
   std::int64_t max_step_tokens = 8192;
   // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never); unset: BackendOptions' default
   std::optional<std::int64_t> fused_moe_tokens;
