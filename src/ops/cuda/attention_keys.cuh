@@ -95,14 +95,13 @@ __device__ __forceinline__ bool query_is_bad(int pos, int T, const std::int32_t*
 // Keys [lo, hi] that split y takes of a query at pos (causal, within the window, which counts the query itself): an
 // equal share of its `live` splits (live_splits, which the caller has for its early return), in whole chunks where
 // there are enough keys, or keys_per_split each when that is set (fixed-length splits). lo > hi: an empty split
-// (every split past the live ones).
+// (y at or past `live`: the live splits' spans cover every key; callers return before asking).
 struct KeySpan {
   int lo, hi;
 };
 __device__ __forceinline__ KeySpan split_keys(int pos, int window, int live, int keys_per_split, int y) {
   const int first = window > 0 ? max(0, pos - window + 1) : 0;
   const int n_keys = pos - first + 1;
-  if (y >= live) return {pos + 1, pos};
   int span = (n_keys + live - 1) / live;
   if (n_keys >= live * kSplitChunk) span = (span + kSplitChunk - 1) / kSplitChunk * kSplitChunk;
   if (keys_per_split > 0) span = keys_per_split;
