@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
@@ -32,14 +33,16 @@ struct Layout {
   static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
 };
 
-template <int kBN>
-__device__ __forceinline__ void mma_k16(float (&acc)[kBN / 2], std::uint64_t a, std::uint64_t b) {
-  if constexpr (kBN == 32)
-    wgmma::mma_m64n32k16_bf16(acc, a, b);
-  else if constexpr (kBN == 64)
-    wgmma::mma_m64n64k16_bf16(acc, a, b);
+// Calls f(std::integral_constant<int, N>) for the narrowest N = 16, 32, .. kMax covering `cols` tokens: a tile's MMAs
+// run at its live width (an expert's tokens rarely fill the tile), on the prefix of the accumulators that width owns.
+template <int kMax, int N = 16, class F>
+__device__ __forceinline__ void at_width(int cols, F&& f) {
+  if constexpr (N >= kMax)
+    f(std::integral_constant<int, kMax>{});
+  else if (cols <= N)
+    f(std::integral_constant<int, N>{});
   else
-    wgmma::mma_m64n128k16_bf16(acc, a, b);
+    at_width<kMax, N + 16>(cols, f);
 }
 
 // Decodes one thread's 16-byte group (32 values: chunks 4 half .. 4 half + 3 of its row) into the swizzled A tile.
@@ -63,6 +66,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
   const int row0 = blockIdx.x * kBM, rows = min(kBM, a.out_rows - row0);  // rows: 64 or 128
   const int in = a.groups * 32, k_tiles = a.groups / 2;
+  const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;  // the MMAs read token rows below cols
   const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
 
   // The CTA's scale bytes: rows x groups, contiguous (16-byte aligned: out and row0 are multiples of 64).
@@ -92,6 +96,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
 #pragma unroll
     for (int i = 0; i < kTokenCopies; ++i) {
       const int n = tid / 8 + 32 * i;
+      if (n >= cols) break;
       unsigned char* dst = smem + L::kB + slot * L::kBTile + n * kRowBytes + 16 * wgmma::swizzled_chunk(n, q);
       wgmma::copy_16(dst, x_src[i] ? x_src[i] + kt * kBK : a.x, x_src[i] ? 16u : 0u);
     }
@@ -122,39 +127,44 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   wgmma::fence_shared_for_mma();
   __syncthreads();
 
-  float acc[kBN / 2];
+  // The k-loop and the stores at the tile's live width, one instantiation each: a branch per k-tile around the
+  // MMAs made ptxas wait for them at the join.
+  at_width<kBN>(cols, [&](auto width) {
+    constexpr int N = decltype(width)::value;
+    float acc[N / 2];
 #pragma unroll
-  for (int i = 0; i < kBN / 2; ++i) acc[i] = 0.f;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    // Slot (kt - 1) % kStages is free: its MMAs finished before the last barrier, its raw bytes were decoded.
-    if (kt + L::kStages - 1 < k_tiles)
-      issue(kt + L::kStages - 1);
-    else
-      wgmma::copy_commit();
-    const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + (kt % 2) * L::kATile + wg * 64 * kRowBytes);
-    const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + (kt % L::kStages) * L::kBTile);
-    wgmma::fence();
+    for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      // Slot (kt - 1) % kStages is free: its MMAs finished before the last barrier, its raw bytes were decoded.
+      if (kt + L::kStages - 1 < k_tiles)
+        issue(kt + L::kStages - 1);
+      else
+        wgmma::copy_commit();
+      const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + (kt % 2) * L::kATile + wg * 64 * kRowBytes);
+      const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + (kt % L::kStages) * L::kBTile);
+      wgmma::fence();
 #pragma unroll
-    for (int s = 0; s < kBK / 16; ++s) mma_k16<kBN>(acc, da + 2 * s, db + 2 * s);
-    wgmma::commit();
-    if (kt + 1 < k_tiles) {  // while the MMAs run: the next k-tile's weights, decoded into the other A tile
-      wgmma::copy_wait<L::kStages - 2>();
-      decode(kt + 1);
+      for (int s = 0; s < kBK / 16; ++s) wgmma::mma_bf16<N>(acc, da + 2 * s, db + 2 * s);
+      wgmma::commit();
+      if (kt + 1 < k_tiles) {  // while the MMAs run: the next k-tile's weights, decoded into the other A tile
+        wgmma::copy_wait<L::kStages - 2>();
+        decode(kt + 1);
+      }
+      wgmma::wait<0>();
+      wgmma::fence_shared_for_mma();
+      __syncthreads();
     }
-    wgmma::wait<0>();
-    wgmma::fence_shared_for_mma();
-    __syncthreads();
-  }
 
-  if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
-  const int g = lane / 4, t = lane % 4;
-  const int r_lo = row0 + wg * 64 + (warp % 4) * 16 + g;
+    if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
+    const int g = lane / 4, t = lane % 4;
+    const int r_lo = row0 + wg * 64 + (warp % 4) * 16 + g;
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
-    const float c[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-    const int p0 = tile.begin + 8 * j + 2 * t;
-    store_outputs<kSwiglu>(a, tile.e, r_lo, r_lo + 8, p0, p0 + 1, tile.end, c);
-  }
+    for (int j = 0; j < N / 8; ++j) {
+      const float c[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+      const int p0 = tile.begin + 8 * j + 2 * t;
+      store_outputs<kSwiglu>(a, tile.e, r_lo, r_lo + 8, p0, p0 + 1, tile.end, c);
+    }
+  });
 }
 
 template <int kBN, bool kSwiglu>

@@ -53,47 +53,112 @@ __device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first).
-// N = 32: the token tile of batches where experts see ~16-24 tokens each.
-__device__ __forceinline__ void mma_m64n32k16_bf16(float (&d)[16], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a), "l"(b));
-}
+// D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first), for
+// N = 16, 32, .. 128 tokens. mma_bf16 reads A from shared memory (a descriptor); mma_bf16_rs from registers: a[0..3]
+// of lane 4g + t in warp w hold rows 16w + g, 16w + g + 8, 16w + g, 16w + g + 8 at k 2t, 2t, 2t + 8, 2t + 8 (and the
+// next k in each high half), as mma.sync m16n8k16's A fragment. The accumulators of a narrower N are a prefix of a
+// wider one's, so a kernel may pick N per tile at run time on one array.
+template <int N>
+__device__ void mma_bf16(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
+template <int N>
+__device__ void mma_bf16_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b);
 
-__device__ __forceinline__ void mma_m64n64k16_bf16(float (&d)[32], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a), "l"(b));
-}
-
-__device__ __forceinline__ void mma_m64n128k16_bf16(float (&d)[64], std::uint64_t a, std::uint64_t b) {
-  asm volatile(
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, 1, 1, 1, 0, 0;\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a), "l"(b));
-}
+// The instructions' operand lists, 8 accumulators at a time.
+#define D0_WGMMA_D8(i)                                                                                        \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+#define D0_WGMMA_R8_0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define D0_WGMMA_R8_1 \
+  ", "                \
+  "%8, %9, %10, %11, %12, %13, %14, %15"
+#define D0_WGMMA_R8_2 \
+  ", "                \
+  "%16, %17, %18, %19, %20, %21, %22, %23"
+#define D0_WGMMA_R8_3 \
+  ", "                \
+  "%24, %25, %26, %27, %28, %29, %30, %31"
+#define D0_WGMMA_R8_4 \
+  ", "                \
+  "%32, %33, %34, %35, %36, %37, %38, %39"
+#define D0_WGMMA_R8_5 \
+  ", "                \
+  "%40, %41, %42, %43, %44, %45, %46, %47"
+#define D0_WGMMA_R8_6 \
+  ", "                \
+  "%48, %49, %50, %51, %52, %53, %54, %55"
+#define D0_WGMMA_R8_7 \
+  ", "                \
+  "%56, %57, %58, %59, %60, %61, %62, %63"
+#define D0_WGMMA_REGS_16 D0_WGMMA_R8_0
+#define D0_WGMMA_OPS_16 D0_WGMMA_D8(0)
+#define D0_WGMMA_REGS_32 D0_WGMMA_R8_0 D0_WGMMA_R8_1
+#define D0_WGMMA_OPS_32 D0_WGMMA_D8(0), D0_WGMMA_D8(8)
+#define D0_WGMMA_REGS_48 D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2
+#define D0_WGMMA_OPS_48 D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16)
+#define D0_WGMMA_REGS_64 D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2 D0_WGMMA_R8_3
+#define D0_WGMMA_OPS_64 D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24)
+#define D0_WGMMA_REGS_80 D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2 D0_WGMMA_R8_3 D0_WGMMA_R8_4
+#define D0_WGMMA_OPS_80 D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32)
+#define D0_WGMMA_REGS_96 D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2 D0_WGMMA_R8_3 D0_WGMMA_R8_4 D0_WGMMA_R8_5
+#define D0_WGMMA_OPS_96 \
+  D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40)
+#define D0_WGMMA_REGS_112 \
+  D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2 D0_WGMMA_R8_3 D0_WGMMA_R8_4 D0_WGMMA_R8_5 D0_WGMMA_R8_6
+#define D0_WGMMA_OPS_112 \
+  D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40), D0_WGMMA_D8(48)
+#define D0_WGMMA_REGS_128 \
+  D0_WGMMA_R8_0 D0_WGMMA_R8_1 D0_WGMMA_R8_2 D0_WGMMA_R8_3 D0_WGMMA_R8_4 D0_WGMMA_R8_5 D0_WGMMA_R8_6 D0_WGMMA_R8_7
+#define D0_WGMMA_OPS_128                                                                                               \
+  D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40), D0_WGMMA_D8(48), \
+      D0_WGMMA_D8(56)
+#define D0_WGMMA_BF16(N, A, B, RS_A0, RS_A1, RS_A2, RS_A3, RS_B)                                                     \
+  template <>                                                                                                        \
+  __device__ __forceinline__ void mma_bf16<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {                  \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" D0_WGMMA_REGS_##N "}, %" #A ", %" #B   \
+                                                                                                ", 1, 1, 1, 0, 0;\n" \
+                 : D0_WGMMA_OPS_##N                                                                                  \
+                 : "l"(a), "l"(b));                                                                                  \
+  }                                                                                                                  \
+  template <>                                                                                                        \
+  __device__ __forceinline__ void mma_bf16_rs<N>(float(&d)[N / 2], const std::uint32_t(&a)[4], std::uint64_t b) {    \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" D0_WGMMA_REGS_##N                      \
+                 "}, {%" #RS_A0 ", %" #RS_A1 ", %" #RS_A2 ", %" #RS_A3 "}, %" #RS_B ", 1, 1, 1, 0;\n"                \
+                 : D0_WGMMA_OPS_##N                                                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                              \
+  }
+D0_WGMMA_BF16(16, 8, 9, 8, 9, 10, 11, 12)
+D0_WGMMA_BF16(32, 16, 17, 16, 17, 18, 19, 20)
+D0_WGMMA_BF16(48, 24, 25, 24, 25, 26, 27, 28)
+D0_WGMMA_BF16(64, 32, 33, 32, 33, 34, 35, 36)
+D0_WGMMA_BF16(80, 40, 41, 40, 41, 42, 43, 44)
+D0_WGMMA_BF16(96, 48, 49, 48, 49, 50, 51, 52)
+D0_WGMMA_BF16(112, 56, 57, 56, 57, 58, 59, 60)
+D0_WGMMA_BF16(128, 64, 65, 64, 65, 66, 67, 68)
+#undef D0_WGMMA_BF16
+#undef D0_WGMMA_REGS_16
+#undef D0_WGMMA_OPS_16
+#undef D0_WGMMA_REGS_32
+#undef D0_WGMMA_OPS_32
+#undef D0_WGMMA_REGS_48
+#undef D0_WGMMA_OPS_48
+#undef D0_WGMMA_REGS_64
+#undef D0_WGMMA_OPS_64
+#undef D0_WGMMA_REGS_80
+#undef D0_WGMMA_OPS_80
+#undef D0_WGMMA_REGS_96
+#undef D0_WGMMA_OPS_96
+#undef D0_WGMMA_REGS_112
+#undef D0_WGMMA_OPS_112
+#undef D0_WGMMA_REGS_128
+#undef D0_WGMMA_OPS_128
+#undef D0_WGMMA_R8_0
+#undef D0_WGMMA_R8_1
+#undef D0_WGMMA_R8_2
+#undef D0_WGMMA_R8_3
+#undef D0_WGMMA_R8_4
+#undef D0_WGMMA_R8_5
+#undef D0_WGMMA_R8_6
+#undef D0_WGMMA_R8_7
+#undef D0_WGMMA_D8
 
 }  // namespace day0::wgmma
