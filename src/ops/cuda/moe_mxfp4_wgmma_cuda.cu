@@ -186,12 +186,13 @@ bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w) {
 }
 
 int mxfp4_wgmma_tile_tokens(std::int64_t assignments, std::int64_t n_experts) {
-  // bench-moe (H200): 20b down shape, 512 tokens (64 an expert) 163 us on 128-token tiles against 194 on 64 (an
-  // expert over 64 decodes its weights twice); 120b, 512 tokens (16 an expert): 592 against 493.
-  // 20b, 256 tokens (32 an expert): 135.6 us on 64-token tiles, 163.9 on 128, 167.3 on 32; 128 tokens (16 an
-  // expert) 118.0 on 32 against 135.1 on 64; 120b, 512 tokens (16 an expert) 434.8 on 32 against 500.2 on 64.
-  // With the fused kernel's two row tiles the GEMM starts at 24 an expert, where 32-token tiles win: 20b, 192
-  // tokens 116.6 us against 133.7 on 64.
+  // bench-moe (H200), before the MMAs ran at the live width: 20b down shape, 512 tokens (64 an expert) 163 us on
+  // 128-token tiles against 194 on 64 (an expert over 64 decodes its weights twice); 20b, 256 tokens (32 an expert)
+  // 135.6 us on 64-token tiles, 163.9 on 128, 167.3 on 32; 128 tokens (16 an expert) 118.0 on 32 against 135.1 on
+  // 64; 120b, 512 tokens (16 an expert) 434.8 on 32 against 500.2 on 64. With the fused kernel's two row tiles the
+  // GEMM starts at 24 an expert, where 32-token tiles won: 20b, 192 tokens 116.6 us against 133.7 on 64.
+  // At the live width the tiles differ by less where an expert's tokens fit any of them: 120b, 512 tokens 413 / 404
+  // / 418 us on 32 / 64 / 128; 20b, 64 tokens 107.7 / 105.1 / 108.0; at 512 tokens 264 / 189 / 143.
   if (assignments >= 48 * n_experts) return 128;
   return assignments >= 32 * n_experts ? 64 : 32;
 }

@@ -54,41 +54,23 @@ __device__ __forceinline__ void copy_wait() {
 }
 
 // D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first), for
-// N = 16, 32, .. 128 tokens. mma_bf16 reads A from shared memory (a descriptor); mma_bf16_rs from registers: a[0..3]
-// of lane 4g + t in warp w hold rows 16w + g, 16w + g + 8, 16w + g, 16w + g + 8 at k 2t, 2t, 2t + 8, 2t + 8 (and the
-// next k in each high half), as mma.sync m16n8k16's A fragment. The accumulators of a narrower N are a prefix of a
-// wider one's, so a kernel may pick N per tile at run time on one array.
+// N = 16, 32, .. 128 tokens. The accumulators of a narrower N are a prefix of a wider one's, so a kernel may pick N
+// per tile at run time on one array.
 template <int N>
 __device__ void mma_bf16(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
-template <int N>
-__device__ void mma_bf16_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std::uint64_t b);
 
 // The instructions' operand lists, 8 accumulators at a time.
 #define D0_WGMMA_D8(i)                                                                                        \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
 #define D0_WGMMA_R8_0 "%0, %1, %2, %3, %4, %5, %6, %7"
-#define D0_WGMMA_R8_1 \
-  ", "                \
-  "%8, %9, %10, %11, %12, %13, %14, %15"
-#define D0_WGMMA_R8_2 \
-  ", "                \
-  "%16, %17, %18, %19, %20, %21, %22, %23"
-#define D0_WGMMA_R8_3 \
-  ", "                \
-  "%24, %25, %26, %27, %28, %29, %30, %31"
-#define D0_WGMMA_R8_4 \
-  ", "                \
-  "%32, %33, %34, %35, %36, %37, %38, %39"
-#define D0_WGMMA_R8_5 \
-  ", "                \
-  "%40, %41, %42, %43, %44, %45, %46, %47"
-#define D0_WGMMA_R8_6 \
-  ", "                \
-  "%48, %49, %50, %51, %52, %53, %54, %55"
-#define D0_WGMMA_R8_7 \
-  ", "                \
-  "%56, %57, %58, %59, %60, %61, %62, %63"
+#define D0_WGMMA_R8_1 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define D0_WGMMA_R8_2 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define D0_WGMMA_R8_3 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define D0_WGMMA_R8_4 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define D0_WGMMA_R8_5 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define D0_WGMMA_R8_6 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define D0_WGMMA_R8_7 ", %56, %57, %58, %59, %60, %61, %62, %63"
 #define D0_WGMMA_REGS_16 D0_WGMMA_R8_0
 #define D0_WGMMA_OPS_16 D0_WGMMA_D8(0)
 #define D0_WGMMA_REGS_32 D0_WGMMA_R8_0 D0_WGMMA_R8_1
@@ -111,29 +93,23 @@ __device__ void mma_bf16_rs(float (&d)[N / 2], const std::uint32_t (&a)[4], std:
 #define D0_WGMMA_OPS_128                                                                                               \
   D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40), D0_WGMMA_D8(48), \
       D0_WGMMA_D8(56)
-#define D0_WGMMA_BF16(N, A, B, RS_A0, RS_A1, RS_A2, RS_A3, RS_B)                                                     \
+// One specialization: A and B number the two descriptor operands, after the N / 2 accumulators.
+#define D0_WGMMA_BF16(N, A, B)                                                                                       \
   template <>                                                                                                        \
   __device__ __forceinline__ void mma_bf16<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {                  \
     asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" D0_WGMMA_REGS_##N "}, %" #A ", %" #B   \
                                                                                                 ", 1, 1, 1, 0, 0;\n" \
                  : D0_WGMMA_OPS_##N                                                                                  \
                  : "l"(a), "l"(b));                                                                                  \
-  }                                                                                                                  \
-  template <>                                                                                                        \
-  __device__ __forceinline__ void mma_bf16_rs<N>(float(&d)[N / 2], const std::uint32_t(&a)[4], std::uint64_t b) {    \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" D0_WGMMA_REGS_##N                      \
-                 "}, {%" #RS_A0 ", %" #RS_A1 ", %" #RS_A2 ", %" #RS_A3 "}, %" #RS_B ", 1, 1, 1, 0;\n"                \
-                 : D0_WGMMA_OPS_##N                                                                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                                              \
   }
-D0_WGMMA_BF16(16, 8, 9, 8, 9, 10, 11, 12)
-D0_WGMMA_BF16(32, 16, 17, 16, 17, 18, 19, 20)
-D0_WGMMA_BF16(48, 24, 25, 24, 25, 26, 27, 28)
-D0_WGMMA_BF16(64, 32, 33, 32, 33, 34, 35, 36)
-D0_WGMMA_BF16(80, 40, 41, 40, 41, 42, 43, 44)
-D0_WGMMA_BF16(96, 48, 49, 48, 49, 50, 51, 52)
-D0_WGMMA_BF16(112, 56, 57, 56, 57, 58, 59, 60)
-D0_WGMMA_BF16(128, 64, 65, 64, 65, 66, 67, 68)
+D0_WGMMA_BF16(16, 8, 9)
+D0_WGMMA_BF16(32, 16, 17)
+D0_WGMMA_BF16(48, 24, 25)
+D0_WGMMA_BF16(64, 32, 33)
+D0_WGMMA_BF16(80, 40, 41)
+D0_WGMMA_BF16(96, 48, 49)
+D0_WGMMA_BF16(112, 56, 57)
+D0_WGMMA_BF16(128, 64, 65)
 #undef D0_WGMMA_BF16
 #undef D0_WGMMA_REGS_16
 #undef D0_WGMMA_OPS_16
