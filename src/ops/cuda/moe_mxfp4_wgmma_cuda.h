@@ -3,7 +3,8 @@
 // tokens); here the weights' packed bytes and the token rows stream into shared memory through a ring of cp.async
 // stages, each thread decodes the bytes it copied (the exact E2M1 -> bf16 decode of every MXFP4 kernel) into the
 // 128-byte-swizzled A tile of the next k-step while the warpgroups' asynchronous MMAs run on the current one.
-// CTA = 2 warpgroups on 128 weight rows x 32, 64 or 128 tokens of one routed expert, K in tiles of 64 (two groups).
+// CTA = 2 warpgroups on 128 weight rows x 32, 64 or 128 tokens of one routed expert, K in tiles of 64 (two groups);
+// the MMAs run at the tile's live width (16 to the tile, the narrowest covering its tokens).
 // Same inputs, outputs and epilogue (bias, SwiGLU of interleaved rows, rows by assignment) as
 // mxfp4_grouped_matmul_cuda; f32 sums in another order than the other kernels.
 #pragma once
