@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <utility>
 
@@ -137,29 +138,38 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   }
 }
 
-void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int in, std::int64_t S, DType bias_dtype,
-                      std::mt19937& rng) {
-  SCOPED_TRACE(::testing::Message() << kernel_name(kern) << " E " << E << " k " << k << " out " << out << " in " << in
-                                    << " S " << S);
-  const ExpertWeights w = encoded_experts(E, out, in, bias_dtype, rng);
+// Every kernel of `kernels` on S random tokens routed top-k over the host experts w, against one CPU reference.
+void compare_kernels_with_cpu(CudaContext& ctx, std::initializer_list<Kernel> kernels, const ExpertWeights& w, int k,
+                              std::int64_t S, std::mt19937& rng) {
+  const int E = static_cast<int>(w.n_experts), out = static_cast<int>(w.out), in = static_cast<int>(w.in);
+  SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " out " << out << " in " << in << " S " << S);
   const ExpertWeights d = upload_experts(ctx, w);
   const Tensor x = optest::to_bf16(optest::random_f32({S, in}, rng)).to_f32();  // bf16-exact, as the kernel reads it
   Tensor indices, weights;
   random_routing(S, E, k, rng, indices, weights);
   const Groups g = group(ctx, indices, E);
   const Tensor want = cpu_per_assignment(x, indices, w);
-  for (bool wide : kSplits) {
-    if (kern != Kernel::fused && wide) continue;  // the GEMMs have one form
-    SCOPED_TRACE(split_name(wide));
-    Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
-    D0_ASSERT_OK(
-        run_grouped(kern, upload(ctx, optest::to_bf16(x)), true, d, g, wide, S * k, E, nullptr, y, ctx.stream()));
-    const Tensor got = download(ctx, y);
-    EXPECT_EQ(cudatest::count_nan(got), 0);
-    // 1e-5: weights and inputs are exact on both sides and every product is exact in f32; only the summation
-    // order (and the tensor cores' f32 accumulation) differs.
-    EXPECT_LT(relative_norm_error(got, want), 1e-5);
+  const Tensor xb = upload(ctx, optest::to_bf16(x));
+  for (Kernel kern : kernels) {
+    SCOPED_TRACE(kernel_name(kern));
+    for (bool wide : kSplits) {
+      if (kern != Kernel::fused && wide) continue;  // the GEMMs have one form
+      SCOPED_TRACE(split_name(wide));
+      Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
+      D0_ASSERT_OK(run_grouped(kern, xb, true, d, g, wide, S * k, E, nullptr, y, ctx.stream()));
+      const Tensor got = download(ctx, y);
+      EXPECT_EQ(cudatest::count_nan(got), 0);
+      // 1e-5: weights and inputs are exact on both sides and every product is exact in f32; only the summation
+      // order (and the tensor cores' f32 accumulation) differs.
+      EXPECT_LT(relative_norm_error(got, want), 1e-5);
+    }
   }
+}
+
+void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int in, std::int64_t S, DType bias_dtype,
+                      std::mt19937& rng) {
+  const ExpertWeights w = encoded_experts(E, out, in, bias_dtype, rng);
+  compare_kernels_with_cpu(ctx, {kern}, w, k, S, rng);
 }
 
 TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_expert_matmul) {
@@ -206,9 +216,11 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   auto ctx = make_context(std::size_t(2) << 30);
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4103);
-  for (std::int64_t S : {1, 8}) compare_with_cpu(*ctx, Kernel::fused, 32, 4, 2880, 2880, S, DType::bf16, rng);
-  compare_with_cpu(*ctx, Kernel::tiled, 32, 4, 2880, 2880, 64, DType::bf16, rng);
-  for (Kernel kern : kWgmmaKernels) compare_with_cpu(*ctx, kern, 32, 4, 2880, 2880, 64, DType::bf16, rng);
+  // One encoding (265 M values) and, at 64 tokens, one reference for the four GEMMs: that was most of this test's
+  // 138 s on the H200 when each kernel made its own.
+  const ExpertWeights w = encoded_experts(32, 2880, 2880, DType::bf16, rng);
+  for (std::int64_t S : {1, 8}) compare_kernels_with_cpu(*ctx, {Kernel::fused}, w, 4, S, rng);
+  compare_kernels_with_cpu(*ctx, {Kernel::tiled, Kernel::wgmma32, Kernel::wgmma64, Kernel::wgmma128}, w, 4, 64, rng);
 }
 
 TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
