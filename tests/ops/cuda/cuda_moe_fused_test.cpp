@@ -7,9 +7,10 @@
 
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
+#include <iterator>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "moe_test_util.h"
@@ -138,12 +139,12 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
   }
 }
 
-// Every kernel of `kernels` on S random tokens routed top-k over the host experts w, against one CPU reference.
-void compare_kernels_with_cpu(CudaContext& ctx, std::initializer_list<Kernel> kernels, const ExpertWeights& w, int k,
-                              std::int64_t S, std::mt19937& rng) {
+// Every kernel of `kernels` on S random tokens routed top-k over the experts (host w, its device copy d), against
+// one CPU reference.
+void compare_kernels_with_cpu(CudaContext& ctx, const std::vector<Kernel>& kernels, const ExpertWeights& w,
+                              const ExpertWeights& d, int k, std::int64_t S, std::mt19937& rng) {
   const int E = static_cast<int>(w.n_experts), out = static_cast<int>(w.out), in = static_cast<int>(w.in);
   SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " out " << out << " in " << in << " S " << S);
-  const ExpertWeights d = upload_experts(ctx, w);
   const Tensor x = optest::to_bf16(optest::random_f32({S, in}, rng)).to_f32();  // bf16-exact, as the kernel reads it
   Tensor indices, weights;
   random_routing(S, E, k, rng, indices, weights);
@@ -169,7 +170,7 @@ void compare_kernels_with_cpu(CudaContext& ctx, std::initializer_list<Kernel> ke
 void compare_with_cpu(CudaContext& ctx, Kernel kern, int E, int k, int out, int in, std::int64_t S, DType bias_dtype,
                       std::mt19937& rng) {
   const ExpertWeights w = encoded_experts(E, out, in, bias_dtype, rng);
-  compare_kernels_with_cpu(ctx, {kern}, w, k, S, rng);
+  compare_kernels_with_cpu(ctx, {kern}, w, upload_experts(ctx, w), k, S, rng);
 }
 
 TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_expert_matmul) {
@@ -216,11 +217,14 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   auto ctx = make_context(std::size_t(2) << 30);
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4103);
-  // One encoding (265 M values) and, at 64 tokens, one reference for the four GEMMs: that was most of this test's
-  // 138 s on the H200 when each kernel made its own.
+  // One encoding (265 M values) and upload and, at 64 tokens, one reference for the four GEMMs: that was most of
+  // this test's 138 s on the H200 when each kernel made its own.
   const ExpertWeights w = encoded_experts(32, 2880, 2880, DType::bf16, rng);
-  for (std::int64_t S : {1, 8}) compare_kernels_with_cpu(*ctx, {Kernel::fused}, w, 4, S, rng);
-  compare_kernels_with_cpu(*ctx, {Kernel::tiled, Kernel::wgmma32, Kernel::wgmma64, Kernel::wgmma128}, w, 4, 64, rng);
+  const ExpertWeights d = upload_experts(*ctx, w);
+  for (std::int64_t S : {1, 8}) compare_kernels_with_cpu(*ctx, {Kernel::fused}, w, d, 4, S, rng);
+  std::vector<Kernel> gemms = {Kernel::tiled};
+  gemms.insert(gemms.end(), std::begin(kWgmmaKernels), std::end(kWgmmaKernels));
+  compare_kernels_with_cpu(*ctx, gemms, w, d, 4, 64, rng);
 }
 
 TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
