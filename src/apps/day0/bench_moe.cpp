@@ -29,6 +29,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
+#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/cuda/timing.h"
 #include "quant/mxfp4.h"
 
@@ -223,6 +224,23 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, wgmma, calls));
       const std::string name = "matmul wgmma " + std::to_string(tile) + " (graph)";
       report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+    }
+    {  // the FP8 warpgroup-MMA GEMM on quantised token rows (E4M3 1.0, scales 0: timing only)
+      D0_ASSIGN_OR_RETURN(Tensor x8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench x fp8"));
+      D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({S * m.k}, DType::f32, "bench x fp8 scales"));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x8.raw(), 0x38, x8.nbytes(), ctx.stream()));
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
+      for (int tile : {64, 128}) {
+        auto fp8 = [&] {
+          Routing& r = next();
+          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, down, g, tile, slots, nullptr, y, ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
+        const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";
+        report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      }
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);

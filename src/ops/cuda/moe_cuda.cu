@@ -16,6 +16,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
+#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -164,6 +165,13 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.group_n_routed, arena.allocate({1}, DType::i32, "moe workspace group count"));
     D0_ASSIGN_OR_RETURN(ws.fused_h, arena.allocate({Af, I}, DType::bf16, "moe workspace fused swiglu output"));
     D0_ASSIGN_OR_RETURN(ws.fused_y, arena.allocate({Af, H}, DType::f32, "moe workspace fused down output"));
+    if (s.compute == ExpertCompute::fp8) {
+      D0_ASSIGN_OR_RETURN(ws.fused_x8, arena.allocate({Af, H}, DType::f8_e4m3, "moe workspace fused fp8 tokens"));
+      D0_ASSIGN_OR_RETURN(ws.fused_sx, arena.allocate({Af}, DType::f32, "moe workspace fused token scales"));
+      D0_ASSIGN_OR_RETURN(ws.fused_hf, arena.allocate({Af, I}, DType::f32, "moe workspace fused f32 swiglu"));
+      D0_ASSIGN_OR_RETURN(ws.fused_h8, arena.allocate({Af, I}, DType::f8_e4m3, "moe workspace fused fp8 swiglu"));
+      D0_ASSIGN_OR_RETURN(ws.fused_sh, arena.allocate({Af}, DType::f32, "moe workspace fused swiglu scales"));
+    }
   }
   ws.device_bytes = arena.used_bytes() - before;
   ws.host_indices.resize(A);
@@ -257,6 +265,27 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   return Status::success();
 }
 
+// fp8 compute, prefill-sized: the routed tokens quantised by grouped entry, the FP8 wgmma gate_up GEMM with
+// SwiGLU in its epilogue (f32 halves by entry), those quantised, the FP8 wgmma down GEMM into y by assignment. The
+// arithmetic of expert_chunk_fp8's chain (the same epilogue, SwiGLU and quantisation) grouped over experts on the
+// device, f32 sums in MMA order and the row exponent from all groups (moe_mxfp4_wgmma_fp8_cuda.h). The inexact
+// count is not kept: fp8_inexact reads 0 after such a call.
+Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpertGroups& groups,
+                           const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
+                           MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
+  const std::int64_t A = rows.numel();
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
+  Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, x8, sx, ws.error_flag, stream));
+  const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
+  const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
+  Tensor hf = ws.fused_hf.slice_rows(0, A);
+  D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, gate_up, groups, tile, tiles, &p, hf, stream));
+  Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
+  return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, down, groups, tile, tiles, nullptr, y, stream);
+}
+
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
 // the weighted sum in expert order (one token: the token kernels on the router's ids, the same sums). Bad expert
 // ids are left ungrouped (unwritten) and raise ws.error_flag (reported at sync).
@@ -288,8 +317,11 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
   const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
-  if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&
-      mxfp4_wgmma_gemm_fits(down)) {
+  if (ws.fused_x8.defined() && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
+      mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
+    D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, groups, gate_up, down, p, ws, slots, y, stream));
+  } else if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&
+             mxfp4_wgmma_gemm_fits(down)) {
     const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
     const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_cuda(xb, true, gate_up, groups, tile, tiles, &p, h, stream));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/status.h"
 #include "ops/cuda/cuda_check.h"
@@ -181,15 +182,13 @@ __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
 
-// Adds the bias to one MMA accumulator (v[0], v[1]: row r_lo, grouped entries p0, p1; v[2], v[3]: row r_hi, the
-// same entries) and stores the entries below p_end: SwiGLU of each (gate, up) row pair into bf16 h by entry, or
-// f32 rows by assignment. Every lane of the warp calls it: a pair's rows sit in lanes g and g + 1 (lane + 4).
-template <bool kSwiglu>
-__device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1, int p_end,
-                                              const float (&acc)[4]) {
-  const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
-  float v[4] = {acc[0] + bias_at(a, bias_base + r_lo), acc[1] + bias_at(a, bias_base + r_lo),
-                acc[2] + bias_at(a, bias_base + r_hi), acc[3] + bias_at(a, bias_base + r_hi)};
+// Stores one MMA accumulator's values (v[0], v[1]: row r_lo, grouped entries p0, p1; v[2], v[3]: row r_hi, the
+// same entries), the entries below p_end: SwiGLU of each (gate, up) row pair into h (H: bf16, or f32 for the FP8
+// GEMM's quantisation pass) by entry, or f32 rows by assignment. Every lane of the warp calls it: a pair's rows sit
+// in lanes g and g + 1 (lane + 4).
+template <bool kSwiglu, class H = __nv_bfloat16>
+__device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int r_hi, int p0, int p1, int p_end,
+                                             const float (&v)[4]) {
   const int p_tok[2] = {p0, p1};
   const int g = (threadIdx.x % 32) / 4;
   if constexpr (kSwiglu) {
@@ -198,14 +197,17 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
     for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
     if (g % 2 == 0) {
       const int half_rows = a.out_rows / 2;
-      __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out);
+      H* h = static_cast<H*>(a.out);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int p = p_tok[i % 2];
         if (p >= p_end) continue;
         const int col = (i < 2 ? r_lo : r_hi) / 2;
-        h[static_cast<std::int64_t>(p) * half_rows + col] =
-            __float2bfloat16_rn(swiglu_clamped_pair(v[i], up[i], a.alpha, a.limit));
+        const float s = swiglu_clamped_pair(v[i], up[i], a.alpha, a.limit);
+        if constexpr (std::is_same_v<H, float>)
+          h[static_cast<std::int64_t>(p) * half_rows + col] = s;
+        else
+          h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn(s);
       }
     }
   } else {
@@ -217,6 +219,16 @@ __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_
       y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
     }
   }
+}
+
+// Adds the bias to one MMA accumulator (laid out as for store_values) and stores it.
+template <bool kSwiglu>
+__device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1, int p_end,
+                                              const float (&acc)[4]) {
+  const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
+  const float v[4] = {acc[0] + bias_at(a, bias_base + r_lo), acc[1] + bias_at(a, bias_base + r_lo),
+                      acc[2] + bias_at(a, bias_base + r_hi), acc[3] + bias_at(a, bias_base + r_hi)};
+  store_values<kSwiglu>(a, r_lo, r_hi, p0, p1, p_end, v);
 }
 
 // ---- The grouped GEMMs' CTA -> work map (moe_mxfp4_gemm_cuda.cu, moe_mxfp4_wgmma_cuda.cu): blockIdx.y counts the
@@ -265,13 +277,15 @@ __device__ TokenTile pick_token_tile(const KernelArgs& a, int n_experts) {
   return {pick_e, pick_begin, pick_end};
 }
 
-// The matmuls' output checks (rows of SwiGLU'd bf16 halves, or f32 rows) and the bias's kind (absent, f32, bf16).
+// The matmuls' output checks (rows of SwiGLU'd halves in h_dtype, or f32 rows) and the bias's kind (absent, f32,
+// bf16).
 inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& w, std::int64_t rows,
-                                           const SwigluParams* swiglu, const Tensor& out) {
+                                           const SwigluParams* swiglu, const Tensor& out,
+                                           DType h_dtype = DType::bf16) {
   if (swiglu) {
     if (!swiglu->interleaved)
       return make_error(std::string(op) + ": the fused SwiGLU needs gate/up rows interleaved (as gpt-oss)");
-    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::bf16}, {rows, w.out / 2}));
+    D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {h_dtype}, {rows, w.out / 2}));
   } else {
     D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {rows, w.out}));
   }
@@ -281,23 +295,26 @@ inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& 
 }
 
 // The launchers' shared checks (MXFP4 experts, grouping tensors, x, out for the SwiGLU or plain form, bias) and
-// the kernel arguments they describe.
+// the kernel arguments they describe. x is bf16 (KernelArgs::x), or for the FP8 GEMM e4m3 (the caller passes it
+// on; KernelArgs::x null) with SwiGLU halves in f32.
 inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
                                               const ExpertWeights& w, const DeviceExpertGroups& groups,
-                                              const SwigluParams* swiglu, const Tensor& out) {
+                                              const SwigluParams* swiglu, const Tensor& out,
+                                              DType x_dtype = DType::bf16) {
   if (w.storage != ExpertStorage::mxfp4)
     return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   const std::int64_t E = w.n_experts, A = groups.rows.numel();
   if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::bf16}, {x.size(0), w.in}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {x_dtype}, {x.size(0), w.in}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.offsets, op, "offsets", {DType::i32}, {E + 1}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.rows, op, "rows", {DType::i32}, {A}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.assignments, op, "assignments", {DType::i32}, {A}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(groups.experts, op, "experts", {DType::i32}, {E}));
   if (!inputs_are_tokens && x.size(0) < A)
     return make_error(std::string(op) + ": grouped inputs need a row per assignment (" + std::to_string(A) + ")");
-  D0_ASSIGN_OR_RETURN(const int bias_kind, checked_output_and_bias(op, w, A, swiglu, out));
+  const DType h_dtype = x_dtype == DType::bf16 ? DType::bf16 : DType::f32;
+  D0_ASSIGN_OR_RETURN(const int bias_kind, checked_output_and_bias(op, w, A, swiglu, out, h_dtype));
   if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 16))
     return make_error(std::string(op) + ": blocks and x must be 16-byte aligned");
   Tensor o = out;  // a handle: the kernels write the caller's storage
@@ -307,7 +324,7 @@ inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, b
                     bias_kind,
                     w.out,
                     w.in / 32,
-                    static_cast<const __nv_bfloat16*>(x.raw()),
+                    x_dtype == DType::bf16 ? static_cast<const __nv_bfloat16*>(x.raw()) : nullptr,
                     inputs_are_tokens,
                     groups.offsets.data<std::int32_t>(),
                     groups.rows.data<std::int32_t>(),

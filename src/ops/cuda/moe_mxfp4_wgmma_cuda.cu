@@ -4,7 +4,6 @@
 #include <cuda_bf16.h>
 
 #include <string>
-#include <type_traits>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
@@ -32,18 +31,6 @@ struct Layout {
   static constexpr int kA = 0, kB = kA + 2 * kATile, kRawAt = kB + kStages * kBTile, kScales = kRawAt + kStages * kRaw;
   static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
 };
-
-// Calls f(std::integral_constant<int, N>) for the narrowest N = 16, 32, .. kMax covering `cols` tokens: a tile's MMAs
-// run at its live width (an expert's tokens rarely fill the tile), on the prefix of the accumulators that width owns.
-template <int kMax, int N = 16, class F>
-__device__ __forceinline__ void at_width(int cols, F&& f) {
-  if constexpr (N >= kMax)
-    f(std::integral_constant<int, kMax>{});
-  else if (cols <= N)
-    f(std::integral_constant<int, N>{});
-  else
-    at_width<kMax, N + 16>(cols, f);
-}
 
 // Decodes one thread's 16-byte group (32 values: chunks 4 half .. 4 half + 3 of its row) into the swizzled A tile.
 template <bool kTwo>
@@ -129,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
 
   // The k-loop and the stores at the tile's live width, one instantiation each: a branch per k-tile around the
   // MMAs made ptxas wait for them at the join.
-  at_width<kBN>(cols, [&](auto width) {
+  wgmma::at_width<kBN>(cols, [&](auto width) {
     constexpr int N = decltype(width)::value;
     float acc[N / 2];
 #pragma unroll

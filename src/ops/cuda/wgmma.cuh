@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "ops/cuda/bulk_copy.cuh"
 
@@ -58,6 +59,10 @@ __device__ __forceinline__ void copy_wait() {
 // per tile at run time on one array.
 template <int N>
 __device__ void mma_bf16(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
+// The same over one k32 step of FP8 E4M3 operands (both K-major, 32 one-byte values: the same 32 bytes a row as a
+// bf16 k16 step, so the same descriptors and tiles).
+template <int N>
+__device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
 
 // The instructions' operand lists, 8 accumulators at a time.
 #define D0_WGMMA_D8(i)                                                                                        \
@@ -110,6 +115,24 @@ D0_WGMMA_BF16(80, 40, 41)
 D0_WGMMA_BF16(96, 48, 49)
 D0_WGMMA_BF16(112, 56, 57)
 D0_WGMMA_BF16(128, 64, 65)
+// FP8 takes no transpose operands.
+#define D0_WGMMA_E4M3(N, A, B)                                                                                     \
+  template <>                                                                                                      \
+  __device__ __forceinline__ void mma_e4m3<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {                \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" D0_WGMMA_REGS_##N "}, %" #A ", %" #B \
+                                                                                                ", 1, 1, 1;\n"     \
+                 : D0_WGMMA_OPS_##N                                                                                \
+                 : "l"(a), "l"(b));                                                                                \
+  }
+D0_WGMMA_E4M3(16, 8, 9)
+D0_WGMMA_E4M3(32, 16, 17)
+D0_WGMMA_E4M3(48, 24, 25)
+D0_WGMMA_E4M3(64, 32, 33)
+D0_WGMMA_E4M3(80, 40, 41)
+D0_WGMMA_E4M3(96, 48, 49)
+D0_WGMMA_E4M3(112, 56, 57)
+D0_WGMMA_E4M3(128, 64, 65)
+#undef D0_WGMMA_E4M3
 #undef D0_WGMMA_BF16
 #undef D0_WGMMA_REGS_16
 #undef D0_WGMMA_OPS_16
@@ -136,5 +159,17 @@ D0_WGMMA_BF16(128, 64, 65)
 #undef D0_WGMMA_R8_6
 #undef D0_WGMMA_R8_7
 #undef D0_WGMMA_D8
+
+// Calls f(std::integral_constant<int, N>) for the narrowest N = 16, 32, .. kMax covering `cols` tokens: a tile's MMAs
+// run at its live width (an expert's tokens rarely fill the tile), on the prefix of the accumulators that width owns.
+template <int kMax, int N = 16, class F>
+__device__ __forceinline__ void at_width(int cols, F&& f) {
+  if constexpr (N >= kMax)
+    f(std::integral_constant<int, kMax>{});
+  else if (cols <= N)
+    f(std::integral_constant<int, N>{});
+  else
+    at_width<kMax, N + 16>(cols, f);
+}
 
 }  // namespace day0::wgmma

@@ -214,6 +214,50 @@ TEST(CudaMoeFp8, with_a_fused_limit_small_calls_take_the_bf16_fused_kernels_and_
   EXPECT_LT(err.vs_f32, kTolVsF32);
 }
 
+TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_the_emulation) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(6005);
+  // 32 and 48 assignments an expert (from kMxfp4WgmmaMinTokensPerExpert = 24 the fused path takes the GEMMs; below
+  // it the bf16 fused kernels run, as the test above checks), out of both matrices multiples of 64 as the FP8 GEMM
+  // needs.
+  const int E = 8, k = 2;
+  const std::int64_t H = 128, I = 96, T = 192;
+  const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), DType::bf16, rng);
+  const ExpertWeights down_host = encoded_experts(E, int(H), int(I), DType::f32, rng);
+  const ExpertWeights gu_dev = upload_experts(*ctx, gu_host), down_dev = upload_experts(*ctx, down_host);
+  const SwigluParams p;
+  MoeWorkspaceShape s{E, k, H, I, T, ExpertCompute::fp8};
+  s.fused_max_tokens = T;
+  auto ws = MoeWorkspace::plan(ctx->arena(), s);
+  ASSERT_TRUE(ws.ok()) << ws.error().message;
+  ASSERT_TRUE(ws->fused_x8.defined());
+  MoeGemms gemms(*ctx);
+  for (std::int64_t S : {128, 192}) {
+    SCOPED_TRACE("S " + std::to_string(S));
+    const Tensor x = optest::random_f32({S, H}, rng);
+    Tensor indices, weights;
+    random_routing(S, E, k, rng, indices, weights);
+    CpuOps cpu;
+    Tensor want_f32 = Tensor::zeros({S, H}, DType::f32);
+    EXPECT_TRUE(cpu.moe_experts(x, indices, weights, gu_host, down_host, p, want_f32).ok());
+    std::int64_t inexact = 0;
+    const Tensor want_fp8 = fp8_moe_emulation(x, indices, weights, gu_host, down_host, p, inexact);
+    Tensor d_out = poisoned(*ctx, {S, H}, DType::f32);
+    D0_ASSERT_OK(moe_experts_cuda(upload(*ctx, x), upload(*ctx, indices), upload(*ctx, weights), gu_dev, down_dev, p,
+                                  *ws, gemms, d_out, ctx->stream()));
+    const Tensor got = download(*ctx, d_out);
+    EXPECT_EQ(cudatest::count_nan(got), 0);
+    EXPECT_EQ(download(*ctx, ws->error_flag).data<std::int32_t>()[0], 0);
+    const double vs_emulation = relative_norm_error(got, want_fp8), vs_f32 = relative_norm_error(got, want_f32);
+    std::printf("[ moe fp8 grouped ] S %lld: rel. error %.3g vs fp8 emulation, %.3g vs f32\n", (long long)S,
+                vs_emulation, vs_f32);
+    EXPECT_LT(vs_emulation, kTolVsEmulation);
+    EXPECT_LT(vs_f32, kTolVsF32);
+  }
+}
+
 // Mean milliseconds of one moe_experts_cuda call (after 2 warm-ups).
 double time_call_ms(CudaContext& ctx, int reps, const std::function<Status()>& call) {
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(call().ok());

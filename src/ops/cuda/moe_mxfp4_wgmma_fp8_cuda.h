@@ -1,0 +1,38 @@
+// MXFP4 grouped expert GEMM on FP8 warpgroup MMAs (wgmma e4m3, sm_90a; issue 7 item 4: MXFP4 -> FP8 online, FP8
+// tensor-core matmuls grouped over experts), for prefill-sized token counts. The structure of the bf16 GEMM
+// (moe_mxfp4_wgmma_cuda.h: 2 warpgroups on 128 weight rows x 32, 64 or 128 tokens, the MMAs at the live width,
+// each thread converting the bytes it copied while the MMAs run, 2 CTAs an SM) with k-tiles of 128 values (four
+// groups): twice the MMA rate, half the operand bytes a value, and a conversion of three byte permutes a word.
+//
+// Weight rule: a row's exponent R is the largest of its groups' exponents minus 6 (fp8_experts.h's rule without
+// skipping all-zero groups, which this kernel would have to read first), each value becomes e4m3_rne(v * 2^(b_g -
+// R)) (quant/mxfp4_to_fp8_table.h), exact for groups within 14 binades of the row's largest, and the row scale is
+// 2^R. Tokens arrive quantised by grouped entry (gather_quantize_fp8_cuda: e4m3 codes and an f32 scale a row).
+// Outputs as mxfp4_grouped_gemm_wgmma_cuda's, each value v = fp8_moe::scaled_output(sum_k x8[p, k] w8[r, k], sx[p],
+// 2^R(r), bias): f32 rows by assignment, or with SwiGLU the halves in f32 by grouped entry (for the quantisation
+// of the down GEMM's inputs). The sums accumulate in the MMAs' order at Hopper's FP8 accumulation precision (about
+// 14 bits a 32-deep step, not promoted: ~4e-4 relative at K = 2,880 on the H200).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "ops/cuda/moe_mxfp4_fused_cuda.h"
+#include "ops/expert_weights.h"
+
+namespace day0 {
+
+// MXFP4 experts with out a multiple of 64 and in a multiple of 32 up to 4,096.
+bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
+
+// x8 f8_e4m3 [>= A, w.in] and sx f32 [>= A]: the grouped entries' quantised rows; tile_tokens 32, 64 or 128 and
+// launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
+// assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.
+Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, const ExpertWeights& w,
+                                         const DeviceExpertGroups& groups, int tile_tokens, std::int64_t launch_slots,
+                                         const SwigluParams* swiglu, Tensor& out, cudaStream_t stream);
+
+}  // namespace day0
