@@ -1,6 +1,8 @@
 // Gather + per-row FP8 quantisation of f32 activations (the FP8 analogue of the MoE's gather + bf16 cast): one
 // block per output row; a block max of |x|, then q = e4m3_rne(x / scale) with the rounding of quant/e4m3_rne.h,
-// so codes and scales equal fp8_quantize_row's bit for bit (max is order-free; the divisions are IEEE).
+// so codes and scales equal fp8_quantize_row's bit for bit (max is order-free; the divisions are IEEE). Rows of a
+// multiple of 4 values up to kVecValues are read once, as float4s held in registers, and written 4 codes a store
+// (the scalar form read each value twice and stored bytes: 118 us a 16,384 x 2,880 call on the H200).
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -12,18 +14,55 @@ namespace day0 {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kVecPerThread = 4;                          // float4s a thread holds
+constexpr int kVecValues = 4 * kVecPerThread * kThreads;  // 4,096
+
+// The source row of output row r (a bad id is clamped and flagged).
+__device__ __forceinline__ const float* source_row(const float* x, const std::int32_t* rows, std::int64_t n_src,
+                                                   std::int64_t H, std::int64_t r, std::int32_t* error_flag) {
+  std::int64_t src = rows ? rows[r] : r;
+  if (src < 0 || src >= n_src) {
+    if (threadIdx.x == 0) *error_flag = 1;
+    src = src < 0 ? 0 : n_src - 1;
+  }
+  return x + src * H;
+}
+
+__global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
+                                               std::int64_t n_src, std::int64_t H, std::uint8_t* __restrict__ q,
+                                               float* __restrict__ scales, std::int32_t* error_flag) {
+  __shared__ float warp_max[kThreads / 32];
+  const std::int64_t r = blockIdx.x;
+  const float4* xr = reinterpret_cast<const float4*>(source_row(x, rows, n_src, H, r, error_flag));
+  const int n4 = static_cast<int>(H / 4);
+  float4 v[kVecPerThread];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVecPerThread; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    v[i] = c < n4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+    amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[i].x), fabsf(v[i].y))), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
+  }
+  amax = fp8_moe::block_max<kThreads>(amax, warp_max);
+  const float scale = fp8_moe::row_scale(amax);
+  if (threadIdx.x == 0) scales[r] = scale;
+  std::uint32_t* qr = reinterpret_cast<std::uint32_t*>(q + r * H);
+#pragma unroll
+  for (int i = 0; i < kVecPerThread; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (c < n4)
+      qr[c] = std::uint32_t(fp8_moe::quantize(v[i].x, scale)) | std::uint32_t(fp8_moe::quantize(v[i].y, scale)) << 8 |
+              std::uint32_t(fp8_moe::quantize(v[i].z, scale)) << 16 |
+              std::uint32_t(fp8_moe::quantize(v[i].w, scale)) << 24;
+  }
+}
 
 __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
                                            std::int64_t n_src, std::int64_t H, std::uint8_t* __restrict__ q,
                                            float* __restrict__ scales, std::int32_t* error_flag) {
   __shared__ float warp_max[kThreads / 32];
   const std::int64_t r = blockIdx.x;
-  std::int64_t src = rows ? rows[r] : r;
-  if (src < 0 || src >= n_src) {
-    if (threadIdx.x == 0) *error_flag = 1;
-    src = src < 0 ? 0 : n_src - 1;
-  }
-  const float* xr = x + src * H;
+  const float* xr = source_row(x, rows, n_src, H, r, error_flag);
   float amax = 0.0f;
   for (std::int64_t c = threadIdx.x; c < H; c += kThreads) amax = fmaxf(amax, fabsf(xr[c]));
   amax = fp8_moe::block_max<kThreads>(amax, warp_max);
@@ -51,9 +90,13 @@ Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, 
   if (n == 0 || H == 0) return Status::success();
   if (S == 0) return make_error(std::string(op) + ": rows to gather from an empty x");
   if (n > 2147483647) return make_error(std::string(op) + ": more than 2^31 rows in one launch");
-  gather_quantize_fp8_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
-      x.data<float>(), gather ? rows.data<std::int32_t>() : nullptr, S, H, static_cast<std::uint8_t*>(q.raw()),
-      scales.data<float>(), error_flag.data<std::int32_t>());
+  // float4 rows need x 16-byte aligned and H a multiple of 4 (each row then is); q 4-byte aligned.
+  const bool vec = H % 4 == 0 && H <= kVecValues && aligned_to(x.raw(), 16) && aligned_to(q.raw(), 4);
+  auto* kernel = vec ? gather_quantize_fp8_vec_kernel : gather_quantize_fp8_kernel;
+  kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x.data<float>(),
+                                                             gather ? rows.data<std::int32_t>() : nullptr, S, H,
+                                                             static_cast<std::uint8_t*>(q.raw()),
+                                                             scales.data<float>(), error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("gather_quantize_fp8_kernel");
   return Status::success();
 }
