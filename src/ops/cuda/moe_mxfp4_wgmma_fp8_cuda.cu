@@ -20,8 +20,7 @@ constexpr int kBM = 128;         // weight rows per CTA: two warpgroups of 64
 constexpr int kBK = 128;         // values per k-tile: four MXFP4 groups, one 128-byte swizzled row of e4m3
 constexpr int kThreads = 256;    // thread t copies and converts groups 2 (t % 2), 2 (t % 2) + 1 of row t / 2
 constexpr int kMaxGroups = 128;  // K <= 4,096: the CTA's 128 x groups scale bytes stay in shared memory
-constexpr int kRawBytes = 32;    // a thread's two groups of a k-tile: its group j at 16 (kThreads j + t) in the
-                                 // raw slot (a warp's 16-byte accesses contiguous: no bank conflicts)
+constexpr int kRawBytes = 32;    // a thread's two groups of a k-tile
 
 // Shared memory (from a 1,024-byte aligned base): two converted A tiles (the MMAs read one while the next is
 // written), a ring of token tiles (kStages k-tiles of copies in flight), the raw weight bytes of the k-tiles not yet
@@ -81,11 +80,11 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
     x_src[i] = p < tile.end ? f.x8 + static_cast<std::int64_t>(p) * in + 16 * q : nullptr;
   }
   auto issue = [&](int kt) {  // k-tile kt's copies: tokens into ring slot kt % kStages, one commit group
-    unsigned char* raw = smem + L::kRawAt + (kt % L::kRawSlots) * L::kRaw + 16 * tid;
+    unsigned char* raw = smem + L::kRawAt + (kt % L::kRawSlots) * L::kRaw + kRawBytes * tid;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int g = 4 * kt + 2 * w_half + j;
-      wgmma::copy_16(raw + 16 * kThreads * j, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
+      wgmma::copy_16(raw + 16 * j, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
     }
     const bool chunk_live = kt * kBK + 16 * q < in;
 #pragma unroll
@@ -100,13 +99,13 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
   };
   int max_code = 0;
   auto convert = [&](int kt) {  // this thread's copied groups of k-tile kt, E2M1 -> E4M3, into A tile kt % 2
-    const unsigned char* raw = smem + L::kRawAt + (kt % L::kRawSlots) * L::kRaw + 16 * tid;
+    const unsigned char* raw = smem + L::kRawAt + (kt % L::kRawSlots) * L::kRaw + kRawBytes * tid;
     const std::uint8_t* codes = smem + L::kScales + w_row * a.groups;
     unsigned char* a_row = smem + L::kA + (kt % 2) * L::kATile + w_row * kBK;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int gj = 2 * w_half + j, g = 4 * kt + gj;  // group gj of the k-tile: chunks 2 gj, 2 gj + 1 of the row
-      const uint4 w = *reinterpret_cast<const uint4*>(raw + 16 * kThreads * j);
+      const uint4 w = *reinterpret_cast<const uint4*>(raw + 16 * j);
       // Past the row or the groups the bytes are zeros: entry 0 of any table.
       const int shift = w_live && g < a.groups ? static_cast<int>(codes[g]) - max_code + kFp8RowExponentShift : 0;
       const std::uint64_t t = shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift];
