@@ -15,11 +15,11 @@ namespace day0 {
 std::string_view expert_compute_name(ExpertCompute c);
 Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
-// With fp8 expert compute, MoE calls up to this many tokens still read MXFP4 directly (bf16). Against the tiled
-// mma.sync GEMM online fp8 won from 2,048 tokens; since prefill-sized calls run the warpgroup-MMA GEMM, the direct
-// path wins at the largest step measured (H200, 4,096-token prefill: 20b 43.2k tok/s against fp8's 37.7k, 120b
-// 23.1k against 13.6k), so fp8 GEMMs are left only for steps above it. Within it, prefill-sized calls in fp8 mode
-// run the grouped FP8 wgmma GEMMs (moe_cuda.cu: grouped_fp8_experts; not yet measured against this limit).
+// With fp8 expert compute, MoE calls up to this many tokens read MXFP4 directly: decode-sized ones in the bf16
+// fused kernels, prefill-sized ones in the grouped FP8 wgmma GEMMs (moe_cuda.cu: grouped_fp8_experts; H200,
+// 4,096-token prefill: 20b 47.4k tok/s against bf16 mode's 45.1k, 120b 28.1k against 26.5k). Before those GEMMs
+// the direct path already beat convert + cuBLASLt FP8 GEMMs here (20b 43.2k against 37.7k, 120b 23.1k against
+// 13.6k); the conversion is left for steps above it, not measured against the grouped GEMMs at 8,192 tokens.
 inline constexpr std::int64_t kFp8FusedMoeTokens = 4096;
 
 struct BackendOptions {
