@@ -98,42 +98,30 @@ __device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
 #define D0_WGMMA_OPS_128                                                                                               \
   D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40), D0_WGMMA_D8(48), \
       D0_WGMMA_D8(56)
-// One specialization: A and B number the two descriptor operands, after the N / 2 accumulators.
-#define D0_WGMMA_BF16(N, A, B)                                                                                       \
-  template <>                                                                                                        \
-  __device__ __forceinline__ void mma_bf16<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {                  \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" D0_WGMMA_REGS_##N "}, %" #A ", %" #B   \
-                                                                                                ", 1, 1, 1, 0, 0;\n" \
-                 : D0_WGMMA_OPS_##N                                                                                  \
-                 : "l"(a), "l"(b));                                                                                  \
+// One specialization of FN (k K, operand TYPES, the instruction's trailing immediates TAIL): A and B number the two
+// descriptor operands, after the N / 2 accumulators.
+#define D0_WGMMA_SS(FN, K, TYPES, TAIL, N, A, B)                                                    \
+  template <>                                                                                       \
+  __device__ __forceinline__ void FN<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {       \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k" #K ".f32." TYPES " {" D0_WGMMA_REGS_##N \
+                 "}, %" #A ", %" #B TAIL ";\n"                                                      \
+                 : D0_WGMMA_OPS_##N                                                                 \
+                 : "l"(a), "l"(b));                                                                 \
   }
-D0_WGMMA_BF16(16, 8, 9)
-D0_WGMMA_BF16(32, 16, 17)
-D0_WGMMA_BF16(48, 24, 25)
-D0_WGMMA_BF16(64, 32, 33)
-D0_WGMMA_BF16(80, 40, 41)
-D0_WGMMA_BF16(96, 48, 49)
-D0_WGMMA_BF16(112, 56, 57)
-D0_WGMMA_BF16(128, 64, 65)
-// FP8 takes no transpose operands.
-#define D0_WGMMA_E4M3(N, A, B)                                                                                     \
-  template <>                                                                                                      \
-  __device__ __forceinline__ void mma_e4m3<N>(float(&d)[N / 2], std::uint64_t a, std::uint64_t b) {                \
-    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" D0_WGMMA_REGS_##N "}, %" #A ", %" #B \
-                                                                                                ", 1, 1, 1;\n"     \
-                 : D0_WGMMA_OPS_##N                                                                                \
-                 : "l"(a), "l"(b));                                                                                \
-  }
-D0_WGMMA_E4M3(16, 8, 9)
-D0_WGMMA_E4M3(32, 16, 17)
-D0_WGMMA_E4M3(48, 24, 25)
-D0_WGMMA_E4M3(64, 32, 33)
-D0_WGMMA_E4M3(80, 40, 41)
-D0_WGMMA_E4M3(96, 48, 49)
-D0_WGMMA_E4M3(112, 56, 57)
-D0_WGMMA_E4M3(128, 64, 65)
-#undef D0_WGMMA_E4M3
-#undef D0_WGMMA_BF16
+#define D0_WGMMA_SS_ALL_N(FN, K, TYPES, TAIL)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 16, 8, 9)    \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 32, 16, 17)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 48, 24, 25)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 64, 32, 33)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 80, 40, 41)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 96, 48, 49)  \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 112, 56, 57) \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 128, 64, 65)
+// bf16: scale-d 1, scales 1, no transposes (both K-major); FP8 takes no transpose operands.
+D0_WGMMA_SS_ALL_N(mma_bf16, 16, "bf16.bf16", ", 1, 1, 1, 0, 0")
+D0_WGMMA_SS_ALL_N(mma_e4m3, 32, "e4m3.e4m3", ", 1, 1, 1")
+#undef D0_WGMMA_SS_ALL_N
+#undef D0_WGMMA_SS
 #undef D0_WGMMA_REGS_16
 #undef D0_WGMMA_OPS_16
 #undef D0_WGMMA_REGS_32
