@@ -29,8 +29,8 @@ struct BackendOptions {
   // processes.
   double memory_fraction = 0.92;
   ExpertCompute expert_compute = ExpertCompute::bf16;
-  // MoE calls of at most this many tokens read MXFP4 experts directly, computing in bf16 whatever expert_compute
-  // says (the fused matmul at decode sizes, the grouped GEMM at prefill sizes); larger ones convert the
+  // MoE calls of at most this many tokens read MXFP4 experts directly: the fused matmul at decode sizes (bf16
+  // whatever expert_compute says), the grouped GEMM at prefill sizes (FP8 MMAs with fp8); larger ones convert the
   // routed experts (to expert_compute) and run cuBLASLt GEMMs. 0: always the conversion path. Unset: every step
   // with bf16 compute, up to kFp8FusedMoeTokens with fp8 (fused_moe_tokens()).
   std::optional<std::int64_t> fused_moe_max_tokens;

@@ -317,7 +317,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
   const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
-  if (ws.fused_x8.defined() && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
+  if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
       mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
     D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, groups, gate_up, down, p, ws, slots, y, stream));
   } else if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&

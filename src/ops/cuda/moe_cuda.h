@@ -25,10 +25,11 @@
 //            (swiglu_quantize_fp8_cuda), GemmFp8 down with unit scales, and the scatter-add applying the down
 //            GEMM's scales + bias (the same bits as GEMMs with their own epilogues: fp8_moe_math.cuh).
 //   Conversion and quantisation rules, with their exactness: quant/fp8_experts.h.
-// Calls of S <= fused_max_tokens (MXFP4 experts, device routing; bf16 compute whatever the workspace's) instead
-// group on the device and run the fused MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes) or the tiled
-// grouped GEMM of moe_mxfp4_gemm_cuda.h (from 32 assignments per expert): 5 launches per layer and no stream sync
-// (one token: the two token kernels on the router's ids and the combine, no grouping).
+// Calls of S <= fused_max_tokens (MXFP4 experts, device routing) instead group on the device and run the fused
+// MXFP4 matmuls of moe_mxfp4_fused_cuda.h (decode sizes, bf16 compute whatever the workspace's) or a grouped GEMM:
+// the tiled one of moe_mxfp4_gemm_cuda.h, the bf16 wgmma one (moe_mxfp4_wgmma_cuda.h), or with fp8 compute the FP8
+// wgmma one (moe_mxfp4_wgmma_fp8_cuda.h): 5 launches per layer and no stream sync (one token: the two token
+// kernels on the router's ids and the combine, no grouping).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,8 +55,8 @@ struct MoeWorkspaceShape {
   ExpertCompute compute = ExpertCompute::bf16;
   ExpertStorage storage = ExpertStorage::mxfp4;  // bf16 / fp8_rowwise: no conversion buffers (must match compute)
   // Calls of at most this many tokens take the fused MXFP4 path (moe_mxfp4_fused_cuda.h: no conversion, no host
-  // sync, bf16 compute whatever `compute` says) when the experts are MXFP4 and the router's choices on the device;
-  // 0 turns it off.
+  // sync; bf16 compute whatever `compute` says, but FP8 MMAs at prefill sizes with fp8) when the experts are MXFP4
+  // and the router's choices on the device; 0 turns it off.
   std::int64_t fused_max_tokens = 0;
   // Every call on the fused kernel (never the tiled GEMM, whose sums differ); other paths are an error.
   bool batch_invariant = false;
