@@ -92,16 +92,22 @@ void compare_with_cpu(CudaContext& ctx, int tile, int E, int k, int out, int in,
 
   Tensor want = Tensor::zeros({A, swiglu ? out / 2 : out}, DType::f32);
   std::vector<float> wrow, v(out);
+  // Every weight row converted once (rows x in values and a scale each), not once per entry that reads it.
+  std::vector<float> w8(static_cast<std::size_t>(E) * out * in), w_scale(static_cast<std::size_t>(E) * out);
+  for (std::int64_t row = 0; row < std::int64_t(E) * out; ++row) {
+    reference_row(w, row, wrow, w_scale[row]);
+    std::copy(wrow.begin(), wrow.end(), w8.begin() + row * in);
+  }
   for (std::int64_t p = 0; p < A; ++p) {
     const std::int64_t a = assignments.data<std::int32_t>()[p];
     const int e = indices.data<std::int32_t>()[a];
     for (int r = 0; r < out; ++r) {
-      float sw = 1.f;
-      reference_row(w, std::int64_t(e) * out + r, wrow, sw);
+      const std::int64_t row = std::int64_t(e) * out + r;
+      const float* w_row = w8.data() + row * in;
       double sum = 0;
-      for (int i = 0; i < in; ++i) sum += double(e4m3_to_f32(x8.data<std::uint8_t>()[p * in + i])) * wrow[i];
+      for (int i = 0; i < in; ++i) sum += double(e4m3_to_f32(x8.data<std::uint8_t>()[p * in + i])) * w_row[i];
       float v_r = float(sum) * sx.data<float>()[p];
-      v_r *= sw;
+      v_r *= w_scale[row];
       if (w.bias.raw() != nullptr)
         v_r += w.bias.dtype() == DType::f32 ? w.bias.data<float>()[e * out + r]
                                           : bf16_to_f32(w.bias.data<std::uint16_t>()[e * out + r]);
