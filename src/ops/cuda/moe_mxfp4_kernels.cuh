@@ -182,14 +182,15 @@ __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
 
-// Stores one MMA accumulator's values (v[0], v[1]: row r_lo, grouped entries p0, p1; v[2], v[3]: row r_hi, the
-// same entries), the entries below p_end: SwiGLU of each (gate, up) row pair into h (H: bf16, or f32 for the FP8
-// GEMM's quantisation pass) by entry, or f32 rows by assignment. Every lane of the warp calls it: a pair's rows sit
-// in lanes g and g + 1 (lane + 4).
+// Stores one MMA accumulator's values (v[0], v[1]: row r_lo, two grouped entries, present where live0 / live1, at
+// output rows dst0 / dst1; v[2], v[3]: row r_hi, the same entries): SwiGLU of each (gate, up) row pair into h (H:
+// bf16, or f32 for the FP8 GEMM's quantisation pass) by entry (dst = the entry), or f32 rows by assignment (dst =
+// the entry's assignment). Every lane of the warp calls it: a pair's rows sit in lanes g and g + 1 (lane + 4).
 template <bool kSwiglu, class H = __nv_bfloat16>
-__device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int r_hi, int p0, int p1, int p_end,
-                                             const float (&v)[4]) {
-  const int p_tok[2] = {p0, p1};
+__device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int r_hi, bool live0, bool live1,
+                                             std::int64_t dst0, std::int64_t dst1, const float (&v)[4]) {
+  const bool live[2] = {live0, live1};
+  const std::int64_t dst[2] = {dst0, dst1};
   const int g = (threadIdx.x % 32) / 4;
   if constexpr (kSwiglu) {
     float up[4];
@@ -200,36 +201,52 @@ __device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int 
       H* h = static_cast<H*>(a.out);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int p = p_tok[i % 2];
-        if (p >= p_end) continue;
+        if (!live[i % 2]) continue;
         const int col = (i < 2 ? r_lo : r_hi) / 2;
         const float s = swiglu_clamped_pair(v[i], up[i], a.alpha, a.limit);
         if constexpr (std::is_same_v<H, float>)
-          h[static_cast<std::int64_t>(p) * half_rows + col] = s;
+          h[dst[i % 2] * half_rows + col] = s;
         else
-          h[static_cast<std::int64_t>(p) * half_rows + col] = __float2bfloat16_rn(s);
+          h[dst[i % 2] * half_rows + col] = __float2bfloat16_rn(s);
       }
     }
   } else {
     float* y = static_cast<float*>(a.out);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int p = p_tok[i % 2];
-      if (p >= p_end) continue;
-      y[static_cast<std::int64_t>(a.assignments[p]) * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
-    }
+    for (int i = 0; i < 4; ++i)
+      if (live[i % 2]) y[dst[i % 2] * a.out_rows + (i < 2 ? r_lo : r_hi)] = v[i];
   }
 }
 
-// Adds the bias to one MMA accumulator (laid out as for store_values) and stores it.
+// Adds the bias to one MMA accumulator (laid out as for store_values; entries p0, p1, present below p_end) and
+// stores it.
 template <bool kSwiglu>
 __device__ __forceinline__ void store_outputs(const KernelArgs& a, int e, int r_lo, int r_hi, int p0, int p1, int p_end,
                                               const float (&acc)[4]) {
   const std::int64_t bias_base = static_cast<std::int64_t>(e) * a.out_rows;
   const float v[4] = {acc[0] + bias_at(a, bias_base + r_lo), acc[1] + bias_at(a, bias_base + r_lo),
                       acc[2] + bias_at(a, bias_base + r_hi), acc[3] + bias_at(a, bias_base + r_hi)};
-  store_values<kSwiglu>(a, r_lo, r_hi, p0, p1, p_end, v);
+  const bool live0 = p0 < p_end, live1 = p1 < p_end;
+  const std::int64_t dst0 = kSwiglu || !live0 ? p0 : a.assignments[p0];
+  const std::int64_t dst1 = kSwiglu || !live1 ? p1 : a.assignments[p1];
+  store_values<kSwiglu>(a, r_lo, r_hi, live0, live1, dst0, dst1, v);
 }
+
+// What a wgmma GEMM's epilogue reads besides its accumulators, staged in shared memory by the prologue (the loads
+// overlap the k-loop; in the epilogue they waited an L2 round trip per 8 columns, ordered after the stores they
+// may alias: 17% of the FP8 GEMM's stall samples): each entry's output row and each weight row's bias.
+template <int kBN, int kBM>
+struct EpilogueStage {
+  int entry_row[kBN];   // the tile's entry i: its assignment (plain stores) or itself (SwiGLU, by entry)
+  float row_bias[kBM];  // 0 without a bias (the stores add it either way, as store_outputs)
+
+  template <bool kSwiglu>
+  __device__ __forceinline__ void fill(const KernelArgs& a, int begin, int live, std::int64_t block_row0, int rows) {
+    const int t = static_cast<int>(threadIdx.x);
+    if (t < live) entry_row[t] = kSwiglu ? begin + t : a.assignments[begin + t];
+    if (t < kBM) row_bias[t] = t < rows ? bias_at(a, block_row0 + t) : 0.f;
+  }
+};
 
 // ---- The grouped GEMMs' CTA -> work map (moe_mxfp4_gemm_cuda.cu, moe_mxfp4_wgmma_cuda.cu): blockIdx.y counts the
 // (routed expert, kTileTokens-token tile) pairs in ascending expert order.
@@ -238,40 +255,47 @@ struct TokenTile {
   int e, begin, end;  // e = -1: past the routed work (the grid is sized for the most there can be)
 };
 
-// The routed experts' tile counts, read in parallel and prefix-summed over the block (experts[] lists the routed
-// ones ascending, then -1). Every thread of the block calls it.
+// Every expert's tile count (offsets holds all E; unrouted ones count 0), read in parallel and prefix-summed over
+// the block by warp shuffles (two barriers a round of kThreads experts). Every thread of the block calls it.
 template <int kThreads, int kTileTokens>
 __device__ TokenTile pick_token_tile(const KernelArgs& a, int n_experts) {
-  __shared__ int scan[kThreads];
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024);
+  __shared__ int warp_tiles[kThreads / 32];
   __shared__ int pick_e, pick_begin, pick_end;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   if (threadIdx.x == 0) pick_e = -1;
   int tiles_before = 0;
   for (int c0 = 0; c0 < n_experts; c0 += kThreads) {
     const int i = c0 + static_cast<int>(threadIdx.x);
-    int ei = -1, b = 0, n = 0, tiles = 0;
-    if (i < n_experts) ei = a.experts[i];
-    if (ei >= 0) {
-      b = a.offsets[ei];
-      n = a.offsets[ei + 1] - b;
-      tiles = (n + kTileTokens - 1) / kTileTokens;
+    int b = 0, n = 0;
+    if (i < n_experts) {
+      b = a.offsets[i];
+      n = a.offsets[i + 1] - b;
     }
-    scan[threadIdx.x] = tiles;
+    const int tiles = (n + kTileTokens - 1) / kTileTokens;
+    int inclusive = tiles;  // within the warp
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, inclusive, off);
+      if (lane >= off) inclusive += v;
+    }
+    if (lane == 31) warp_tiles[warp] = inclusive;
     __syncthreads();
-    for (int off = 1; off < kThreads; off <<= 1) {  // inclusive Hillis-Steele scan
-      const int v = threadIdx.x >= off ? scan[threadIdx.x - off] : 0;
-      __syncthreads();
-      scan[threadIdx.x] += v;
-      __syncthreads();
+    int before = tiles_before, round = 0;
+#pragma unroll
+    for (int w = 0; w < kThreads / 32; ++w) {
+      before += w < warp ? warp_tiles[w] : 0;
+      round += warp_tiles[w];
     }
-    const int end = tiles_before + scan[threadIdx.x], start = end - tiles;
+    const int end = before + inclusive, start = end - tiles;
     const int y = static_cast<int>(blockIdx.y);
     if (tiles > 0 && y >= start && y < end) {
-      pick_e = ei;
+      pick_e = i;
       pick_begin = b + (y - start) * kTileTokens;
       pick_end = min(b + n, pick_begin + kTileTokens);
     }
-    tiles_before += scan[kThreads - 1];
-    __syncthreads();
+    tiles_before += round;
+    __syncthreads();         // pick_e written; warp_tiles free for the next round
     if (pick_e >= 0) break;  // uniform: shared, read after the barrier
   }
   return {pick_e, pick_begin, pick_end};

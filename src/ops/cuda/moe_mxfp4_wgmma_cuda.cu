@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   using L = Layout<kBN>;
   extern __shared__ unsigned char smem_unaligned[];
   unsigned char* smem = smem_unaligned + ((1024 - wgmma::shared_address(smem_unaligned) % 1024) % 1024);
+  __shared__ EpilogueStage<kBN, kBM> stage;
   const TokenTile tile = pick_token_tile<kThreads, kBN>(a, n_experts);
   if (tile.e < 0) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
@@ -108,6 +109,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
     else
       wgmma::copy_commit();
   }
+  stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows);  // read after the k-loop's barriers
   wgmma::copy_wait<L::kStages - 2>();  // k-tile 0 (and the scales, in its group) landed
   __syncthreads();                     // ... for every thread's copies of the scale block
   decode(0);
@@ -145,11 +147,14 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
     if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
     const int g = lane / 4, t = lane % 4;
     const int r_lo = row0 + wg * 64 + (warp % 4) * 16 + g;
+    const float b_lo = stage.row_bias[r_lo - row0], b_hi = stage.row_bias[r_lo + 8 - row0];
 #pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      const float c[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
-      const int p0 = tile.begin + 8 * j + 2 * t;
-      store_outputs<kSwiglu>(a, tile.e, r_lo, r_lo + 8, p0, p0 + 1, tile.end, c);
+    for (int j = 0; j < N / 8; ++j) {  // as store_outputs, from the staged rows and biases
+      const float v[4] = {acc[4 * j] + b_lo, acc[4 * j + 1] + b_lo, acc[4 * j + 2] + b_hi, acc[4 * j + 3] + b_hi};
+      const int i0 = 8 * j + 2 * t, i1 = i0 + 1;
+      const bool live0 = i0 < live, live1 = i1 < live;
+      store_values<kSwiglu>(a, r_lo, r_lo + 8, live0, live1, live0 ? stage.entry_row[i0] : 0,
+                            live1 ? stage.entry_row[i1] : 0, v);
     }
   });
 }

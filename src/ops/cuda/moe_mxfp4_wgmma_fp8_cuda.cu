@@ -51,6 +51,8 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
   __shared__ int row_code[kBM];  // each row's largest scale code: its scale is 2^(code - 127 - 6)
   // E4M3 codes of the 8 E2M1 magnitudes for each group shift kMxfp4Fp8MinShift..kMxfp4Fp8MaxShift
   __shared__ std::uint64_t shift_codes[kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1];
+  __shared__ EpilogueStage<kBN, kBM> stage;
+  __shared__ float entry_scale[kBN];  // the tile's token scales, staged as the rest of the epilogue's reads
   const TokenTile tile = pick_token_tile<kThreads, kBN>(a, n_experts);
   if (tile.e < 0) return;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
@@ -129,6 +131,8 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
     else
       wgmma::copy_commit();
   }
+  stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows);  // read after the k-loop's barriers
+  if (tid < live) entry_scale[tid] = f.sx[tile.begin + tid];
   wgmma::copy_wait<L::kStages - 2>();
   __syncthreads();  // every thread's copies of the scale block, the tables
   if (w_live) {
@@ -174,21 +178,21 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
     const int r_lo = row0 + wg * 64 + (warp % 4) * 16 + g, r_hi = r_lo + 8;
     const float sw_lo = ldexpf(1.f, row_code[r_lo - row0] - 127 - kFp8RowExponentShift);
     const float sw_hi = ldexpf(1.f, row_code[r_hi - row0] - 127 - kFp8RowExponentShift);
-    const std::int64_t bias_base = static_cast<std::int64_t>(tile.e) * a.out_rows;
-    const float b_lo = bias_value(a.bias, a.bias_kind, bias_base + r_lo);
-    const float b_hi = bias_value(a.bias, a.bias_kind, bias_base + r_hi);
+    const float b_lo = stage.row_bias[r_lo - row0], b_hi = stage.row_bias[r_hi - row0];
     const float* b_lo_at = a.bias ? &b_lo : nullptr;
     const float* b_hi_at = a.bias ? &b_hi : nullptr;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
-      const int p0 = tile.begin + 8 * j + 2 * t, p1 = p0 + 1;
-      const float s0 = p0 < tile.end ? f.sx[p0] : 0.f, s1 = p1 < tile.end ? f.sx[p1] : 0.f;
+      const int i0 = 8 * j + 2 * t, i1 = i0 + 1;
+      const bool live0 = i0 < live, live1 = i1 < live;
+      const float s0 = live0 ? entry_scale[i0] : 0.f, s1 = live1 ? entry_scale[i1] : 0.f;
       // fp8_moe::scaled_output: the arithmetic of the FP8 GEMM epilogue every fp8 path shares.
       const float v[4] = {fp8_moe::scaled_output(acc[4 * j], s0, sw_lo, b_lo_at, 0),
                           fp8_moe::scaled_output(acc[4 * j + 1], s1, sw_lo, b_lo_at, 0),
                           fp8_moe::scaled_output(acc[4 * j + 2], s0, sw_hi, b_hi_at, 0),
                           fp8_moe::scaled_output(acc[4 * j + 3], s1, sw_hi, b_hi_at, 0)};
-      store_values<kSwiglu, float>(a, r_lo, r_hi, p0, p1, tile.end, v);
+      store_values<kSwiglu, float>(a, r_lo, r_hi, live0, live1, live0 ? stage.entry_row[i0] : 0,
+                                   live1 ? stage.entry_row[i1] : 0, v);
     }
   });
 }
