@@ -235,7 +235,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
           Routing& r = next();
           const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
           const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
-          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, down, g, tile, slots, nullptr, y, ctx.stream());
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, down, g, tile, slots, nullptr, y, ctx.stream());
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
         const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";

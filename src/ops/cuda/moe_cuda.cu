@@ -265,7 +265,7 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   return Status::success();
 }
 
-// fp8 compute, prefill-sized: the routed tokens quantised by grouped entry, the FP8 wgmma gate_up GEMM with
+// fp8 compute, prefill-sized: the tokens quantised (once each, not per assignment), the FP8 wgmma gate_up GEMM with
 // SwiGLU in its epilogue (f32 halves by entry), those quantised, the FP8 wgmma down GEMM into y by assignment. The
 // arithmetic of expert_chunk_fp8's chain (the same epilogue, SwiGLU and quantisation) grouped over experts on the
 // device, f32 sums in MMA order and the row exponent from all groups (moe_mxfp4_wgmma_fp8_cuda.h). The inexact
@@ -273,17 +273,17 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
-  const std::int64_t A = rows.numel();
+  const std::int64_t A = rows.numel(), S = x.size(0);
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
-  Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, x8, sx, ws.error_flag, stream));
+  Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
   const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
   const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
   Tensor hf = ws.fused_hf.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, gate_up, groups, tile, tiles, &p, hf, stream));
+  D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, tile, tiles, &p, hf, stream));
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
-  return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, down, groups, tile, tiles, nullptr, y, stream);
+  return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, tile, tiles, nullptr, y, stream);
 }
 
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and

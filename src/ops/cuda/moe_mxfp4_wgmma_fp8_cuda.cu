@@ -38,8 +38,8 @@ struct Layout {
 
 struct Fp8KernelArgs {
   KernelArgs k;             // weights, grouping, bias, SwiGLU, out (KernelArgs::x unused)
-  const std::uint8_t* x8;   // [>= A, in] e4m3 by grouped entry
-  const float* sx;          // [>= A]
+  const std::uint8_t* x8;   // e4m3 rows: by token (KernelArgs::inputs_are_tokens: entry p reads rows[p]) or entry
+  const float* sx;          // a scale per row of x8
 };
 
 template <int kBN, bool kSwiglu>
@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
 #pragma unroll
   for (int i = 0; i < kTokenCopies; ++i) {
     const int p = tile.begin + tid / 8 + 32 * i;
-    x_src[i] = p < tile.end ? f.x8 + static_cast<std::int64_t>(p) * in + 16 * q : nullptr;
+    x_src[i] =
+        p < tile.end ? f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in + 16 * q : nullptr;
   }
   auto issue = [&](int kt) {  // k-tile kt's copies: tokens into ring slot kt % kStages, one commit group
     unsigned char* raw = smem + L::kRawAt + (kt % L::kRawSlots) * L::kRaw + kRawBytes * tid;
@@ -132,7 +133,10 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
       wgmma::copy_commit();
   }
   stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows);  // read after the k-loop's barriers
-  if (tid < live) entry_scale[tid] = f.sx[tile.begin + tid];
+  if (tid < live) {
+    const int p = tile.begin + tid;
+    entry_scale[tid] = f.sx[a.inputs_are_tokens ? a.rows[p] : p];
+  }
   wgmma::copy_wait<L::kStages - 2>();
   __syncthreads();  // every thread's copies of the scale block, the tables
   if (w_live) {
@@ -215,19 +219,22 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w) {
   return w.storage == ExpertStorage::mxfp4 && w.out % 64 == 0 && w.in % 32 == 0 && w.in / 32 <= kMaxGroups;
 }
 
-Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, const ExpertWeights& w,
-                                         const DeviceExpertGroups& groups, int tile_tokens, std::int64_t launch_slots,
-                                         const SwigluParams* swiglu, Tensor& out, cudaStream_t stream) {
+Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
+                                         const ExpertWeights& w, const DeviceExpertGroups& groups, int tile_tokens,
+                                         std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
+                                         cudaStream_t stream) {
   const char* op = "mxfp4_grouped_gemm_wgmma_fp8_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args,
-                      grouped_kernel_args(op, x8, false, w, groups, swiglu, out, DType::f8_e4m3));
+                      grouped_kernel_args(op, x8, inputs_are_tokens, w, groups, swiglu, out, DType::f8_e4m3));
   if (!mxfp4_wgmma_fp8_gemm_fits(w))
     return make_error(std::string(op) + ": needs out a multiple of 64 and in a multiple of 32 up to " +
                       std::to_string(32 * kMaxGroups) + ", got " + std::to_string(w.out) + " x " +
                       std::to_string(w.in));
   const std::int64_t A = groups.rows.numel();
   D0_RETURN_IF_ERROR(check_cuda_tensor(sx, op, "sx", {DType::f32}, {sx.numel()}));
-  if (sx.numel() < A) return make_error(std::string(op) + ": sx needs a scale per assignment");
+  if (sx.numel() < (inputs_are_tokens ? x8.size(0) : A))
+    return make_error(std::string(op) + ": sx needs a scale per row of x8 (" +
+                      std::to_string(inputs_are_tokens ? x8.size(0) : A) + "), got " + std::to_string(sx.numel()));
   if (!aligned_to(w.scales.raw(), 16) || w.in % 16 != 0)
     return make_error(std::string(op) + ": scales must be 16-byte aligned and rows of x8 a multiple of 16 bytes");
   if (tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128)

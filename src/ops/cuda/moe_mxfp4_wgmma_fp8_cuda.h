@@ -7,7 +7,8 @@
 // Weight rule: a row's exponent R is the largest of its groups' exponents minus 6 (fp8_experts.h's rule without
 // skipping all-zero groups, which this kernel would have to read first), each value becomes e4m3_rne(v * 2^(b_g -
 // R)) (quant/mxfp4_to_fp8_table.h), exact for groups within 14 binades of the row's largest, and the row scale is
-// 2^R. Tokens arrive quantised by grouped entry (gather_quantize_fp8_cuda: e4m3 codes and an f32 scale a row).
+// 2^R. Inputs arrive quantised (gather_quantize_fp8_cuda: e4m3 codes and an f32 scale a row), a row per token
+// (entry p reads row groups.rows[p], as mxfp4_grouped_gemm_wgmma_cuda's inputs_are_tokens) or per grouped entry.
 // Outputs as mxfp4_grouped_gemm_wgmma_cuda's, each value v = fp8_moe::scaled_output(sum_k x8[p, k] w8[r, k], sx[p],
 // 2^R(r), bias): f32 rows by assignment, or with SwiGLU the halves in f32 by grouped entry (for the quantisation
 // of the down GEMM's inputs). The sums accumulate in the MMAs' order at Hopper's FP8 accumulation precision (about
@@ -28,11 +29,13 @@ namespace day0 {
 // MXFP4 experts with out a multiple of 64 and in a multiple of 32 up to 4,096.
 bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 
-// x8 f8_e4m3 [>= A, w.in] and sx f32 [>= A]: the grouped entries' quantised rows; tile_tokens 32, 64 or 128 and
+// x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
+// (rows >= A); tile_tokens 32, 64 or 128 and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
 // assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.
-Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, const ExpertWeights& w,
-                                         const DeviceExpertGroups& groups, int tile_tokens, std::int64_t launch_slots,
-                                         const SwigluParams* swiglu, Tensor& out, cudaStream_t stream);
+Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
+                                         const ExpertWeights& w, const DeviceExpertGroups& groups, int tile_tokens,
+                                         std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
+                                         cudaStream_t stream);
 
 }  // namespace day0

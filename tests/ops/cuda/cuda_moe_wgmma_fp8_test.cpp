@@ -57,11 +57,16 @@ float swiglu_reference(float gate, float up, const SwigluParams& p) {
   return (up + 1.f) * (gate / (1.f + std::exp(-p.alpha * gate)));
 }
 
+// The GEMM's inputs: quantised rows by grouped entry (the down GEMM's), or by token, read through groups.rows
+// (the gate_up GEMM's). Either way entry p sees the codes and scale of its token's row.
+enum class Inputs { by_entry, by_token };
+
 void compare_with_cpu(CudaContext& ctx, int tile, int E, int k, int out, int in, std::int64_t S, int max_code,
-                      DType bias_dtype, bool swiglu, std::mt19937& rng) {
+                      DType bias_dtype, bool swiglu, Inputs inputs, std::mt19937& rng) {
   SCOPED_TRACE(::testing::Message() << tile << "-token tiles, E " << E << " k " << k << " out " << out << " in " << in
                                     << " S " << S << " scale codes " << (max_code ? "1.." : "as encoded ") << max_code
-                                    << (swiglu ? ", SwiGLU" : ""));
+                                    << (swiglu ? ", SwiGLU" : "")
+                                    << (inputs == Inputs::by_token ? ", rows by token" : ""));
   ExpertWeights w = encoded_experts(E, out, in, bias_dtype, rng);
   if (max_code > 0)  // spread block exponents: groups far below their row's largest (shifts down to the clamp)
     for (std::int64_t i = 0; i < w.scales.numel(); ++i)
@@ -80,14 +85,19 @@ void compare_with_cpu(CudaContext& ctx, int tile, int E, int k, int out, int in,
     sx.data<float>()[p] =
         fp8_quantize_row(x.data<float>() + rows.data<std::int32_t>()[p] * in, in, x8.data<std::uint8_t>() + p * in)
             .scale;
+  // The same rows by token, for Inputs::by_token.
+  Tensor x8t = Tensor::zeros({S, in}, DType::f8_e4m3), sxt = Tensor::zeros({S}, DType::f32);
+  for (std::int64_t s = 0; s < S; ++s)
+    sxt.data<float>()[s] = fp8_quantize_row(x.data<float>() + s * in, in, x8t.data<std::uint8_t>() + s * in).scale;
+  const bool by_token = inputs == Inputs::by_token;
   SwigluParams sp;
   sp.alpha = 1.702f;
   sp.limit = 7.f;
   Tensor y = poisoned(ctx, {A, swiglu ? out / 2 : out}, DType::f32);
   const std::int64_t routed = std::min<std::int64_t>(E, A);
-  D0_ASSERT_OK(mxfp4_grouped_gemm_wgmma_fp8_cuda(upload(ctx, x8), upload(ctx, sx), d, g.view(), tile,
-                                                 mxfp4_wgmma_launch_slots(routed, A, tile), swiglu ? &sp : nullptr, y,
-                                                 ctx.stream()));
+  D0_ASSERT_OK(mxfp4_grouped_gemm_wgmma_fp8_cuda(upload(ctx, by_token ? x8t : x8), upload(ctx, by_token ? sxt : sx),
+                                                 by_token, d, g.view(), tile, mxfp4_wgmma_launch_slots(routed, A, tile),
+                                                 swiglu ? &sp : nullptr, y, ctx.stream()));
   const Tensor got = download(ctx, y);
 
   Tensor want = Tensor::zeros({A, swiglu ? out / 2 : out}, DType::f32);
@@ -136,15 +146,17 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   for (int tile : {32, 64, 128}) {
     // A lone token; ~300 tokens an expert (several tiles, the last ragged); out 64 (the second warpgroup past the
     // rows) and 192; in 96 (one k-tile ending in zeros), 320 (three, the last half zeros), 2,880 (gpt-oss: 23).
-    for (std::int64_t S : {1, 40, 300}) compare_with_cpu(*ctx, tile, 4, 4, 64, 128, S, 0, DType::f32, false, rng);
-    for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, tile, 32, 4, 192, 320, S, 0, DType::bf16, false, rng);
-    compare_with_cpu(*ctx, tile, 8, 2, 128, 96, 70, 0, DType::f32, false, rng);
-    compare_with_cpu(*ctx, tile, 4, 2, 64, 2880, 150, 0, DType::bf16, false, rng);
-    // The SwiGLU epilogue: halves by grouped entry.
-    compare_with_cpu(*ctx, tile, 4, 4, 192, 320, 100, 0, DType::bf16, true, rng);
+    const Inputs entry = Inputs::by_entry, token = Inputs::by_token;
+    for (std::int64_t S : {1, 40, 300})
+      compare_with_cpu(*ctx, tile, 4, 4, 64, 128, S, 0, DType::f32, false, entry, rng);
+    for (std::int64_t S : {9, 130}) compare_with_cpu(*ctx, tile, 32, 4, 192, 320, S, 0, DType::bf16, false, entry, rng);
+    compare_with_cpu(*ctx, tile, 8, 2, 128, 96, 70, 0, DType::f32, false, token, rng);
+    compare_with_cpu(*ctx, tile, 4, 2, 64, 2880, 150, 0, DType::bf16, false, entry, rng);
+    // The SwiGLU epilogue (halves by grouped entry), on rows by token as the gate_up GEMM runs.
+    compare_with_cpu(*ctx, tile, 4, 4, 192, 320, 100, 0, DType::bf16, true, token, rng);
     // Block exponents spread over 1..200 (250 overflowed f32 sums): most groups sit far below their row's largest
     // and take the clamped, rounded tables.
-    compare_with_cpu(*ctx, tile, 4, 2, 128, 320, 50, 200, DType::f32, false, rng);
+    compare_with_cpu(*ctx, tile, 4, 2, 128, 320, 50, 200, DType::f32, false, entry, rng);
   }
 }
 
