@@ -9,6 +9,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "ops/cuda/wgmma_k_loop.cuh"
 
 namespace day0 {
 namespace {
@@ -101,14 +102,8 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
       decode_group<false>(raw, s, a_row, w_row, w_half);
   };
 
-  // Prologue: kStages - 1 k-tiles in flight (empty groups past the end keep the count uniform), tile 0 decoded.
-#pragma unroll
-  for (int kt = 0; kt < L::kStages - 1; ++kt) {
-    if (kt < k_tiles)
-      issue(kt);
-    else
-      wgmma::copy_commit();
-  }
+  // Prologue: kStages - 1 k-tiles in flight, tile 0 decoded.
+  wgmma::issue_first_tiles<L::kStages>(k_tiles, issue);
   stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows);  // read after the k-loop's barriers
   wgmma::copy_wait<L::kStages - 2>();  // k-tile 0 (and the scales, in its group) landed
   __syncthreads();                     // ... for every thread's copies of the scale block
@@ -123,26 +118,12 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
     float acc[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      // Slot (kt - 1) % kStages is free: its MMAs finished before the last barrier, its raw bytes were decoded.
-      if (kt + L::kStages - 1 < k_tiles)
-        issue(kt + L::kStages - 1);
-      else
-        wgmma::copy_commit();
+    wgmma::run_k_tiles<L::kStages>(k_tiles, issue, decode, [&](int kt) {
       const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + (kt % 2) * L::kATile + wg * 64 * kRowBytes);
       const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + (kt % L::kStages) * L::kBTile);
-      wgmma::fence();
 #pragma unroll
       for (int s = 0; s < kBK / 16; ++s) wgmma::mma_bf16<N>(acc, da + 2 * s, db + 2 * s);
-      wgmma::commit();
-      if (kt + 1 < k_tiles) {  // while the MMAs run: the next k-tile's weights, decoded into the other A tile
-        wgmma::copy_wait<L::kStages - 2>();
-        decode(kt + 1);
-      }
-      wgmma::wait<0>();
-      wgmma::fence_shared_for_mma();
-      __syncthreads();
-    }
+    });
 
     if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
     const int g = lane / 4, t = lane % 4;

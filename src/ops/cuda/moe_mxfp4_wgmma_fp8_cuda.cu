@@ -8,6 +8,7 @@
 #include "ops/cuda/fp8_moe_math.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "ops/cuda/wgmma_k_loop.cuh"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
@@ -125,13 +126,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
 
   // Prologue: kStages - 1 k-tiles in flight (empty groups past the end keep the count uniform); the scale block
   // lands with k-tile 0, then each row's largest code (the pair of threads of a row share it) and tile 0 converted.
-#pragma unroll
-  for (int kt = 0; kt < L::kStages - 1; ++kt) {
-    if (kt < k_tiles)
-      issue(kt);
-    else
-      wgmma::copy_commit();
-  }
+  wgmma::issue_first_tiles<L::kStages>(k_tiles, issue);
   stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows);  // read after the k-loop's barriers
   if (tid < live) {
     const int p = tile.begin + tid;
@@ -155,27 +150,13 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
     float acc[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      // Token slot (kt - 1) % kStages is free (its MMAs finished before the last barrier), raw slot kt % kRawSlots
-      // too (converted last iteration).
-      if (kt + L::kStages - 1 < k_tiles)
-        issue(kt + L::kStages - 1);
-      else
-        wgmma::copy_commit();
+    // Raw slot kt % kRawSlots is free when k-tile kt + kStages - 1 is issued: k-tile kt was converted before.
+    wgmma::run_k_tiles<L::kStages>(k_tiles, issue, convert, [&](int kt) {
       const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + (kt % 2) * L::kATile + wg * 64 * kBK);
       const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + (kt % L::kStages) * L::kBTile);
-      wgmma::fence();
 #pragma unroll
       for (int s = 0; s < kBK / 32; ++s) wgmma::mma_e4m3<N>(acc, da + 2 * s, db + 2 * s);
-      wgmma::commit();
-      if (kt + 1 < k_tiles) {  // while the MMAs run: the next k-tile's weights into the other A tile
-        wgmma::copy_wait<L::kStages - 2>();
-        convert(kt + 1);
-      }
-      wgmma::wait<0>();
-      wgmma::fence_shared_for_mma();
-      __syncthreads();
-    }
+    });
 
     if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
     const int g = lane / 4, t = lane % 4;
