@@ -58,13 +58,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;  // the MMAs read token rows below cols
   const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
 
-  // The CTA's scale bytes: rows x groups, contiguous (16-byte aligned: out and row0 are multiples of 64).
-  {
-    const int bytes = rows * a.groups;
-    const std::uint8_t* src = a.scales + block_row0 * a.groups;
-    for (int c = tid; 16 * c < bytes; c += kThreads)
-      wgmma::copy_16(smem + L::kScales + 16 * c, src + 16 * c, static_cast<unsigned>(min(16, bytes - 16 * c)));
-  }
+  wgmma::copy_scale_block<kThreads>(smem + L::kScales, a.scales + block_row0 * a.groups, rows * a.groups);
   // This thread's weight group (rows past `rows` read nothing: zeros) and its token rows: chunk q of tokens
   // tid / 8 + 32 i (absent tokens read nothing: zeros).
   const int w_row = tid / 2, w_half = tid % 2;

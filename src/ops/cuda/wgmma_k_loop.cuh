@@ -1,4 +1,5 @@
-// The k-loop both grouped wgmma GEMMs run (moe_mxfp4_wgmma_cuda.cu: bf16, moe_mxfp4_wgmma_fp8_cuda.cu: FP8):
+// What both grouped wgmma GEMMs run (moe_mxfp4_wgmma_cuda.cu: bf16, moe_mxfp4_wgmma_fp8_cuda.cu: FP8): the scale
+// block staged first, then the k-loop:
 // kStages - 1 k-tiles of copies in flight (a commit group each; empty groups past the end keep the count uniform),
 // k-tile kt + 1's weights converted into the other A tile while k-tile kt's MMAs run, then the MMA wait, the proxy
 // fence and the k-tile's one CTA barrier. The kernel's parts:
@@ -10,6 +11,14 @@
 #include "ops/cuda/wgmma.cuh"
 
 namespace day0::wgmma {
+
+// A CTA's weight-scale block (rows x groups bytes from src, 16-byte aligned: the grouped GEMMs' out and row0 are
+// multiples of 64) into shared memory, in kThreads threads' cp.async copies (the caller's next commit group).
+template <int kThreads>
+__device__ __forceinline__ void copy_scale_block(unsigned char* dst, const std::uint8_t* src, int bytes) {
+  for (int c = static_cast<int>(threadIdx.x); 16 * c < bytes; c += kThreads)
+    copy_16(dst + 16 * c, src + 16 * c, static_cast<unsigned>(min(16, bytes - 16 * c)));
+}
 
 // The first kStages - 1 k-tiles' copies.
 template <int kStages, class Issue>
