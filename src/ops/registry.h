@@ -37,6 +37,9 @@ struct BackendOptions {
   // Prefill-sized attention (64+ query rows, head_dim 64) on f16 tensor cores with a power-of-two scale per block
   // (Q, K, V and the softmax weights rounded to a 10-bit mantissa); false: the f32 per-query kernel for every step.
   bool attention_tensor_cores = true;
+  // With a bf16 KV cache, those tensor cores on bf16 operands: K and V as cached (copied raw, double-buffered), Q and
+  // the softmax weights rounded to bf16 (8 significant bits, as a bf16 model's own attention), no block scales.
+  bool attention_bf16_operands = false;
   // Every token's arithmetic independent of what else is in its step (RELIABILITY D3): dense linears through the
   // small-M kernel in 16-row slices, MoE through the fused MXFP4 kernel at every size (bf16 compute only), attention
   // on the f32 kernel with key splits of a fixed length. Slower prefill and long-context decode; off by default.

@@ -358,9 +358,18 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
   if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(q.raw(), 16) &&
       aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionTcArgs ta{q.data<float>(),     k.raw(),   v.raw(),           kv_bf16, q_pos.data<std::int32_t>(),
-                             sink_ptr,            sink_kind, out.data<float>(), static_cast<int>(S),
-                             static_cast<int>(T), layout};
+    const AttentionTcArgs ta{q.data<float>(),
+                             k.raw(),
+                             v.raw(),
+                             kv_bf16,
+                             q_pos.data<std::int32_t>(),
+                             sink_ptr,
+                             sink_kind,
+                             out.data<float>(),
+                             static_cast<int>(S),
+                             static_cast<int>(T),
+                             layout,
+                             split.bf16_operands};
     return attention_tc_cuda(ta, p, stream);
   }
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {

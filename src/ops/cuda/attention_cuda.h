@@ -24,6 +24,8 @@ struct AttentionSplit {
   int splits = 1;
   Tensor partials;
   bool tensor_cores = false;
+  // With tensor_cores and a bf16 KV pool: bf16 MMA operands (attention_tc_cuda.h, AttentionTcArgs::bf16_operands).
+  bool bf16_operands = false;
   // 0: each query's keys are shared out over the splits. > 0: split y takes keys [y n, (y + 1) n) of the query's
   // range whatever the splits (those past its keys are empty), so its sums do not depend on the other queries.
   int keys_per_split = 0;

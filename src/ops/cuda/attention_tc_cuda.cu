@@ -5,9 +5,11 @@
 
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/wgmma.cuh"
 
 namespace day0 {
 namespace {
@@ -22,6 +24,7 @@ constexpr int kKeys = 64;           // keys per tile
 constexpr int kStride = kD + 8;     // smem row stride in halves (144 bytes): conflict-free ldmatrix rows
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStage = kKeys * kD / 4 / kThreads;  // float4s of K (and of V) each thread stages per tile
+constexpr int kCopies = kKeys * kD / 8 / kThreads;  // bf16 operands: 16-byte copies of K (and of V) a thread a tile
 
 // The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
 // 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
@@ -39,15 +42,39 @@ __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&h);
 }
 
+// An MMA operand register of two values: f16 or bf16 (round to nearest even), lo in the low half.
+template <bool kBf16>
+__device__ __forceinline__ std::uint32_t operand_bits(float lo, float hi) {
+  if constexpr (kBf16)
+    return pack_bf16x2(lo, hi);
+  else
+    return half2_bits(lo, hi);
+}
+
+template <bool kBf16>
+__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (kBf16)
+    mma_bf16_16816(c, a0, a1, a2, a3, b0, b1);
+  else
+    mma_f16_16816(c, a0, a1, a2, a3, b0, b1);
+}
+
 __device__ __forceinline__ float max_abs4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
-template <class KV>
+// Two operand forms. f16 (kBf16 false): K and V staged through registers, each tile divided by its power of two,
+// Q rows too (11 significant bits, TF32's). bf16 (kBf16, a bf16 KV pool): the pool's values are bf16 already, so
+// K and V tiles are copied raw (cp.async, double-buffered: the next tile lands while this one computes), Q and P
+// round to bf16 (8 significant bits, as a bf16 model's own attention), no scales.
+template <class KV, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
-  __shared__ __align__(16) __half ks[kKeys][kStride];
-  __shared__ __align__(16) __half vs[kKeys][kStride];
+  static_assert(!kBf16 || std::is_same_v<KV, __nv_bfloat16>, "bf16 operands read a bf16 pool");
+  constexpr int kBuffers = kBf16 ? 2 : 1;
+  __shared__ __align__(16) std::uint16_t ks[kBuffers][kKeys][kStride];
+  __shared__ __align__(16) std::uint16_t vs[kBuffers][kKeys][kStride];
   __shared__ int pos_s[kRows], seq_s[kRows], first_s[kRows];
   __shared__ int bad_s[kRows];
   __shared__ int seq_min, seq_max, lo_s, hi_s, any_s, first_bad_s;
@@ -104,14 +131,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       m_lo = fmaxf(m_lo, __shfl_xor_sync(0xffffffffu, m_lo, off));
       m_hi = fmaxf(m_hi, __shfl_xor_sync(0xffffffffu, m_hi, off));
     }
-    eq_lo = block_exponent(m_lo), eq_hi = block_exponent(m_hi);
+    eq_lo = kBf16 ? 0 : block_exponent(m_lo), eq_hi = kBf16 ? 0 : block_exponent(m_hi);
     const float d_lo = pow2(-eq_lo), d_hi = pow2(-eq_hi);
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
-      qf[kk][0] = half2_bits(lo[kk][0].x * d_lo, lo[kk][0].y * d_lo);
-      qf[kk][1] = half2_bits(hi[kk][0].x * d_hi, hi[kk][0].y * d_hi);
-      qf[kk][2] = half2_bits(lo[kk][1].x * d_lo, lo[kk][1].y * d_lo);
-      qf[kk][3] = half2_bits(hi[kk][1].x * d_hi, hi[kk][1].y * d_hi);
+      qf[kk][0] = operand_bits<kBf16>(lo[kk][0].x * d_lo, lo[kk][0].y * d_lo);
+      qf[kk][1] = operand_bits<kBf16>(hi[kk][0].x * d_hi, hi[kk][0].y * d_hi);
+      qf[kk][2] = operand_bits<kBf16>(lo[kk][1].x * d_lo, lo[kk][1].y * d_lo);
+      qf[kk][3] = operand_bits<kBf16>(hi[kk][1].x * d_hi, hi[kk][1].y * d_hi);
     }
   }
   float o[kD / 8][4];  // in units of 2^ev (the V scale of the last tile)
@@ -149,47 +176,73 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool live_hi = !bad_s[r_hi] && seq_s[r_hi] == seq && s0 + r_hi < a.S;
     const int pos_lo = pos_s[r_lo], pos_hi = pos_s[r_hi], first_lo = first_s[r_lo], first_hi = first_s[r_hi];
 
-    for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys) {
-      // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
-      // two per tile (its largest magnitude first: loads, then a block maximum).
-      float4 kr[kStage], vr[kStage];
-      float kmax = 0.f, vmax = 0.f;
+    // bf16 operands: tile k0's K and V rows (zeros outside [lo, valid_to]) copied raw into buffer b, one commit.
+    auto copy_tile = [&](int k0, int b) {
 #pragma unroll
-      for (int n = 0; n < kStage; ++n) {
-        const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
-        kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (key >= lo && key <= valid_to) {
-          const std::int64_t row = key_row(table, L.block_size, key);
-          kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
-          vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
-        }
-        kmax = max_abs4(kmax, kr[n]);
-        vmax = max_abs4(vmax, vr[n]);
+      for (int n = 0; n < kCopies; ++n) {
+        const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8), key = k0 + r;
+        const bool in = key >= lo && key <= valid_to;
+        const std::int64_t off = (in ? key_row(table, L.block_size, key) : 0) * kv_width + kvh * kD + 8 * c;
+        wgmma::copy_16(&ks[b][r][8 * c], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
+        wgmma::copy_16(&vs[b][r][8 * c], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
       }
-      const unsigned kmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(kmax));
-      const unsigned vmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
-      __syncthreads();  // the previous tile is consumed
-      if (lane == 0) {
-        atomicMax(&tile_max[parity][0], kmax_w);
-        atomicMax(&tile_max[parity][1], vmax_w);
-      }
-      if (tid < 2) tile_max[parity ^ 1][tid] = 0;  // for the next tile; this one's readers are past the barrier
-      __syncthreads();
-      const int ek = block_exponent(__uint_as_float(tile_max[parity][0]));
-      const int ev_tile = block_exponent(__uint_as_float(tile_max[parity][1]));
-      parity ^= 1;
-      {
-        const float dk = pow2(-ek), dv = pow2(-ev_tile);
+      wgmma::copy_commit();
+    };
+    if constexpr (kBf16) copy_tile(lo - lo % kKeys, 0);
+
+    int buf = 0;  // the buffer of this tile (always 0 with f16 operands)
+    for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys, buf ^= kBuffers - 1) {
+      int ek = 0, ev_tile = 0;  // the tile's K and V powers of two (f16 operands)
+      if constexpr (kBf16) {
+        __syncthreads();  // the other buffer's tile (the one before) is consumed
+        if (k0 + kKeys <= hi)
+          copy_tile(k0 + kKeys, buf ^ 1);
+        else
+          wgmma::copy_commit();
+        wgmma::copy_wait<1>();
+        __syncthreads();  // every thread's copies of this tile landed
+      } else {
+        // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
+        // two per tile (its largest magnitude first: loads, then a block maximum).
+        float4 kr[kStage], vr[kStage];
+        float kmax = 0.f, vmax = 0.f;
 #pragma unroll
         for (int n = 0; n < kStage; ++n) {
-          const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4);
-          const uint2 kh = make_uint2(half2_bits(kr[n].x * dk, kr[n].y * dk), half2_bits(kr[n].z * dk, kr[n].w * dk));
-          const uint2 vh = make_uint2(half2_bits(vr[n].x * dv, vr[n].y * dv), half2_bits(vr[n].z * dv, vr[n].w * dv));
-          *reinterpret_cast<uint2*>(&ks[r][4 * c4]) = kh;
-          *reinterpret_cast<uint2*>(&vs[r][4 * c4]) = vh;
+          const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
+          kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (key >= lo && key <= valid_to) {
+            const std::int64_t row = key_row(table, L.block_size, key);
+            kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
+            vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
+          }
+          kmax = max_abs4(kmax, kr[n]);
+          vmax = max_abs4(vmax, vr[n]);
         }
+        const unsigned kmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(kmax));
+        const unsigned vmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
+        __syncthreads();  // the previous tile is consumed
+        if (lane == 0) {
+          atomicMax(&tile_max[parity][0], kmax_w);
+          atomicMax(&tile_max[parity][1], vmax_w);
+        }
+        if (tid < 2) tile_max[parity ^ 1][tid] = 0;  // for the next tile; this one's readers are past the barrier
+        __syncthreads();
+        ek = block_exponent(__uint_as_float(tile_max[parity][0]));
+        ev_tile = block_exponent(__uint_as_float(tile_max[parity][1]));
+        parity ^= 1;
+        {
+          const float dk = pow2(-ek), dv = pow2(-ev_tile);
+#pragma unroll
+          for (int n = 0; n < kStage; ++n) {
+            const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4);
+            const uint2 kh = make_uint2(half2_bits(kr[n].x * dk, kr[n].y * dk), half2_bits(kr[n].z * dk, kr[n].w * dk));
+            const uint2 vh = make_uint2(half2_bits(vr[n].x * dv, vr[n].y * dv), half2_bits(vr[n].z * dv, vr[n].w * dv));
+            *reinterpret_cast<uint2*>(&ks[0][r][4 * c4]) = kh;
+            *reinterpret_cast<uint2*>(&vs[0][r][4 * c4]) = vh;
+          }
+        }
+        __syncthreads();
       }
-      __syncthreads();
       // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them all).
       if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
 
@@ -201,10 +254,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
           std::uint32_t b[4];
-          ldmatrix_x4(b, &ks[8 * j + lane % 8][32 * half + 8 * (lane / 8)]);
-          mma_f16_16816(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
-          mma_f16_16816(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2], qf[2 * half + 1][3],
-                        b[2], b[3]);
+          ldmatrix_x4(b, &ks[buf][8 * j + lane % 8][32 * half + 8 * (lane / 8)]);
+          mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
+          mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2], qf[2 * half + 1][3],
+                           b[2], b[3]);
         }
       }
       // The scale times the two powers of two the operands were divided by: exact, one rounding as before.
@@ -265,16 +318,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       // transposed ldmatrix, two dim tiles (16 dims) per load.
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
-        const std::uint32_t p0 = half2_bits(sc[2 * kk][0], sc[2 * kk][1]);
-        const std::uint32_t p1 = half2_bits(sc[2 * kk][2], sc[2 * kk][3]);
-        const std::uint32_t p2 = half2_bits(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-        const std::uint32_t p3 = half2_bits(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+        const std::uint32_t p0 = operand_bits<kBf16>(sc[2 * kk][0], sc[2 * kk][1]);
+        const std::uint32_t p1 = operand_bits<kBf16>(sc[2 * kk][2], sc[2 * kk][3]);
+        const std::uint32_t p2 = operand_bits<kBf16>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+        const std::uint32_t p3 = operand_bits<kBf16>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
         for (int i2 = 0; i2 < kD / 16; ++i2) {
           std::uint32_t b[4];
-          ldmatrix_x4_trans(b, &vs[16 * kk + 8 * ((lane / 8) & 1) + lane % 8][16 * i2 + 8 * (lane / 16)]);
-          mma_f16_16816(o[2 * i2], p0, p1, p2, p3, b[0], b[1]);
-          mma_f16_16816(o[2 * i2 + 1], p0, p1, p2, p3, b[2], b[3]);
+          ldmatrix_x4_trans(b, &vs[buf][16 * kk + 8 * ((lane / 8) & 1) + lane % 8][16 * i2 + 8 * (lane / 16)]);
+          mma_16816<kBf16>(o[2 * i2], p0, p1, p2, p3, b[0], b[1]);
+          mma_16816<kBf16>(o[2 * i2 + 1], p0, p1, p2, p3, b[2], b[3]);
         }
       }
     }
@@ -322,12 +375,15 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
                       std::to_string(kAttentionTcMinQueries) + " queries");
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
-  if (a.kv_bf16)
-    attention_tc_kernel<__nv_bfloat16>
-        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
+  const int group = p.n_heads / p.n_kv_heads;
+  if (a.kv_bf16 && a.bf16_operands)
+    attention_tc_kernel<__nv_bfloat16, true>
+        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
+  else if (a.kv_bf16)
+    attention_tc_kernel<__nv_bfloat16, false>
+        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
   else
-    attention_tc_kernel<float>
-        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, p.n_heads / p.n_kv_heads, p.sliding_window, p.scale);
+    attention_tc_kernel<float, false><<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_tc_kernel");
   return Status::success();
 }

@@ -7,6 +7,9 @@
 // the sums. So Q, K, V and P are rounded to 11 bits (relative 2^-11; elements 2^28 below their block's largest
 // lose more, absolutely negligible), all sums in f32; twice TF32's MMA rate and a quarter of its shared loads.
 // Rows of one tile may belong to different sequences (a mixed batch): the tile walks each sequence present.
+// With a bf16 KV cache and bf16_operands, the MMAs take bf16 operands instead: K and V tiles copied raw (cp.async,
+// the next tile in flight while one computes), Q and P rounded to bf16, no scales (8 significant bits, as a bf16
+// model's own attention; `--bf16-attention`).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,6 +43,9 @@ struct AttentionTcArgs {
   float* out;
   int S, T;
   KeyLayout layout;
+  // With kv_bf16: bf16 MMA operands, the pool's K and V as they are (copied raw, double-buffered), Q and P rounded
+  // to bf16: 8 significant bits where the f16 form keeps 11 with a power of two per block.
+  bool bf16_operands = false;
 };
 
 Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cudaStream_t stream);

@@ -412,6 +412,7 @@ Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, std::int64_t seq
   } else {
     split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
     split.tensor_cores = options_.attention_tensor_cores && S >= kAttentionTcMinRowsPerSequence * sequences;
+    split.bf16_operands = options_.attention_bf16_operands;
   }
   if (split.splits > 1) {
     D0_ASSIGN_OR_RETURN(split.partials, scratch({attention_partials_floats(S, p, split.splits)}, DType::f32,

@@ -1,11 +1,14 @@
 // The tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
 // attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 128-row tiles
 // straddle sequences, prompts continued at an offset, block sizes 16 and 7, GQA 64/8 and 8/1, windows, sinks;
-// a bad block table gives NaN rows for its sequence only. Skipped visibly without a GPU.
+// a bad block table gives NaN rows for its sequence only; bf16 operands over a bf16 pool. Skipped visibly without
+// a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 
+#include "core/dtype.h"
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/attention_cuda.h"
@@ -60,6 +63,48 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
       const double err = relative_norm_error(got, sc.want);
       EXPECT_LE(err, kTolerance);
       EXPECT_GT(err, 0.0) << "11-bit rounding leaves a trace: an exact match means the f32 kernel ran";
+    }
+}
+
+// A pool of bf16 values held as f32 (make_paged_scenario's bf16_kv), as bf16 bits: the same values exactly.
+Tensor bf16_pool(const Tensor& pool) {
+  Tensor out = Tensor::zeros(pool.shape(), DType::bf16);
+  for (std::int64_t i = 0; i < pool.numel(); ++i) out.data<std::uint16_t>()[i] = f32_to_bf16(pool.data<float>()[i]);
+  return out;
+}
+
+// bf16 operands over a bf16 pool: K and V exact (the pool's own values), Q and P rounded to 8 significant bits
+// (relative 2^-9 each), f32 sums: ~1e-3 relative expected on random data (not yet measured); 1e-2 bounds it while
+// a wrong mask, key, buffer or scale is off by O(1). The f16 form on the same pool keeps 11 bits: it must come
+// closer, or the bf16 kernel did not run.
+TEST(CudaAttentionTc, bf16_operands_over_a_bf16_pool_match_the_cpu_reference) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7305);
+  const std::vector<cudatest::PagedCase> cases = {
+      {{64, 8, 64, 0, 0.125f}, 16, {300}, {300}},                         // one prompt: tiles in flight back to back
+      {{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}},  // tiles straddle sequences; a decode row
+      {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},               // sliding window, chunk at an offset
+      {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                              // block size 7, a window under a tile
+  };
+  for (const cudatest::PagedCase& c : cases)
+    for (bool sinks : {false, true}) {
+      auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks, /*bf16_kv=*/true);
+      sc.k_pool = bf16_pool(sc.k_pool);
+      sc.v_pool = bf16_pool(sc.v_pool);
+      SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " block " << c.block_size << " window "
+                                        << c.p.sliding_window << " sinks " << sinks << " rows " << sc.q.size(0));
+      AttentionSplit split;
+      split.tensor_cores = true;
+      const double err_f16 = relative_norm_error(cudatest::run_paged_attention(*ctx, sc, sinks, split), sc.want);
+      split.bf16_operands = true;
+      const Tensor got = cudatest::run_paged_attention(*ctx, sc, sinks, split);
+      EXPECT_EQ(count_nan(got), 0);
+      const double err = relative_norm_error(got, sc.want);
+      std::printf("[ attention bf16 operands ] rel. error %.3g (f16 operands %.3g)\n", err, err_f16);
+      EXPECT_LE(err, 1e-2);
+      EXPECT_GT(err, err_f16) << "8-bit Q and P leave more than 11-bit ones: the f16 kernel ran";
     }
 }
 
