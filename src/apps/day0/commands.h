@@ -22,7 +22,7 @@ struct BackendCliOptions {
   // cuda: MoE calls up to this many tokens read MXFP4 directly (0: never); unset: BackendOptions' default
   std::optional<std::int64_t> fused_moe_tokens;
   bool f32_attention = false;           // cuda: no tensor cores in prefill attention
-  bool bf16_attention = false;          // cuda: prefill attention MMAs on bf16 operands (bf16 KV cache)
+  bool f16_attention = false;           // cuda: prefill attention MMAs on f16 operands with block scales
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
   std::string kv_cache_dtype = "auto";  // bf16 on cuda, f32 on cpu; or either named (BackendOptions::kv_cache_dtype)

@@ -30,12 +30,11 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                   "compute, up to 4096 tokens with fp8)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_flag("--f32-attention", o.f32_attention,
-               "cuda: prefill attention in f32 on CUDA cores (default: f16 tensor cores, 11-bit operands, from 64 "
-               "query rows)");
-  cmd->add_flag("--bf16-attention", o.bf16_attention,
-                "cuda: prefill attention MMAs on bf16 operands: K and V as the bf16 KV cache holds them, Q and the "
-                "softmax weights rounded to bf16 (8 significant bits, as a bf16 model computes; default: f16 with a "
-                "power of two per block, 11 bits)");
+                "cuda: prefill attention in f32 on CUDA cores (default: tensor cores from 64 query rows)");
+  cmd->add_flag("--f16-attention", o.f16_attention,
+                "cuda: prefill attention MMAs on f16 operands with a power of two per block (11 significant bits; "
+                "default with a bf16 KV cache: bf16 operands, K and V as cached, Q and the softmax weights rounded to "
+                "bf16, as a bf16 model computes)");
   cmd->add_flag("--batch-invariant", o.batch_invariant,
                "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
                "batched; slower prefill; MXFP4 experts with bf16 compute)");

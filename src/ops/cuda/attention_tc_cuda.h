@@ -9,7 +9,7 @@
 // Rows of one tile may belong to different sequences (a mixed batch): the tile walks each sequence present.
 // With a bf16 KV cache and bf16_operands, the MMAs take bf16 operands instead: K and V tiles copied raw (cp.async,
 // the next tile in flight while one computes), Q and P rounded to bf16, no scales (8 significant bits, as a bf16
-// model's own attention; `--bf16-attention`).
+// model's own attention; the default, `--f16-attention` the other).
 #pragma once
 
 #include <cuda_runtime.h>
