@@ -160,9 +160,30 @@ Status Executor::token_mixer(int layer, const Tensor& h, const Tensor& positions
   return make_error("layer " + std::to_string(layer) + ": token mixer kind not implemented");
 }
 
-Status Executor::channel_mixer(int layer, const Tensor& h, Tensor& out, const TapFn& tap) {
+Status Executor::channel_norm(int layer, Tensor& x, const Tensor& y, Tensor& h, Routing& routing) {
+  const LayerSpec& L = spec_.layers[layer];
+  const Tensor& w = weights_.get(L.channel_norm.weight);
+  const float eps = L.channel_norm.eps;
+  const bool plus_one = L.channel_norm.kind == NormKind::rms_plus_one;
+  if (L.channel.kind != ChannelMixerKind::moe) {
+    ProfileSpan span(ops_, "norms (with the residual adds)");
+    return ops_.add_rms_norm(x, y, w, eps, plus_one, h);
+  }
+  const MoESpec& m = L.channel.moe;
+  const std::int64_t S = h.size(0);
+  D0_ASSIGN_OR_RETURN(routing.logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
+  D0_ASSIGN_OR_RETURN(routing.indices, ops_.scratch({S, m.top_k}, DType::i32, "router indices"));
+  D0_ASSIGN_OR_RETURN(routing.weights, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
+  ProfileSpan span(ops_, "moe: norm, router and top-k");
+  return ops_.add_rms_norm_router(x, y, w, eps, plus_one, h, weights_.get(m.router_weight),
+                                  optional_weight(weights_, m.router_bias), m.top_k, routing.logits, routing.indices,
+                                  routing.weights);
+}
+
+Status Executor::channel_mixer(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap) {
   switch (spec_.layers[layer].channel.kind) {
-    case ChannelMixerKind::moe: return moe_block(layer, h, out, tap);
+    case ChannelMixerKind::moe:
+      return moe_block(layer, h, routing, out, tap);
   }
   return make_error("layer " + std::to_string(layer) + ": channel mixer kind not implemented");
 }
@@ -202,17 +223,10 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   return ops_.linear(mixed, weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out);
 }
 
-Status Executor::moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap, const NormAfter* after) {
+Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,
+                           const NormAfter* after) {
   const MoESpec& m = spec_.layers[layer].channel.moe;
-  const std::int64_t S = h.size(0);
-  D0_ASSIGN_OR_RETURN(Tensor router_logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
-  D0_ASSIGN_OR_RETURN(Tensor indices, ops_.scratch({S, m.top_k}, DType::i32, "router indices"));
-  D0_ASSIGN_OR_RETURN(Tensor route, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
-  {
-    ProfileSpan span(ops_, "moe: router and top-k");
-    D0_RETURN_IF_ERROR(ops_.router(h, weights_.get(m.router_weight), optional_weight(weights_, m.router_bias), m.top_k,
-                                   router_logits, indices, route));
-  }
+  const Tensor &indices = routing.indices, &route = routing.weights;
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));
   const SwigluParams swiglu{m.swiglu_alpha, m.swiglu_limit, m.gate_up_interleaved};

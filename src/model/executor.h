@@ -115,7 +115,13 @@ class Executor {
                      Tensor& out);
   Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
                          const PagedKv& kv, Tensor& out);
-  Status channel_mixer(int layer, const Tensor& h, Tensor& out, const TapFn& tap);
+  // A MoE block's router outputs, computed with the norm before it (channel_norm).
+  struct Routing {
+    Tensor logits, indices, weights;
+  };
+  // x += y, h = the channel block's norm of x; for a MoE block its router too (one kernel where the backend can).
+  Status channel_norm(int layer, Tensor& x, const Tensor& y, Tensor& h, Routing& routing);
+  Status channel_mixer(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap);
   // The residual add and next norm after a block (x += block out, normed = norm(x)), for a block that takes them in.
   struct NormAfter {
     Tensor* x;
@@ -125,7 +131,8 @@ class Executor {
     Tensor* normed;
   };
   // With `after`, out is not written: the experts' sum goes into after's residual add and norm.
-  Status moe_block(int layer, const Tensor& h, Tensor& out, const TapFn& tap, const NormAfter* after = nullptr);
+  Status moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,
+                   const NormAfter* after = nullptr);
 
   ModelSpec spec_;
   ModelWeights weights_;

@@ -133,19 +133,16 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
     ScratchScope layer_scope(ops_);  // a layer's temporaries (q, k, v, bf16 copies, router) die with it
     D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
-    {
-      ProfileSpan span(ops_, "norms (with the residual adds)");
-      auto [w, eps, plus_one] = norm_args(L.channel_norm);
-      D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));
-    }
+    Routing routing;
+    D0_RETURN_IF_ERROR(channel_norm(i, x, y, h, routing));
     // The residual add fused with the next norm: the next layer's, or the final one. Without taps a MoE block
     // takes it in (its experts' weighted sum then goes straight into the norm's kernel).
     auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
     if (!tap && L.channel.kind == ChannelMixerKind::moe) {
       const NormAfter after{&x, &w, eps, plus_one, &h};
-      D0_RETURN_IF_ERROR(moe_block(i, h, y, tap, &after));
+      D0_RETURN_IF_ERROR(moe_block(i, h, routing, y, tap, &after));
     } else {
-      D0_RETURN_IF_ERROR(channel_mixer(i, h, y, tap));
+      D0_RETURN_IF_ERROR(channel_mixer(i, h, routing, y, tap));
       D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
       ProfileSpan span(ops_, "norms (with the residual adds)");
       D0_RETURN_IF_ERROR(ops_.add_rms_norm(x, y, w, eps, plus_one, h));

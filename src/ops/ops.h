@@ -207,6 +207,14 @@ class Ops {
     D0_RETURN_IF_ERROR(moe_experts(h, indices, weights, gate_up, down, p, y));
     return add_rms_norm(x, y, w, eps, plus_one, out);
   }
+  // add_rms_norm(x, y, w, eps, plus_one, out), then router(out, router_w, router_bias, k, logits, indices, weights):
+  // a MoE block's norm and router, which a backend may run in one kernel.
+  virtual Status add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,
+                                     const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits,
+                                     Tensor& indices, Tensor& weights) {
+    D0_RETURN_IF_ERROR(add_rms_norm(x, y, w, eps, plus_one, out));
+    return router(out, router_w, router_bias, k, logits, indices, weights);
+  }
   // x += y
   virtual Status add(Tensor& x, const Tensor& y) = 0;
   // x += y, then out = rms_norm(x): the residual stream update fused with the next block's norm.

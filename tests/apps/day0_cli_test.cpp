@@ -439,7 +439,7 @@ TEST(Day0CliTinyModel, RunWithProfilePrintsEverySpanAndChangesNothing) {
   ASSERT_NE(p.out.find("profile (cpu"), std::string::npos) << p.out;
   const std::string table = p.out.substr(p.out.find("profile (cpu"));
   // 8 steps (the prefill and 7 decodes) over the tiny model's 2 layers.
-  for (const char* span : {"moe: experts ", "moe: router and top-k ", "attention: q/k/v projections ",
+  for (const char* span : {"moe: experts ", "moe: norm, router and top-k ", "attention: q/k/v projections ",
                            "attention: o projection ", "attention: rope and kv write "}) {
     std::stringstream row(word_after(table, span));
     long long calls = 0;

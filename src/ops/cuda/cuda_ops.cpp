@@ -12,6 +12,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/linear_small_cuda.h"
+#include "ops/cuda/norm_router_cuda.h"
 #include "ops/cuda/weight_upload.h"
 
 namespace day0 {
@@ -460,6 +461,17 @@ Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int
   if (linear_small_router_fits(x, target, k, small_m_max_rows({target})))
     return linear_small_router_cuda(x, target, k, indices, weights, router_counters_, ctx_->sm_count(), ctx_->stream());
   return Ops::router(x, w, bias, k, logits, indices, weights);
+}
+
+// One token (batch-1 decode) whose router the small-M kernel would take: the norm and router in one launch, the
+// same bits as the two (norm_router_cuda.h).
+Status CudaOps::add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,
+                                    const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits,
+                                    Tensor& indices, Tensor& weights) {
+  const LinearTarget target{router_w, router_bias, logits};
+  if (norm_router_fits(x, y, w, out, target, k) && linear_small_router_fits(out, target, k, small_m_max_rows({target})))
+    return norm_router_cuda(x, y, w, eps, plus_one, out, target, k, indices, weights, ctx_->stream());
+  return Ops::add_rms_norm_router(x, y, w, eps, plus_one, out, router_w, router_bias, k, logits, indices, weights);
 }
 
 Status CudaOps::swiglu_clamped(const Tensor& gate_up, const SwigluParams& p, Tensor& out) {

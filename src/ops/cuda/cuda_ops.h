@@ -84,6 +84,9 @@ class CudaOps final : public Ops {
                                   const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                                   Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
+  Status add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,
+                             const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits, Tensor& indices,
+                             Tensor& weights) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
 
   CudaContext& context() { return *ctx_; }

@@ -37,6 +37,27 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::siz
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
+// launch_dependent for a grid of thread-block clusters of `cluster` CTAs along x (grid.x a multiple of it).
+template <class... Params, class... Args>
+void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, unsigned cluster, dim3 block,
+                               std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute[2];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_enabled() ? 2 : 1;
+  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
 #ifdef __CUDACC__
 // Waits until the kernels before this one have finished and their writes are visible, then lets the next dependent
 // kernel be scheduled (its blocks wait in turn). Every thread calls it, before its first dependent access.

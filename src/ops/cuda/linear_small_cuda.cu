@@ -9,14 +9,14 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/linear_small_tile.cuh"
 #include "ops/cuda/router_topk.cuh"
 
 namespace day0 {
 namespace {
 
-constexpr int kRowsPerCta = 16;   // the MMA's M
-constexpr int kTokensPerMma = 8;  // the MMA's N
+using small_m::kRowsPerCta;
+using small_m::kTokensPerMma;
 // CTA shapes: split-K warps x 32-wide k blocks whose weights a lane loads before it multiplies. Many row tiles
 // (q/k/v's 320, lm_head): 8 x 4, several CTAs per SM. Up to two an SM (o's 180): 8 x 8, half the rounds of loads
 // (the kernel is latency-bound: Nsight Compute, v15). A few (the router: 2 tiles of 16 experts at 20b): 16 x 8 on
@@ -54,15 +54,6 @@ struct Args {
   RouterTopk topk;
 };
 
-// Weights are read once per step: keep them out of L1, where x lives.
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
 __device__ __forceinline__ float bias_value(const Target& t, int row) {
   if (t.bias_kind == kBiasF32) return static_cast<const float*>(t.bias)[row];
   if (t.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(t.bias)[row]);
@@ -85,12 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
     if (i < a.n_targets && static_cast<int>(blockIdx.x) >= a.t[i].tile_begin) tg = a.t[i];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
-  const int chunks = a.k / 8;  // 16-byte pieces of a row
-  const int k_blocks = (chunks + 3) / 4;
-  // Rows past N read the last row (in bounds) and are not stored.
-  const uint4* w_lo = reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g, tg.n - 1)) * a.k);
-  const uint4* w_hi =
-      reinterpret_cast<const uint4*>(tg.w + static_cast<std::int64_t>(min(row0 + g + 8, tg.n - 1)) * a.k);
+  const small_m::WeightRows rows = small_m::weight_rows(tg.w, tg.n, a.k, row0, g);
   // Rows beyond 16 come in slices of 16 (grid.y), each computed as if it were the whole call.
   const int token0 = static_cast<int>(blockIdx.y) * kLinearSmallMaxRows;
   const float* x_row[kTiles];
@@ -102,61 +88,17 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
   float acc[kTiles][4];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-
-  uint4 lo[kInFlight], hi[kInFlight];
-  auto load_weights = [&](int kb0) {
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int c = (kb0 + u) * 4 + t;
-      lo[u] = hi[u] = make_uint4(0, 0, 0, 0);
-      if (c < chunks) {
-        lo[u] = load_streaming(w_lo + c);
-        hi[u] = load_streaming(w_hi + c);
-      }
-    }
-  };
   // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
-  load_weights(warp * kInFlight);
+  small_m::WeightRound<kInFlight> round;
+  small_m::load_round(round, rows, warp * kInFlight);
   begin_dependent_grid();
-  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
-    if (kb0 != warp * kInFlight) load_weights(kb0);
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int c = (kb0 + u) * 4 + t;
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        std::uint32_t b[4] = {0, 0, 0, 0};
-        if (x_row[i] != nullptr && c < chunks) {
-          const float4 p = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c);
-          const float4 q = __ldg(reinterpret_cast<const float4*>(x_row[i]) + 2 * c + 1);
-          b[0] = pack_bf16x2(p.x, p.y);
-          b[1] = pack_bf16x2(p.z, p.w);
-          b[2] = pack_bf16x2(q.x, q.y);
-          b[3] = pack_bf16x2(q.z, q.w);
-        }
-        mma_bf16_16816(acc[i], lo[u].x, hi[u].x, lo[u].y, hi[u].y, b[0], b[1]);
-        mma_bf16_16816(acc[i], lo[u].z, hi[u].z, lo[u].w, hi[u].w, b[2], b[3]);
-      }
-    }
-  }
+  small_m::split_k_sums<kTiles, kWarps, kInFlight>(acc, round, rows, x_row);
 
   // Split-K partials summed in warp order (deterministic); warp i finishes token tile i.
   __shared__ float partial[kWarps][kTiles][32][4];
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) partial[warp][i][lane][j] = acc[i][j];
-  __syncthreads();
-  if (warp < kTiles) {
+  float v[4];
+  if (small_m::reduce_split_k<kTiles, kWarps>(acc, partial, v)) {
     const int tile = warp;
-    float v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float s = partial[0][tile][lane][j];
-#pragma unroll
-      for (int w = 1; w < kWarps; ++w) s += partial[w][tile][lane][j];
-      v[j] = s;
-    }
     // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

@@ -13,14 +13,14 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/rms_norm_math.cuh"
 
 namespace day0 {
 namespace {
 
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+using namespace rms_norm_math;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNormThreads;
 constexpr int kMaxSlots = 64;  // as moe_combine_cuda
 
 // Where row s's residual comes from: `rows` [S, H], or (slots, k > 0) y [S k, H] by assignment with the router's
@@ -79,18 +79,7 @@ __device__ __forceinline__ float4 combined4(const Residual& r, const int* order,
 // Sum over the block; every thread gets the result.
 __device__ float block_sum(float v) {
   __shared__ float warp_sums[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < kThreads / 32; ++w) total += warp_sums[w];  // same order in every thread
-  return total;
-}
-
-// Same expression as the CPU reference: IEEE division and sqrt (nvcc's defaults without fast-math).
-__device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) {
-  return 1.0f / sqrtf(sum_sq / n + eps);
+  return rms_norm_math::block_sum<kThreads / 32>(v, warp_sums);
 }
 
 template <class W>
@@ -126,27 +115,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__device__ __forceinline__ float4 load_weights4(const float* w, int i) { return reinterpret_cast<const float4*>(w)[i]; }
-__device__ __forceinline__ float4 load_weights4(const __nv_bfloat16* w, int i) {
-  const uint2 raw = reinterpret_cast<const uint2*>(w)[i];
-  const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
-  const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-  return make_float4(__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi));
-}
-
-constexpr int kVecPerThread = 4;  // float4s per thread: rows of up to 4 * 4 * kThreads values
-
-// The vector kernels' shared steps: squares summed in x, y, z, w order, and the normalised float4.
-__device__ __forceinline__ void add_squares(float& sum_sq, const float4& v) {
-  sum_sq += v.x * v.x;
-  sum_sq += v.y * v.y;
-  sum_sq += v.z * v.z;
-  sum_sq += v.w * v.w;
-}
-__device__ __forceinline__ float4 normalised(const float4& w, float w_offset, const float4& v, float inv_rms) {
-  return make_float4((w.x + w_offset) * (v.x * inv_rms), (w.y + w_offset) * (v.y * inv_rms),
-                     (w.z + w_offset) * (v.z * inv_rms), (w.w + w_offset) * (v.w * inv_rms));
-}
+constexpr int kVecPerThread = kNormVecPerThread;  // float4s per thread: rows of up to 4 * 4 * kThreads values
 
 template <class W>
 __global__ void __launch_bounds__(kThreads)

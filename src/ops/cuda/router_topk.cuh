@@ -17,8 +17,10 @@ __device__ __forceinline__ bool router_beats(float va, int ia, float vb, int ib)
   return va > vb || (va == vb && ia < ib);
 }
 
-// Every lane of the warp calls it with the same row: logits [E] (read through L2, so rows other CTAs of the same
-// kernel wrote are seen), writes indices [k] and weights [k]. E <= kRouterMaxExperts, 1 <= k <= min(kRouterMaxK, E).
+// Every lane of the warp calls it with the same row: logits [E] (in global memory read through L2, so rows other
+// CTAs of the same kernel wrote are seen; kShared: in shared memory), writes indices [k] and weights [k].
+// E <= kRouterMaxExperts, 1 <= k <= min(kRouterMaxK, E).
+template <bool kShared = false>
 __device__ __forceinline__ void router_topk_softmax_warp(const float* row, int E, int k, std::int32_t* indices,
                                                          float* weights) {
   constexpr int kPerLane = kRouterMaxExperts / 32;
@@ -28,7 +30,7 @@ __device__ __forceinline__ void router_topk_softmax_warp(const float* row, int E
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
-    v[j] = e < E ? __ldcg(row + e) : -INFINITY;
+    v[j] = e >= E ? -INFINITY : kShared ? row[e] : __ldcg(row + e);
     if (isnan(v[j])) v[j] = -INFINITY;
     if (e >= E) taken |= 1u << j;
   }

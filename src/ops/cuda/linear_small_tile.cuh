@@ -1,0 +1,115 @@
+// The small-M linear's CTA body (linear_small_cuda.h): 16 weight rows against up to 16 tokens on mma.sync, K split
+// between the warps and summed in warp order. Shared by linear_small_kernel and the fused norm + router kernel
+// (norm_router_cuda.h), so a row's sums are the same bits in both.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "ops/cuda/mma_sync.cuh"
+
+namespace day0::small_m {
+
+constexpr int kRowsPerCta = 16;   // the MMA's M
+constexpr int kTokensPerMma = 8;  // the MMA's N
+
+// Weights are read once per step: keep them out of L1, where x lives.
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// One lane's loads of a round: kInFlight 32-wide k blocks of weight rows g (lo) and g + 8 (hi). Lane (g, t) of a
+// warp owns, in every k block, the 8 contiguous values 8t..8t+7 of both rows.
+template <int kInFlight>
+struct WeightRound {
+  uint4 lo[kInFlight], hi[kInFlight];
+};
+
+// The lane's two weight rows of the CTA's 16 (rows past n read the last row, in bounds, and are not stored).
+struct WeightRows {
+  const uint4* lo;
+  const uint4* hi;
+  int chunks;  // 16-byte pieces of a row: K / 8
+};
+
+__device__ __forceinline__ WeightRows weight_rows(const __nv_bfloat16* w, int n, int k, int row0, int g) {
+  return {reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(row0 + g, n - 1)) * k),
+          reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(row0 + g + 8, n - 1)) * k), k / 8};
+}
+
+template <int kInFlight>
+__device__ __forceinline__ void load_round(WeightRound<kInFlight>& r, const WeightRows& w, int kb0) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int u = 0; u < kInFlight; ++u) {
+    const int c = (kb0 + u) * 4 + t;
+    r.lo[u] = r.hi[u] = make_uint4(0, 0, 0, 0);
+    if (c < w.chunks) {
+      r.lo[u] = load_streaming(w.lo + c);
+      r.hi[u] = load_streaming(w.hi + c);
+    }
+  }
+}
+
+// The warp's split-K sums: its rounds of k blocks (warp, warp + kWarps, ... in units of kInFlight), the first
+// already loaded into `round` (before the dependent wait). x_row[i]: token tile i's token g (f32 [K]: in global
+// memory, read through the non-coherent cache, or with kSharedX in shared memory), null where it does not exist.
+// acc[i]: the MMA accumulators of tile i (rows g, g + 8; tokens 2t, 2t + 1), zeroed by the caller.
+template <int kTiles, int kWarps, int kInFlight, bool kSharedX = false>
+__device__ __forceinline__ void split_k_sums(float (&acc)[kTiles][4], WeightRound<kInFlight>& round,
+                                             const WeightRows& w, const float* const (&x_row)[kTiles]) {
+  const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
+  const int k_blocks = (w.chunks + 3) / 4;
+  for (int kb0 = warp * kInFlight; kb0 < k_blocks; kb0 += kWarps * kInFlight) {
+    if (kb0 != warp * kInFlight) load_round(round, w, kb0);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int c = (kb0 + u) * 4 + t;
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        std::uint32_t b[4] = {0, 0, 0, 0};
+        if (x_row[i] != nullptr && c < w.chunks) {
+          const float4* x4 = reinterpret_cast<const float4*>(x_row[i]) + 2 * c;
+          const float4 p = kSharedX ? x4[0] : __ldg(x4);
+          const float4 q = kSharedX ? x4[1] : __ldg(x4 + 1);
+          b[0] = pack_bf16x2(p.x, p.y);
+          b[1] = pack_bf16x2(p.z, p.w);
+          b[2] = pack_bf16x2(q.x, q.y);
+          b[3] = pack_bf16x2(q.z, q.w);
+        }
+        mma_bf16_16816(acc[i], round.lo[u].x, round.hi[u].x, round.lo[u].y, round.hi[u].y, b[0], b[1]);
+        mma_bf16_16816(acc[i], round.lo[u].z, round.hi[u].z, round.lo[u].w, round.hi[u].w, b[2], b[3]);
+      }
+    }
+  }
+}
+
+// The warps' partials summed in warp order (deterministic): after it, warp i < kTiles holds tile i's sums in v
+// (v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens). Returns whether this warp holds
+// a tile. Every thread calls it (a CTA barrier).
+template <int kTiles, int kWarps>
+__device__ __forceinline__ bool reduce_split_k(const float (&acc)[kTiles][4], float (*partial)[kTiles][32][4],
+                                               float (&v)[4]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) partial[warp][i][lane][j] = acc[i][j];
+  __syncthreads();
+  if (warp >= kTiles) return false;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float s = partial[0][warp][lane][j];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) s += partial[w][warp][lane][j];
+    v[j] = s;
+  }
+  return true;
+}
+
+}  // namespace day0::small_m

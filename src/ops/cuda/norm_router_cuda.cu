@@ -1,0 +1,192 @@
+// The MoE block's norm and router in one launch: see the header.
+#include "ops/cuda/norm_router_cuda.h"
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/linear_small_tile.cuh"
+#include "ops/cuda/rms_norm_math.cuh"
+#include "ops/cuda/router_topk.cuh"
+
+namespace day0 {
+namespace {
+
+namespace cg = cooperative_groups;
+using namespace rms_norm_math;
+
+// linear_small_cuda's wide shape (the one its router takes): 16 split-K warps, 8 k blocks in flight a lane, so a
+// row tile of K <= 4,096 is one round of loads, issued before the wait.
+constexpr int kWarps = 16, kInFlight = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kNormWarps = kNormThreads / 32;  // the norm runs on the first 256 threads, as its own kernel's block
+static_assert(kThreads >= kNormThreads);
+static_assert(kNormRouterMaxHidden <= 4 * kNormVecPerThread * kNormThreads);
+
+struct NormRouterArgs {
+  float* x;
+  const float* y;
+  const void* norm_w;
+  float eps, w_offset;
+  float* out;
+  const __nv_bfloat16* router_w;
+  const void* bias;
+  bool bias_bf16;
+  float* logits;
+  std::int32_t* indices;
+  float* weights;
+  int H, E, k;
+};
+
+// CTA r of the cluster: experts 16 r .. 16 r + 15. Every CTA reads x and y and normalises the row (the same
+// bits in each); the first writes x and out, the latter once every CTA has read x (after the cluster barrier).
+template <class W>
+__global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs a) {
+  __shared__ __align__(16) float h_s[kNormRouterMaxHidden];
+  __shared__ float partial[kWarps][1][32][4];
+  __shared__ float warp_sums[kNormWarps];
+  __shared__ float logits_s[kNormRouterMaxExperts];  // the first CTA's: every CTA's logits
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool first = cluster.block_rank() == 0;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int row0 = static_cast<int>(blockIdx.x) * small_m::kRowsPerCta, n4 = a.H / 4;
+
+  // Weights first: no kernel writes them during a step.
+  const small_m::WeightRows rows = small_m::weight_rows(a.router_w, a.E, a.H, row0, g);
+  small_m::WeightRound<kInFlight> round;
+  small_m::load_round(round, rows, warp * kInFlight);
+  float4 v[kNormVecPerThread], wv[kNormVecPerThread];
+  if (tid < kNormThreads) {
+#pragma unroll
+    for (int j = 0; j < kNormVecPerThread; ++j)
+      if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(a.norm_w), tid + j * kNormThreads);
+  }
+  begin_dependent_grid();
+
+  // rms_norm_residual_vec_kernel's row: x + y, squares, the block sum, the normalised float4s.
+  float sum_sq = 0.f;
+  if (tid < kNormThreads) {
+#pragma unroll
+    for (int j = 0; j < kNormVecPerThread; ++j) {
+      const int i = tid + j * kNormThreads;
+      if (i >= n4) break;
+      v[j] = reinterpret_cast<const float4*>(a.x)[i];
+      const float4 r = reinterpret_cast<const float4*>(a.y)[i];
+      v[j].x += r.x, v[j].y += r.y, v[j].z += r.z, v[j].w += r.w;
+      add_squares(sum_sq, v[j]);
+    }
+  }
+  sum_sq = block_sum<kNormWarps>(sum_sq, warp_sums);
+  const float inv_rms = inverse_rms(sum_sq, static_cast<float>(a.H), a.eps);
+  if (tid < kNormThreads) {
+#pragma unroll
+    for (int j = 0; j < kNormVecPerThread; ++j) {
+      const int i = tid + j * kNormThreads;
+      if (i >= n4) break;
+      const float4 o = normalised(wv[j], a.w_offset, v[j], inv_rms);
+      reinterpret_cast<float4*>(h_s)[i] = o;
+      if (first) reinterpret_cast<float4*>(a.out)[i] = o;
+    }
+  }
+  __syncthreads();
+
+  // linear_small_kernel<1, 16, 8, true> on the normalised row (token 0: the lanes of MMA column g = 0).
+  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+  const float* const x_row[1] = {g == 0 ? h_s : nullptr};
+  small_m::split_k_sums<1, kWarps, kInFlight, /*kSharedX=*/true>(acc, round, rows, x_row);
+  float s[4];
+  if (small_m::reduce_split_k<1, kWarps>(acc, partial, s) && t == 0) {
+    float* gathered = cluster.map_shared_rank(logits_s, 0);
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {  // token 0: s[0] (row g) and s[2] (row g + 8)
+      const int row = row0 + g + (j == 0 ? 0 : 8);
+      if (row >= a.E) continue;
+      const float bias = a.bias == nullptr ? 0.f
+                         : a.bias_bf16     ? __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[row])
+                                           : static_cast<const float*>(a.bias)[row];
+      const float logit = s[j] + bias;
+      a.logits[row] = logit;
+      gathered[row] = logit;
+    }
+  }
+  cluster.sync();  // every CTA's logits are in the first one's shared memory, and every CTA has read x
+  if (!first) return;
+  if (warp == 0) router_topk_softmax_warp<true>(logits_s, a.E, a.k, a.indices, a.weights);
+  if (tid < kNormThreads) {
+#pragma unroll
+    for (int j = 0; j < kNormVecPerThread; ++j) {
+      const int i = tid + j * kNormThreads;
+      if (i >= n4) break;
+      reinterpret_cast<float4*>(a.x)[i] = v[j];
+    }
+  }
+}
+
+}  // namespace
+
+bool norm_router_fits(const Tensor& x, const Tensor& y, const Tensor& norm_w, Tensor& out, const LinearTarget& router,
+                      int k) {
+  if (x.dim() != 2 || x.size(0) != 1 || x.dtype() != DType::f32) return false;
+  const std::int64_t H = x.size(1);
+  if (H % 8 != 0 || H < 8 || H > kNormRouterMaxHidden) return false;
+  if (router.w.dim() != 2 || router.w.dtype() != DType::bf16 || router.w.size(1) != H) return false;
+  const std::int64_t E = router.w.size(0);
+  if (E < 1 || E > kNormRouterMaxExperts || k < 1 || k > kRouterMaxK || k > E) return false;
+  if (norm_w.dtype() != DType::bf16 && norm_w.dtype() != DType::f32) return false;
+  return aligned_to(x.raw(), 16) && aligned_to(y.raw(), 16) && aligned_to(out.raw(), 16) &&
+         aligned_to(norm_w.raw(), 16) && aligned_to(router.w.raw(), 16);
+}
+
+Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float eps, bool plus_one, Tensor& out,
+                        const LinearTarget& router, int k, Tensor& indices, Tensor& weights, cudaStream_t stream) {
+  const char* op = "norm_router_cuda";
+  if (!norm_router_fits(x, y, norm_w, out, router, k))
+    return make_error(std::string(op) + ": needs x f32 [1, H <= " + std::to_string(kNormRouterMaxHidden) +
+                      ", H % 8 == 0], a bf16 router [E <= " + std::to_string(kNormRouterMaxExperts) +
+                      ", H], 1 <= k <= min(" + std::to_string(kRouterMaxK) +
+                      ", E) and 16-byte aligned tensors; got x " + shape_to_string(x.shape()) + ", router " +
+                      shape_to_string(router.w.shape()) + ", k = " + std::to_string(k));
+  const std::int64_t H = x.size(1), E = router.w.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {1, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {1, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(norm_w, op, "norm weight", {DType::bf16, DType::f32}, {H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {1, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(router.w, op, "router weight", {DType::bf16}, {E, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(router.out, op, "logits", {DType::f32}, {1, E}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {1, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {1, k}));
+  if (has_values(router.bias))
+    D0_RETURN_IF_ERROR(check_cuda_tensor(router.bias, op, "router bias", {DType::f32, DType::bf16}, {E}));
+  if (out.raw() == x.raw() || out.raw() == y.raw() || x.raw() == y.raw())
+    return make_error(std::string(op) + ": x, y and out must be distinct");
+  Tensor logits = router.out;  // a handle: the caller's storage
+  const NormRouterArgs a{x.data<float>(),
+                         y.data<float>(),
+                         norm_w.raw(),
+                         eps,
+                         plus_one ? 1.f : 0.f,
+                         out.data<float>(),
+                         static_cast<const __nv_bfloat16*>(router.w.raw()),
+                         has_values(router.bias) ? router.bias.raw() : nullptr,
+                         has_values(router.bias) && router.bias.dtype() == DType::bf16,
+                         logits.data<float>(),
+                         indices.data<std::int32_t>(),
+                         weights.data<float>(),
+                         static_cast<int>(H),
+                         static_cast<int>(E),
+                         k};
+  const unsigned ctas = static_cast<unsigned>((E + small_m::kRowsPerCta - 1) / small_m::kRowsPerCta);
+  if (norm_w.dtype() == DType::bf16)
+    launch_dependent_clusters(norm_router_kernel<__nv_bfloat16>, dim3(ctas), ctas, dim3(kThreads), 0, stream, a);
+  else
+    launch_dependent_clusters(norm_router_kernel<float>, dim3(ctas), ctas, dim3(kThreads), 0, stream, a);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("norm_router_kernel");
+  return Status::success();
+}
+
+}  // namespace day0

@@ -1,0 +1,54 @@
+// RMSNorm's arithmetic on the GPU, shared by the norm kernels (rms_norm_cuda.cu) and the fused norm + router
+// (norm_router_cuda.cu), so a row normalises to the same bits in both: the vector form's layout (thread i holds
+// float4s i, i + kNormThreads, ...), squares summed in x, y, z, w order, a fixed-order block sum.
+#pragma once
+
+#include <cuda_bf16.h>
+
+namespace day0::rms_norm_math {
+
+constexpr int kNormThreads = 256;  // the vector form's block: rows of up to 4 * kNormVecPerThread * 256 values
+constexpr int kNormVecPerThread = 4;
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+__device__ __forceinline__ float4 load_weights4(const float* w, int i) { return reinterpret_cast<const float4*>(w)[i]; }
+__device__ __forceinline__ float4 load_weights4(const __nv_bfloat16* w, int i) {
+  const uint2 raw = reinterpret_cast<const uint2*>(w)[i];
+  const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+  const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+  return make_float4(__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi));
+}
+
+__device__ __forceinline__ void add_squares(float& sum_sq, const float4& v) {
+  sum_sq += v.x * v.x;
+  sum_sq += v.y * v.y;
+  sum_sq += v.z * v.z;
+  sum_sq += v.w * v.w;
+}
+
+__device__ __forceinline__ float4 normalised(const float4& w, float w_offset, const float4& v, float inv_rms) {
+  return make_float4((w.x + w_offset) * (v.x * inv_rms), (w.y + w_offset) * (v.y * inv_rms),
+                     (w.z + w_offset) * (v.z * inv_rms), (w.w + w_offset) * (v.w * inv_rms));
+}
+
+// Same expression as the CPU reference: IEEE division and sqrt (nvcc's defaults without fast-math).
+__device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) {
+  return 1.0f / sqrtf(sum_sq / n + eps);
+}
+
+// The sum of v over the block's first kWarps warps (any others pass 0 and are not added), in warp order; every
+// thread of the block calls it (a CTA barrier) and gets the result.
+template <int kWarps>
+__device__ __forceinline__ float block_sum(float v, float* warp_sums) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0 && warp < kWarps) warp_sums[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < kWarps; ++w) total += warp_sums[w];  // same order in every thread
+  return total;
+}
+
+}  // namespace day0::rms_norm_math
