@@ -60,6 +60,15 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::
     mma_f16_16816(c, a0, a1, a2, a3, b0, b1);
 }
 
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x by the special-function unit (relative error ~2^-22; flash attention's softmax exponential); 2^-inf = 0.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float max_abs4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
@@ -260,45 +269,50 @@ __global__ void __launch_bounds__(kThreads, 2)
                            b[2], b[3]);
         }
       }
-      // The scale times the two powers of two the operands were divided by: exact, one rounding as before.
-      const float f_lo = ldexpf(scale, eq_lo + ek), f_hi = ldexpf(scale, eq_hi + ek);
+      // Scores in log2 units: the scale, the two powers of two the operands were divided by and log2(e) in one
+      // factor, so each weight is one FFMA and one ex2 (the masked ones -inf, weight 0). The row maxima are taken
+      // on the raw scores (the factor is positive) and kept in those units.
+      const float f_lo = ldexpf(scale, eq_lo + ek) * kLog2e, f_hi = ldexpf(scale, eq_hi + ek) * kLog2e;
       // Every key of the tile visible to every row of the warp: no per-key mask.
       const bool full = __all_sync(0xffffffffu, live_lo && live_hi && k0 >= max(first_lo, first_hi) &&
                                                      k0 + kKeys - 1 <= min(min(pos_lo, pos_hi), valid_to));
       float mx_lo = -INFINITY, mx_hi = -INFINITY;
+      if (!full) {
 #pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j)
+        for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + 8 * j + 2 * t + (e & 1);
-          const bool hi_row = e >= 2;
-          const bool ok = full || (hi_row ? live_hi && key >= first_hi && key <= pos_hi && key <= valid_to
-                                          : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to);
-          const float v = ok ? sc[j][e] * (hi_row ? f_hi : f_lo) : -INFINITY;
-          sc[j][e] = v;
-          if (hi_row)
-            mx_hi = fmaxf(mx_hi, v);
-          else
-            mx_lo = fmaxf(mx_lo, v);
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int key = k0 + 8 * j + 2 * t + (e & 1);
+            const bool ok = e >= 2 ? live_hi && key >= first_hi && key <= pos_hi && key <= valid_to
+                                   : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to;
+            if (!ok) sc[j][e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int j = 0; j < kKeys / 8; ++j) {
+        mx_lo = fmaxf(mx_lo, fmaxf(sc[j][0], sc[j][1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(sc[j][2], sc[j][3]));
+      }
       // Row max across the 4 lanes of a row (t), then the online-softmax update.
 #pragma unroll
       for (int off = 1; off < 4; off <<= 1) {
         mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
         mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
       }
-      const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+      const float new_lo = fmaxf(m_lo, mx_lo * f_lo), new_hi = fmaxf(m_hi, mx_hi * f_hi);
       // A row with nothing seen yet (max -inf) keeps zeros: no exp(-inf - -inf).
-      const float keep_lo = new_lo == -INFINITY ? 1.f : expf(m_lo - new_lo);
-      const float keep_hi = new_hi == -INFINITY ? 1.f : expf(m_hi - new_hi);
+      const float keep_lo = new_lo == -INFINITY ? 1.f : exp2_approx(m_lo - new_lo);
+      const float keep_hi = new_hi == -INFINITY ? 1.f : exp2_approx(m_hi - new_hi);
       m_lo = new_lo, m_hi = new_hi;
+      // Against -inf (nothing seen) every score is -inf too: base 0 gives their weight 0.
+      const float base_lo = m_lo == -INFINITY ? 0.f : m_lo, base_hi = m_hi == -INFINITY ? 0.f : m_hi;
       float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) {  // exp(-inf) = 0 where m is finite; an all -inf row stays 0
-        sc[j][0] = m_lo == -INFINITY ? 0.f : expf(sc[j][0] - m_lo);
-        sc[j][1] = m_lo == -INFINITY ? 0.f : expf(sc[j][1] - m_lo);
-        sc[j][2] = m_hi == -INFINITY ? 0.f : expf(sc[j][2] - m_hi);
-        sc[j][3] = m_hi == -INFINITY ? 0.f : expf(sc[j][3] - m_hi);
+      for (int j = 0; j < kKeys / 8; ++j) {
+        sc[j][0] = exp2_approx(fmaf(sc[j][0], f_lo, -base_lo));
+        sc[j][1] = exp2_approx(fmaf(sc[j][1], f_lo, -base_lo));
+        sc[j][2] = exp2_approx(fmaf(sc[j][2], f_hi, -base_hi));
+        sc[j][3] = exp2_approx(fmaf(sc[j][3], f_hi, -base_hi));
         sum_lo += sc[j][0] + sc[j][1];
         sum_hi += sc[j][2] + sc[j][3];
       }
@@ -342,14 +356,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   float mul_lo, mul_hi;
   {
     float M_lo = m_lo, M_hi = m_hi, L_lo = l_lo, L_hi = l_hi;
-    if (a.sink_kind != kNoSink) {
-      const float sink = load_sink(a.sinks, a.sink_kind, h);
+    if (a.sink_kind != kNoSink) {  // in the running maxima's log2 units
+      const float sink = load_sink(a.sinks, a.sink_kind, h) * kLog2e;
       M_lo = fmaxf(m_lo, sink), M_hi = fmaxf(m_hi, sink);
-      L_lo = l_lo * (m_lo == -INFINITY ? 0.f : expf(m_lo - M_lo)) + expf(sink - M_lo);
-      L_hi = l_hi * (m_hi == -INFINITY ? 0.f : expf(m_hi - M_hi)) + expf(sink - M_hi);
+      L_lo = l_lo * (m_lo == -INFINITY ? 0.f : exp2_approx(m_lo - M_lo)) + exp2_approx(sink - M_lo);
+      L_hi = l_hi * (m_hi == -INFINITY ? 0.f : exp2_approx(m_hi - M_hi)) + exp2_approx(sink - M_hi);
     }
-    mul_lo = (m_lo == -INFINITY ? 0.f : expf(m_lo - M_lo)) / L_lo;
-    mul_hi = (m_hi == -INFINITY ? 0.f : expf(m_hi - M_hi)) / L_hi;
+    mul_lo = (m_lo == -INFINITY ? 0.f : exp2_approx(m_lo - M_lo)) / L_lo;
+    mul_hi = (m_hi == -INFINITY ? 0.f : exp2_approx(m_hi - M_hi)) / L_hi;
     mul_lo = ldexpf(mul_lo, ev), mul_hi = ldexpf(mul_hi, ev);  // O back from the V units
   }
   const bool bad_lo = bad_s[r_lo] != 0, bad_hi = bad_s[r_hi] != 0;

@@ -1,7 +1,8 @@
 // Prefill attention on tensor cores (flash-attention 2 style, f16 MMAs, f32 accumulation and softmax): one CTA
 // of 8 warps per (128 query rows, head), each warp 16 rows; key/value tiles of 64 rows staged in shared memory as
 // f16 (converted once per CTA), scores S = Q K^T and O += P V with mma.sync m16n8k16 fed by ldmatrix, the online
-// softmax in registers, P to the second MMA straight from the first one's accumulators.
+// softmax in registers (in log2 units: one FFMA and one ex2.approx a weight; tiles every row of a warp sees whole
+// skip the mask), P to the second MMA straight from the first one's accumulators.
 // Numerics as the TF32 kernel this replaced: f16 carries TF32's 11 significant bits; its range is made up by a
 // power of two per Q row and per K and V tile (largest magnitude into [2^14, 2^15)), divided out exactly after
 // the sums. So Q, K, V and P are rounded to 11 bits (relative 2^-11; elements 2^28 below their block's largest
