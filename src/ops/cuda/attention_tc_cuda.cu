@@ -203,13 +203,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys, buf ^= kBuffers - 1) {
       int ek = 0, ev_tile = 0;  // the tile's K and V powers of two (f16 operands)
       if constexpr (kBf16) {
-        __syncthreads();  // the other buffer's tile (the one before) is consumed
-        if (k0 + kKeys <= hi)
-          copy_tile(k0 + kKeys, buf ^ 1);
-        else
-          wgmma::copy_commit();
-        wgmma::copy_wait<1>();
-        __syncthreads();  // every thread's copies of this tile landed
+        wgmma::copy_wait<0>();  // this thread's copies of this tile landed
+        // One barrier a tile: every thread's copies of this tile landed, and the tile before (the other buffer)
+        // is consumed, so the next tile's copies may go there and land while this one computes.
+        __syncthreads();
+        if (k0 + kKeys <= hi) copy_tile(k0 + kKeys, buf ^ 1);
       } else {
         // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
         // two per tile (its largest magnitude first: loads, then a block maximum).

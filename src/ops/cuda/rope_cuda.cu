@@ -26,12 +26,18 @@ __device__ __forceinline__ void rope_cos_sin(float pos, float inv_freq, float at
   sn = static_cast<float>(sin(static_cast<double>(angle))) * attention_factor;
 }
 
-// The rotation of one lane pair (i, i + half); __fmul_rn/__fadd_rn keep nvcc from contracting into FMAs, which
-// the host reference does not use.
+// The rotation of one lane pair (a, b) = (v[i], v[i + half]); __fmul_rn/__fadd_rn keep nvcc from contracting into
+// FMAs, which the host reference does not use.
+__device__ __forceinline__ float rotated_first(float a, float b, float c, float sn) {
+  return __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
+}
+__device__ __forceinline__ float rotated_second(float a, float b, float c, float sn) {
+  return __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+}
 __device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, float sn) {
   const float a = v[i], b = v[i + half];
-  v[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
-  v[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+  v[i] = rotated_first(a, b, c, sn);
+  v[i + half] = rotated_second(a, b, c, sn);
 }
 
 __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restrict__ positions,
@@ -92,6 +98,82 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   }
 }
 
+// The prefill form (steps of kRowsMinTokens or more): a block per kRowsTokens tokens and every head, so each
+// token's angles are taken once (not once per KV head) by all threads at once, and each thread has kRowsBatch
+// pairs' loads in flight before it stores (one block per (token, KV head) left each block a few loads deep and
+// waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Same arithmetic, same bits.
+constexpr int kRowsTokens = 8;
+constexpr int kRowsMaxHalf = 64;
+constexpr int kRowsThreads = 256;
+constexpr int kRowsBatch = 4;
+constexpr std::int64_t kRowsMinTokens = 64;
+
+template <class KV>
+__global__ void __launch_bounds__(kRowsThreads)
+    rope_kv_write_rows_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+                              const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
+                              int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
+                              const std::int32_t* __restrict__ slots, std::int64_t n_slots, KV* __restrict__ k_pool,
+                              KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag, std::int64_t S) {
+  __shared__ float cs[kRowsTokens][kRowsMaxHalf], sn[kRowsTokens][kRowsMaxHalf];
+  __shared__ std::int64_t slot_s[kRowsTokens];
+  const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * kRowsTokens;
+  const int tokens = static_cast<int>(min(static_cast<std::int64_t>(kRowsTokens), S - s0));
+  for (int p = threadIdx.x; p < tokens * half; p += kRowsThreads) {
+    const int tt = p / half, i = p % half;
+    rope_cos_sin(static_cast<float>(positions[s0 + tt]), inv_freq[i], attention_factor, cs[tt][i], sn[tt][i]);
+  }
+  if (threadIdx.x < tokens) {
+    const std::int64_t slot = slots[s0 + threadIdx.x];
+    slot_s[threadIdx.x] = slot >= 0 && slot < n_slots ? slot : -1;
+  }
+  __syncthreads();
+  begin_dependent_grid();
+  if (threadIdx.x < tokens && slot_s[threadIdx.x] < 0) *error_flag = 1;  // that token's k and v are not written
+  // Rotations of `heads` heads a token in x [S, heads * head_dim], pair p = (token, head, i): consecutive threads
+  // on consecutive lanes of a head. k's rotated pairs also go to the token's pool slot.
+  auto rotate_rows = [&](float* x, int heads, KV* pool) {
+    const int pairs = heads * half, total = tokens * pairs;
+    for (int p0 = threadIdx.x; p0 < total; p0 += kRowsBatch * kRowsThreads) {
+      float a[kRowsBatch], b[kRowsBatch];
+#pragma unroll
+      for (int u = 0; u < kRowsBatch; ++u) {
+        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = p % pairs / half, i = p % half;
+        if (p >= total) continue;
+        const float* row = x + ((s0 + tt) * heads + h) * head_dim;
+        a[u] = row[i];
+        b[u] = row[i + half];
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsBatch; ++u) {
+        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = p % pairs / half, i = p % half;
+        if (p >= total) continue;
+        float* row = x + ((s0 + tt) * heads + h) * head_dim;
+        const float first = rotated_first(a[u], b[u], cs[tt][i], sn[tt][i]);
+        const float second = rotated_second(a[u], b[u], cs[tt][i], sn[tt][i]);
+        row[i] = first;
+        row[i + half] = second;
+        if (pool != nullptr && slot_s[tt] >= 0) {
+          KV* dst = pool + slot_s[tt] * heads * head_dim + h * head_dim;
+          store_kv(dst + i, first);
+          store_kv(dst + i + half, second);
+        }
+      }
+    }
+  };
+  rotate_rows(q, n_heads, nullptr);
+  rotate_rows(k, n_kv_heads, k_pool);
+  // v, and k's lanes past the rotary dim, into the pools as read.
+  const int width = n_kv_heads * head_dim, total = tokens * width;
+  for (int p = threadIdx.x; p < total; p += kRowsThreads) {
+    const int tt = p / width, c = p % width;
+    if (slot_s[tt] < 0) continue;
+    const std::int64_t dst = slot_s[tt] * width + c;
+    if (c % head_dim >= 2 * half) store_kv(k_pool + dst, k[(s0 + tt) * width + c]);
+    store_kv(v_pool + dst, v[(s0 + tt) * width + c]);
+  }
+}
+
 // inv_freq's length (half the rotary dim) after the checks both launchers share: f32 [half] on the device, the
 // rotation within head_dim and within the kernels' shared tables.
 Result<std::int64_t> rotary_half(const char* op, const Tensor& inv_freq, int head_dim) {
@@ -130,8 +212,18 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
     return make_error(std::string(op) + ": n_heads must be a multiple of n_kv_heads, got " + std::to_string(n_heads) +
                       " and " + std::to_string(n_kv_heads));
   if (n_kv_heads > 65535) return make_error(std::string(op) + ": more than 65535 KV heads");
+  const bool rows_form = S >= kRowsMinTokens && half <= kRowsMaxHalf;
   auto go = [&](auto* pool_type) {
     using KV = std::remove_pointer_t<decltype(pool_type)>;
+    if (rows_form) {
+      launch_dependent(rope_kv_write_rows_kernel<KV>, dim3(static_cast<unsigned>((S + kRowsTokens - 1) / kRowsTokens)),
+                       kRowsThreads, 0, stream, q.data<float>(), k.data<float>(), v.data<float>(),
+                       positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
+                       static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
+                       static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(),
+                       S);
+      return;
+    }
     launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,
                      0, stream, q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(),
                      inv_freq.data<float>(), n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
@@ -139,7 +231,7 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
                      static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>());
   };
   with_kv_element(k_pool.dtype() == DType::bf16, go);
-  D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel");
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel (or its rows form)");
   return Status::success();
 }
 

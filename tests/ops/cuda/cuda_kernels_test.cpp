@@ -2,16 +2,18 @@
 // residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU, and the
 // benchmarks' uniform fill. Outputs are NaN-poisoned before each launch,
 // so an element a kernel fails to write fails the comparison. Skipped visibly without a GPU.
+#include "ops/cuda/cuda_kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "cuda_test_util.h"
 #include "ops/cpu/cpu_ops.h"
-#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/random_fill_cuda.h"
 #include "ops/op_test_util.h"
 #include "ops/rope.h"
@@ -186,53 +188,70 @@ TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dim
     }
 }
 
-// The fused decode form: q and k rotated exactly as rope_cuda rotates them (bit for bit), k and v rows in their
-// pool slots, other slots untouched; a slot outside the pool raises the flag and writes nothing for that token.
+// The fused form: q and k rotated exactly as rope_cuda rotates them (bit for bit), k and v rows in their pool
+// slots, other slots untouched; a slot outside the pool raises the flag and writes nothing for that token. Decode
+// sizes (a block per token and KV head) and prefill sizes (70 tokens: blocks of 8 tokens, a ragged last one).
 TEST(CudaKernels, rope_kv_write_rotates_q_and_k_as_rope_and_writes_k_v_into_their_slots) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(1009);
   struct Case { int n_heads, n_kv_heads, head_dim, rotary_dim; float attention_factor; };
-  for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}}) {
-    const Tensor inv = inv_freq_table(c.rotary_dim);
-    const std::int64_t S = 3, qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
-    const Tensor positions = upload(*ctx, optest::i32_tensor({0, 17, 130000})), d_inv = upload(*ctx, inv);
-    const Tensor q = random_f32({S, qw}, rng), k = random_f32({S, w}, rng), v = random_f32({S, w}, rng);
-    Tensor want_q = upload(*ctx, q), want_k = upload(*ctx, k);
-    D0_ASSERT_OK(rope_cuda(want_q, c.n_heads, c.head_dim, positions, d_inv, c.attention_factor, ctx->stream()));
-    D0_ASSERT_OK(rope_cuda(want_k, c.n_kv_heads, c.head_dim, positions, d_inv, c.attention_factor, ctx->stream()));
-    const Tensor hq = download(*ctx, want_q), hk = download(*ctx, want_k);
+  for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}})
+    for (const std::int64_t S : {3, 70}) {
+      SCOPED_TRACE(::testing::Message() << "heads " << c.n_heads << " d " << c.head_dim << " S " << S);
+      const Tensor inv = inv_freq_table(c.rotary_dim);
+      const std::int64_t qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
+      const std::int64_t n_slots = 2 * S + 2;
+      std::vector<std::int32_t> pos(S), order(n_slots);
+      for (auto& p : pos) p = static_cast<std::int32_t>(rng() % 131072);
+      pos[0] = 0;
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      const std::vector<std::int32_t> slots(order.begin(), order.begin() + S);
+      const Tensor positions = upload(*ctx, optest::i32_tensor(pos)), d_inv = upload(*ctx, inv);
+      const Tensor q = random_f32({S, qw}, rng), k = random_f32({S, w}, rng), v = random_f32({S, w}, rng);
+      Tensor want_q = upload(*ctx, q), want_k = upload(*ctx, k);
+      D0_ASSERT_OK(rope_cuda(want_q, c.n_heads, c.head_dim, positions, d_inv, c.attention_factor, ctx->stream()));
+      D0_ASSERT_OK(rope_cuda(want_k, c.n_kv_heads, c.head_dim, positions, d_inv, c.attention_factor, ctx->stream()));
+      const Tensor hq = download(*ctx, want_q), hk = download(*ctx, want_k);
 
-    Tensor d_q = upload(*ctx, q), d_k = upload(*ctx, k);
-    Tensor kp = zeroed(*ctx, {8, w}, DType::f32), vp = zeroed(*ctx, {8, w}, DType::f32);
-    Tensor flag = zeroed(*ctx, {1}, DType::i32);
-    const std::vector<std::int32_t> slots = {5, 0, 7};
-    D0_ASSERT_OK(rope_kv_write_cuda(d_q, c.n_heads, d_k, c.n_kv_heads, upload(*ctx, v), c.head_dim, positions, d_inv,
-                                    c.attention_factor, upload(*ctx, optest::i32_tensor(slots)), kp, vp, flag,
-                                    ctx->stream()));
-    const Tensor gq = download(*ctx, d_q), gk = download(*ctx, kp), gv = download(*ctx, vp);
-    for (std::int64_t i = 0; i < S * qw; ++i) ASSERT_EQ(gq.data<float>()[i], hq.data<float>()[i]) << "q " << i;
-    for (std::int64_t slot = 0; slot < 8; ++slot) {
-      const auto it = std::find(slots.begin(), slots.end(), static_cast<std::int32_t>(slot));
-      for (std::int64_t j = 0; j < w; ++j) {
-        const float kk = gk.data<float>()[slot * w + j], vv = gv.data<float>()[slot * w + j];
-        if (it == slots.end()) {
-          ASSERT_EQ(kk, 0.f) << "slot " << slot;
-          ASSERT_EQ(vv, 0.f) << "slot " << slot;
-          continue;
+      Tensor d_q = upload(*ctx, q), d_k = upload(*ctx, k);
+      Tensor kp = zeroed(*ctx, {n_slots, w}, DType::f32), vp = zeroed(*ctx, {n_slots, w}, DType::f32);
+      Tensor flag = zeroed(*ctx, {1}, DType::i32);
+      D0_ASSERT_OK(rope_kv_write_cuda(d_q, c.n_heads, d_k, c.n_kv_heads, upload(*ctx, v), c.head_dim, positions, d_inv,
+                                      c.attention_factor, upload(*ctx, optest::i32_tensor(slots)), kp, vp, flag,
+                                      ctx->stream()));
+      const Tensor gq = download(*ctx, d_q), gk = download(*ctx, kp), gv = download(*ctx, vp), rk = download(*ctx, d_k);
+      for (std::int64_t i = 0; i < S * qw; ++i) ASSERT_EQ(gq.data<float>()[i], hq.data<float>()[i]) << "q " << i;
+      for (std::int64_t i = 0; i < S * w; ++i) ASSERT_EQ(rk.data<float>()[i], hk.data<float>()[i]) << "k " << i;
+      for (std::int64_t slot = 0; slot < n_slots; ++slot) {
+        const auto it = std::find(slots.begin(), slots.end(), static_cast<std::int32_t>(slot));
+        for (std::int64_t j = 0; j < w; ++j) {
+          const float kk = gk.data<float>()[slot * w + j], vv = gv.data<float>()[slot * w + j];
+          if (it == slots.end()) {
+            ASSERT_EQ(kk, 0.f) << "slot " << slot;
+            ASSERT_EQ(vv, 0.f) << "slot " << slot;
+            continue;
+          }
+          const std::int64_t s = it - slots.begin();
+          ASSERT_EQ(kk, hk.data<float>()[s * w + j]) << "k slot " << slot << " " << j;
+          ASSERT_EQ(vv, v.data<float>()[s * w + j]) << "v slot " << slot << " " << j;
         }
-        const std::int64_t s = it - slots.begin();
-        ASSERT_EQ(kk, hk.data<float>()[s * w + j]) << "k slot " << slot << " " << j;
-        ASSERT_EQ(vv, v.data<float>()[s * w + j]) << "v slot " << slot << " " << j;
       }
+      EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+      // One token's slot past the pool: the flag, and that token's pool rows untouched.
+      std::vector<std::int32_t> bad = slots;
+      bad[S / 2] = static_cast<std::int32_t>(n_slots + 7);
+      Tensor kp2 = zeroed(*ctx, {n_slots, w}, DType::f32), vp2 = zeroed(*ctx, {n_slots, w}, DType::f32);
+      D0_ASSERT_OK(rope_kv_write_cuda(d_q, c.n_heads, d_k, c.n_kv_heads, upload(*ctx, v), c.head_dim, positions, d_inv,
+                                      c.attention_factor, upload(*ctx, optest::i32_tensor(bad)), kp2, vp2, flag,
+                                      ctx->stream()));
+      EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+      const Tensor gv2 = download(*ctx, vp2);
+      for (std::int64_t j = 0; j < w; ++j)
+        ASSERT_EQ(gv2.data<float>()[slots[S / 2] * w + j], 0.f) << "the bad token's old slot was written";
     }
-    EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
-    D0_ASSERT_OK(rope_kv_write_cuda(d_q, c.n_heads, d_k, c.n_kv_heads, upload(*ctx, v), c.head_dim, positions, d_inv,
-                                    c.attention_factor, upload(*ctx, optest::i32_tensor({1, 9, 2})), kp, vp, flag,
-                                    ctx->stream()));
-    EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
-  }
 }
 
 // Benchmark operands: in range, centred, repeatable for a seed, different for another seed, in every dtype.
