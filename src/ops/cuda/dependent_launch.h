@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <utility>
 
 namespace day0 {
 
@@ -18,44 +19,42 @@ namespace day0 {
 void set_dependent_launch(bool on);
 bool dependent_launch_enabled();
 
-// cudaLaunchKernelEx with the programmatic-serialization attribute when the switch is on (an ordinary launch
-// otherwise); the launcher checks the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
-template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
-                      Args&&... args) {
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
-  // The result also lands in cudaGetLastError, which the launchers read.
-  (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
-// launch_dependent for a grid of thread-block clusters of `cluster` CTAs along x (grid.x a multiple of it).
+// cudaLaunchKernelEx with the programmatic-serialization attribute when the switch is on, and a grid of
+// thread-block clusters of `cluster` CTAs along x when cluster > 0 (grid.x a multiple of it); the launcher checks
+// the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
 template <class... Params, class... Args>
 void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, unsigned cluster, dim3 block,
                                std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = cluster;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  attribute[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[1].val.programmaticStreamSerializationAllowed = 1;
+  unsigned n = 0;
+  if (cluster > 0) {
+    attribute[n].id = cudaLaunchAttributeClusterDimension;
+    attribute[n].val.clusterDim.x = cluster;
+    attribute[n].val.clusterDim.y = 1;
+    attribute[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (dependent_launch_enabled()) {
+    attribute[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = dependent_launch_enabled() ? 2 : 1;
+  config.numAttrs = n;
+  // The result also lands in cudaGetLastError, which the launchers read.
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// launch_dependent_clusters without clusters: a plain grid.
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                      Args&&... args) {
+  launch_dependent_clusters(kernel, grid, 0, block, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__
