@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
@@ -26,8 +27,6 @@ constexpr int kWideWarps = 16, kWideInFlight = 8;
 constexpr std::int64_t kWideMaxTiles = 16;
 // Up to two CTAs an SM (the o projection's 180 row tiles at 20b): 8 k blocks in flight a warp, half the rounds.
 constexpr int kDeepInFlight = 8;
-
-enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
 struct Target {
   const __nv_bfloat16* w;
@@ -54,11 +53,7 @@ struct Args {
   RouterTopk topk;
 };
 
-__device__ __forceinline__ float bias_value(const Target& t, int row) {
-  if (t.bias_kind == kBiasF32) return static_cast<const float*>(t.bias)[row];
-  if (t.bias_kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(t.bias)[row]);
-  return 0.f;
-}
+__device__ __forceinline__ float bias_at(const Target& t, int row) { return bias_value(t.bias, t.bias_kind, row); }
 
 // kTiles MMAs of 8 tokens: M <= 8 kTiles. Lane (g, t) of a warp owns, in every 32-wide k block, the 8 contiguous
 // values 8t..8t+7 of weight rows g and g + 8 and of token g of each tile; the first MMA takes values 8t..8t+3,
@@ -103,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + tile * kTokensPerMma + 2 * t + j % 2;
-      if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_value(tg, row);
+      if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_at(tg, row);
     }
   }
   if constexpr (!kTopk) return;
@@ -178,7 +173,7 @@ Result<Args> small_m_args(const char* op, const Tensor& x, const std::vector<Lin
     if (has_values(lt.bias)) {
       D0_RETURN_IF_ERROR(check_cuda_tensor(lt.bias, op, "bias", {DType::f32, DType::bf16}, {N}));
       t.bias = lt.bias.raw();
-      t.bias_kind = lt.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16;
+      t.bias_kind = bias_kind_of(lt.bias);
     }
     tiles += (N + kRowsPerCta - 1) / kRowsPerCta;
     if (N < 1 || tiles > 2147483647) return make_error(std::string(op) + ": N must be in [1, 2^31 * 16)");

@@ -9,14 +9,13 @@
 #include <type_traits>
 
 #include "core/status.h"
+#include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 
 namespace day0::mxfp4_kernels {
-
-enum BiasKind : int { kNoBias = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
 // The E2M1 pair of packed byte b (lo / hi: the word's low and high nibbles, one per byte) as one bf16x2 holding
 // value * 2^-126: sign to bit 15, the 3 magnitude bits (exponent 2 bits, mantissa 1 bit) to bits 8..6. In bf16
@@ -172,12 +171,6 @@ struct KernelArgs {
   void* out;
 };
 
-__device__ __forceinline__ float bias_value(const void* bias, int kind, std::int64_t i) {
-  if (kind == kBiasF32) return static_cast<const float*>(bias)[i];
-  if (kind == kBiasBf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(bias)[i]);
-  return 0.f;
-}
-
 __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
@@ -315,7 +308,7 @@ inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& 
   }
   if (!has_values(w.bias)) return static_cast<int>(kNoBias);
   D0_RETURN_IF_ERROR(check_cuda_tensor(w.bias, op, "bias", {DType::f32, DType::bf16}, {w.n_experts, w.out}));
-  return static_cast<int>(w.bias.dtype() == DType::f32 ? kBiasF32 : kBiasBf16);
+  return bias_kind_of(w.bias);
 }
 
 // The launchers' shared checks (MXFP4 experts, grouping tensors, x, out for the SwiGLU or plain form, bias) and

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -36,7 +37,7 @@ struct NormRouterArgs {
   float* out;
   const __nv_bfloat16* router_w;
   const void* bias;
-  bool bias_bf16;
+  int bias_kind;
   float* logits;
   std::int32_t* indices;
   float* weights;
@@ -106,10 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs
     for (int j = 0; j < 4; j += 2) {  // token 0: s[0] (row g) and s[2] (row g + 8)
       const int row = row0 + g + (j == 0 ? 0 : 8);
       if (row >= a.E) continue;
-      const float bias = a.bias == nullptr ? 0.f
-                         : a.bias_bf16     ? __bfloat162float(static_cast<const __nv_bfloat16*>(a.bias)[row])
-                                           : static_cast<const float*>(a.bias)[row];
-      const float logit = s[j] + bias;
+      const float logit = s[j] + bias_value(a.bias, a.bias_kind, row);
       a.logits[row] = logit;
       gathered[row] = logit;
     }
@@ -173,7 +171,7 @@ Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float 
                          out.data<float>(),
                          static_cast<const __nv_bfloat16*>(router.w.raw()),
                          has_values(router.bias) ? router.bias.raw() : nullptr,
-                         has_values(router.bias) && router.bias.dtype() == DType::bf16,
+                         bias_kind_of(router.bias),
                          logits.data<float>(),
                          indices.data<std::int32_t>(),
                          weights.data<float>(),
