@@ -160,11 +160,13 @@ Status Executor::token_mixer(int layer, const Tensor& h, const Tensor& positions
   return make_error("layer " + std::to_string(layer) + ": token mixer kind not implemented");
 }
 
+std::tuple<const Tensor&, float, bool> Executor::norm_args(const NormSpec& n) const {
+  return {weights_.get(n.weight), n.eps, n.kind == NormKind::rms_plus_one};
+}
+
 Status Executor::channel_norm(int layer, Tensor& x, const Tensor& y, Tensor& h, Routing& routing) {
   const LayerSpec& L = spec_.layers[layer];
-  const Tensor& w = weights_.get(L.channel_norm.weight);
-  const float eps = L.channel_norm.eps;
-  const bool plus_one = L.channel_norm.kind == NormKind::rms_plus_one;
+  const auto [w, eps, plus_one] = norm_args(L.channel_norm);
   if (L.channel.kind != ChannelMixerKind::moe) {
     ProfileSpan span(ops_, "norms (with the residual adds)");
     return ops_.add_rms_norm(x, y, w, eps, plus_one, h);

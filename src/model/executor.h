@@ -12,9 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
 #include <span>
+#include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "arch/model_spec.h"
@@ -115,6 +116,8 @@ class Executor {
                      Tensor& out);
   Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
                          const PagedKv& kv, Tensor& out);
+  // A norm's weight, epsilon and whether it scales by 1 + weight.
+  std::tuple<const Tensor&, float, bool> norm_args(const NormSpec& n) const;
   // A MoE block's router outputs, computed with the norm before it (channel_norm).
   struct Routing {
     Tensor logits, indices, weights;

@@ -119,9 +119,6 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   }
   D0_RETURN_IF_ERROR(emit(tap, "embed", x));
 
-  auto norm_args = [&](const NormSpec& n) {
-    return std::tuple<const Tensor&, float, bool>(weights_.get(n.weight), n.eps, n.kind == NormKind::rms_plus_one);
-  };
   const int n_layers = static_cast<int>(spec_.layers.size());
   {
     ProfileSpan span(ops_, "norms (with the residual adds)");
