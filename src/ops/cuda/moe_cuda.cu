@@ -302,8 +302,8 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
       mxfp4_token_matmul_fits(down)) {  // one token: its k experts straight from the router's ids, no grouping
     Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
-    // The router read x to make `indices`: x was written before it, the ids by it (two launches before down).
-    D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream, {.x = true}));
+    // The router wrote the ids two launches before down.
+    D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream));
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream, {.slots = true}));
     return combine(y);
   }

@@ -61,12 +61,12 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 // f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
 // slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
 // where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
-// `settled` names the inputs that no kernel still running when this one is launched writes (they were written two
-// or more launches back): settled slots are read and their weights fetched before the dependent-launch wait (the
-// down projection: the router's ids, gate_up in between), a settled x is loaded before it (gate_up: the router read
-// the token in between). Either way they overlap the kernel just before.
+// `settled.slots`: no kernel still running when this one is launched writes the ids (they were written two or more
+// launches back), so they are read and their weights fetched before the dependent-launch wait, overlapping the
+// kernel just before (the down projection: the router's ids, gate_up in between). x is always loaded after the
+// wait: the kernel just before writes it (the norm + router, or gate_up).
 struct TokenSettledInputs {
-  bool slots = false, x = false;
+  bool slots = false;
 };
 // Fits: MXFP4 (16-byte aligned), out a multiple of 16, in a multiple of 32 with the bf16 row in
 // kMxfp4TokenMaxInputBytes (a CTA holds 16 weight rows and the row in shared memory).

@@ -114,7 +114,6 @@ struct TokenArgs {
   bool x_per_slot;            // row j of x for slot j, else row 0 for every slot
   const std::int32_t* slots;  // the token's k expert ids
   bool slots_settled;         // no kernel still in flight writes them: read (and the weights fetched) before the wait
-  bool x_settled;             // likewise for x: its loads go out before the wait
   std::int32_t* error_flag;
   float alpha, limit;
   void* out;
@@ -129,8 +128,10 @@ __host__ __device__ constexpr int x_offset(int groups) { return staged_layout(gr
 __host__ __device__ constexpr int shared_bytes(int groups) { return x_offset(groups) + groups * 32 * 2; }
 
 // The 16-byte pieces of slot j's input row (as bf16) that this warp's tiles (warp, warp + 8, ...) read: 16 a tile,
-// at most 2 a lane (K <= 4,096). Loaded into registers first, so that the loads can be in flight across the
-// dependent-launch wait and the copies' issue; then stored, and only this warp reads them (a warp barrier).
+// at most 2 a lane (K <= 4,096). Loaded into registers after the dependent-launch wait (the kernel just before
+// writes x: the norm + router, or gate_up for down) and in flight with the copies; then stored, and only this warp
+// reads them (a warp barrier). Through L2 (__ldcg), not the read-only path: ptxas moved unconditional __ldg loads
+// of x above the wait (griddepcontrol.wait, SASS ACQBULK), and the down projection read a stale h (v24).
 template <bool kF32>
 struct WarpXPieces {
   static constexpr int kPerLane = 2;
@@ -156,10 +157,10 @@ __device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int
     if (i < 0) continue;
     if constexpr (kF32) {
       const float4* src = static_cast<const float4*>(a.x) + row * (in / 4) + 2 * i;
-      x.raw[p][0] = __ldg(src);
-      x.raw[p][1] = __ldg(src + 1);
+      x.raw[p][0] = __ldcg(src);
+      x.raw[p][1] = __ldcg(src + 1);
     } else {
-      x.raw[p] = __ldg(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
+      x.raw[p] = __ldcg(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
     }
   }
   return x;
@@ -201,8 +202,6 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   if (threadIdx.x == 0) init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
   if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
   __syncthreads();
-  WarpXPieces<kF32> x;
-  if (a.x_settled) x = load_warp_x<kF32>(a, in, tiles);
   if (!a.slots_settled) begin_dependent_grid();
   const int slot = blockIdx.y;
   const int e = a.slots_settled ? __ldcg(a.slots + slot) : a.slots[slot];
@@ -216,8 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   issue_staged_copies(a.blocks, a.scales, static_cast<std::int64_t>(e) * a.out_rows + row0, groups, layout, shared,
                       bars);
   if (a.slots_settled) begin_dependent_grid();
-  if (!a.x_settled) x = load_warp_x<kF32>(a, in, tiles);  // in flight with the copies
-  store_warp_x<kF32>(x, in, tiles, x_shared);
+  store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int s = 0; s < stages; ++s) {
@@ -310,7 +308,6 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     x_rows > 1,
                     slots.data<std::int32_t>(),
                     settled.slots && dependent_launch_enabled(),
-                    settled.x && dependent_launch_enabled(),
                     flag.data<std::int32_t>(),
                     swiglu ? swiglu->alpha : 0.f,
                     swiglu ? swiglu->limit : 0.f,
