@@ -33,7 +33,7 @@ Status launch(Tensor& y, const Tensor& bias, std::int64_t M, std::int64_t N, cud
   return Status::success();
 }
 
-__global__ void add_inplace_kernel(float* __restrict__ x, const float* __restrict__ y, std::int64_t n) {
+__global__ void add_inplace_kernel(float* __restrict__ x, const float* y, std::int64_t n) {
   begin_dependent_grid();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)

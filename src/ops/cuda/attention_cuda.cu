@@ -48,10 +48,9 @@ struct SplitArgs {
 // once for the kG heads. Per head the arithmetic is the same sequence of operations whatever kG is.
 template <int kG, class KV>
 __global__ void __launch_bounds__(kThreads)
-    attention_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
-                     const std::int32_t* __restrict__ q_pos, const void* __restrict__ sinks, int sink_kind,
-                     float* __restrict__ out, int T, int n_heads, int group, int d, int window, float scale,
-                     KeyLayout layout, SplitArgs split) {
+    attention_kernel(const float* q, const KV* k, const KV* v, const std::int32_t* q_pos,
+                     const void* __restrict__ sinks, int sink_kind, float* __restrict__ out, int T, int n_heads,
+                     int group, int d, int window, float scale, KeyLayout layout, SplitArgs split) {
   begin_dependent_grid();
   __shared__ float qs[kG][kAttentionMaxHeadDim];
   __shared__ float ps[kG][kChunk];
@@ -222,9 +221,8 @@ __global__ void __launch_bounds__(kThreads)
 // were not written.
 constexpr int kMergeTile = 1024;
 __global__ void __launch_bounds__(kThreads)
-    attention_merge_kernel(const float* __restrict__ partials, int splits, int keys_per_split,
-                           const std::int32_t* __restrict__ q_pos, int window, int n_heads, int d,
-                           const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
+    attention_merge_kernel(const float* partials, int splits, int keys_per_split, const std::int32_t* q_pos, int window,
+                           int n_heads, int d, const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
   __shared__ float w_s[kMergeTile], l_s[kMergeTile], warp_max[kThreads / 32];
   const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
@@ -394,10 +392,9 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
 // k_pool[slots[s]] = k[s], v_pool[slots[s]] = v[s] (rounded to the pool's dtype); a slot outside the pool is skipped
 // and raises error_flag.
 template <class KV>
-__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
-                                const std::int32_t* __restrict__ slots, std::int64_t S, std::int64_t width,
-                                std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
-                                std::int32_t* __restrict__ error_flag) {
+__global__ void kv_write_kernel(const float* k, const float* v, const std::int32_t* slots, std::int64_t S,
+                                std::int64_t width, std::int64_t n_slots, KV* __restrict__ k_pool,
+                                KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag) {
   begin_dependent_grid();
   for (std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < S * width;
        idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {

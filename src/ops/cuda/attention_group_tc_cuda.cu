@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
@@ -97,21 +98,28 @@ __global__ void __launch_bounds__(32 * kWarps)
   find_rows(base);
   const __nv_bfloat16* kbase = static_cast<const __nv_bfloat16*>(a.k) + (h0 / kG) * kD + kLaneDims * t;
   const __nv_bfloat16* vbase = static_cast<const __nv_bfloat16*>(a.v) + (h0 / kG) * kD + 8 * g;
-  // A step's rows into registers (zeros past the span), those whose key `take` accepts.
+  // A step's rows into registers (zeros past the span), those whose key `take` accepts; `settled` keys (written two
+  // or more launches back) through the non-coherent path, the others through L2 (dependent_launch.h).
   uint4 kv[2][kKeyVecs], vv[4][kValVecs];
-  auto load_step = [&](auto take) {
+  auto load_step = [&](auto take, auto settled) {
+    const auto load = [](const uint4* p) {
+      if constexpr (decltype(settled)::value)
+        return __ldg(p);
+      else
+        return __ldcg(p);
+    };
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int u = 0; u < kKeyVecs; ++u)
         if (krow[nt] >= 0 && take(base + 8 * nt + g))
-          kv[nt][u] = __ldg(reinterpret_cast<const uint4*>(kbase + krow[nt] * kv_width) + u);
+          kv[nt][u] = load(reinterpret_cast<const uint4*>(kbase + krow[nt] * kv_width) + u);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int u = 0; u < kValVecs; ++u)
         if (vrow[r] >= 0 && take(base + 2 * t + (r % 2) + 8 * (r / 2)))
-          vv[r][u] = __ldg(reinterpret_cast<const uint4*>(vbase + vrow[r] * kv_width + 64 * u));
+          vv[r][u] = load(reinterpret_cast<const uint4*>(vbase + vrow[r] * kv_width + 64 * u));
   };
   auto clear_step = [&] {
 #pragma unroll
@@ -128,10 +136,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   // overlapping that kernel. Batches read every key after it (batch 8 measured ~1% slower with early keys).
   const int first_new = a.S == 1 ? gq.pos : 0;
   clear_step();
-  load_step([&](int key) { return key < first_new; });
+  load_step([&](int key) { return key < first_new; }, std::true_type{});
   begin_dependent_grid();
   if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);
-  load_step([&](int key) { return key >= first_new; });
+  load_step([&](int key) { return key >= first_new; }, std::false_type{});
 
   // A fragments of q: lane (g, t) holds head h0 + g's dims kLaneDims t .. in k-step order (k-step j: dims 4j ..
   // 4j + 3 of the lane's range), the high parts in rows g and the remainders in rows g + 8.
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (bool loaded = true; base <= keys.hi; base += kStepKeys * kWarps, loaded = false) {
     if (!loaded) {
       clear_step();
-      load_step([](int) { return true; });
+      load_step([](int) { return true; }, std::false_type{});
     }
     find_rows(base + kStepKeys * kWarps);  // the next step's, while the loads are in flight
 

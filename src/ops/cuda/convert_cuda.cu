@@ -10,8 +10,7 @@
 namespace day0 {
 namespace {
 
-__global__ void convert_f32_to_bf16_x4_kernel(const float4* __restrict__ in, std::int64_t n4,
-                                              __nv_bfloat162* __restrict__ out) {
+__global__ void convert_f32_to_bf16_x4_kernel(const float4* in, std::int64_t n4, __nv_bfloat162* __restrict__ out) {
   begin_dependent_grid();
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -21,7 +20,7 @@ __global__ void convert_f32_to_bf16_x4_kernel(const float4* __restrict__ in, std
   }
 }
 
-__global__ void convert_f32_to_bf16_kernel(const float* __restrict__ in, std::int64_t begin, std::int64_t n,
+__global__ void convert_f32_to_bf16_kernel(const float* in, std::int64_t begin, std::int64_t n,
                                            __nv_bfloat16* __restrict__ out) {
   begin_dependent_grid();
   for (std::int64_t i = begin + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;

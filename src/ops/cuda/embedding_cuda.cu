@@ -26,8 +26,8 @@ __device__ __forceinline__ std::int64_t checked_id(const std::int32_t* ids, std:
 
 // Scalar path: any H, any alignment.
 template <class T>
-__global__ void embedding_kernel(const T* __restrict__ table, const std::int32_t* __restrict__ ids, std::int64_t V,
-                                 std::int64_t H, float* __restrict__ out, std::int32_t* error_flag) {
+__global__ void embedding_kernel(const T* __restrict__ table, const std::int32_t* ids, std::int64_t V, std::int64_t H,
+                                 float* __restrict__ out, std::int32_t* error_flag) {
   begin_dependent_grid();
   const std::int64_t s = blockIdx.x;
   const std::int64_t id = checked_id(ids, s, V, error_flag);
@@ -37,7 +37,7 @@ __global__ void embedding_kernel(const T* __restrict__ table, const std::int32_t
 }
 
 // Vector path for bf16 tables with H % 8 == 0: one 16-byte load (8 bf16) and two 16-byte stores per thread.
-__global__ void embedding_bf16x8_kernel(const __nv_bfloat16* __restrict__ table, const std::int32_t* __restrict__ ids,
+__global__ void embedding_bf16x8_kernel(const __nv_bfloat16* __restrict__ table, const std::int32_t* ids,
                                         std::int64_t V, std::int64_t H, float* __restrict__ out,
                                         std::int32_t* error_flag) {
   begin_dependent_grid();

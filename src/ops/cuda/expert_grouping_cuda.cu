@@ -23,7 +23,7 @@ std::size_t shared_bytes(int E) { return sizeof(std::int32_t) * (static_cast<std
 // So the grouping is stable, and each assignment is read twice: A / 1,024 steps a warp per pass, where a warp per
 // expert scanning every assignment took A / 32 steps per expert (180 us at 8,192 assignments and 128 experts).
 __global__ void __launch_bounds__(kThreads)
-    group_kernel(const std::int32_t* __restrict__ idx, int A, int k, int E, std::int32_t* __restrict__ counts,
+    group_kernel(const std::int32_t* idx, int A, int k, int E, std::int32_t* __restrict__ counts,
                  std::int32_t* __restrict__ offsets, std::int32_t* __restrict__ rows,
                  std::int32_t* __restrict__ assignments, std::int32_t* __restrict__ experts,
                  std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag) {

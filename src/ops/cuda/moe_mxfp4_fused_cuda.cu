@@ -159,9 +159,8 @@ void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
                      a);
 }
 
-__global__ void moe_combine_kernel(const float* __restrict__ y, const std::int32_t* __restrict__ idx,
-                                   const float* __restrict__ wts, std::int64_t S, int k, std::int64_t H,
-                                   float* __restrict__ out) {
+__global__ void moe_combine_kernel(const float* y, const std::int32_t* idx, const float* wts, std::int64_t S, int k,
+                                   std::int64_t H, float* __restrict__ out) {
   begin_dependent_grid();
   const std::int64_t total = S * H;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;

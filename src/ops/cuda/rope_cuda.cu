@@ -40,9 +40,8 @@ __device__ __forceinline__ void rotate_pair(float* v, int i, int half, float c, 
   v[i + half] = rotated_second(a, b, c, sn);
 }
 
-__global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restrict__ positions,
-                            const float* __restrict__ inv_freq, int n_heads, int head_dim, int half,
-                            float attention_factor) {
+__global__ void rope_kernel(float* __restrict__ x, const std::int32_t* positions, const float* __restrict__ inv_freq,
+                            int n_heads, int head_dim, int half, float attention_factor) {
   begin_dependent_grid();
   const int heads_per_pass = blockDim.x / half;
   const int i = threadIdx.x % half, first_head = threadIdx.x / half;
@@ -59,12 +58,11 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* __restric
 // token spreads over 8 SMs, not 1. Positions, slots and inv_freq are step inputs and weights (written by no
 // kernel): the angles' cos and sin (fp64) are taken before the dependent wait, while the q/k/v projection runs.
 template <class KV>
-__global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
-                                     const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
-                                     int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
-                                     const std::int32_t* __restrict__ slots, std::int64_t n_slots,
-                                     KV* __restrict__ k_pool, KV* __restrict__ v_pool,
-                                     std::int32_t* __restrict__ error_flag) {
+__global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* v,
+                                     const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
+                                     int n_kv_heads, int head_dim, int half, float attention_factor,
+                                     const std::int32_t* slots, std::int64_t n_slots, KV* __restrict__ k_pool,
+                                     KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag) {
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
   const int kvh = blockIdx.y, group = n_heads / n_kv_heads;
@@ -110,11 +108,11 @@ constexpr std::int64_t kRowsMinTokens = 64;
 
 template <class KV>
 __global__ void __launch_bounds__(kRowsThreads)
-    rope_kv_write_rows_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
-                              const std::int32_t* __restrict__ positions, const float* __restrict__ inv_freq,
-                              int n_heads, int n_kv_heads, int head_dim, int half, float attention_factor,
-                              const std::int32_t* __restrict__ slots, std::int64_t n_slots, KV* __restrict__ k_pool,
-                              KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag, std::int64_t S) {
+    rope_kv_write_rows_kernel(float* __restrict__ q, float* __restrict__ k, const float* v,
+                              const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
+                              int n_kv_heads, int head_dim, int half, float attention_factor, const std::int32_t* slots,
+                              std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
+                              std::int32_t* __restrict__ error_flag, std::int64_t S) {
   __shared__ float cs[kRowsTokens][kRowsMaxHalf], sn[kRowsTokens][kRowsMaxHalf];
   __shared__ std::int64_t slot_s[kRowsTokens];
   const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * kRowsTokens;

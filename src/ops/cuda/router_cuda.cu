@@ -10,7 +10,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-__global__ void router_topk_softmax_kernel(const float* __restrict__ logits, std::int64_t S, int E, int k,
+__global__ void router_topk_softmax_kernel(const float* logits, std::int64_t S, int E, int k,
                                            std::int32_t* __restrict__ indices, float* __restrict__ weights) {
   begin_dependent_grid();
   const std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
