@@ -99,14 +99,14 @@ __global__ void __launch_bounds__(32 * kWarps)
   const __nv_bfloat16* kbase = static_cast<const __nv_bfloat16*>(a.k) + (h0 / kG) * kD + kLaneDims * t;
   const __nv_bfloat16* vbase = static_cast<const __nv_bfloat16*>(a.v) + (h0 / kG) * kD + 8 * g;
   // A step's rows into registers (zeros past the span), those whose key `take` accepts; `settled` keys (written two
-  // or more launches back) through the non-coherent path, the others through L2 (dependent_launch.h).
+  // or more launches back) through the non-coherent path, the others with coherent loads (__ldca, dependent_launch.h).
   uint4 kv[2][kKeyVecs], vv[4][kValVecs];
   auto load_step = [&](auto take, auto settled) {
     const auto load = [](const uint4* p) {
       if constexpr (decltype(settled)::value)
         return __ldg(p);
       else
-        return __ldcg(p);
+        return __ldca(p);
     };
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)

@@ -6,9 +6,9 @@
 // two or more launches back wrote, through L2 (__ldcg): a kernel starts only once every CTA of the one before has
 // passed its own wait, so those writers have finished (the down projection's expert ids, written before gate_up).
 // The call also lets the next dependent kernel be scheduled. Kernels launched the ordinary way ignore both.
-// Whatever an earlier kernel wrote is read with plain (or __ldcg) loads, never through the non-coherent path (__ldg,
-// or a const __restrict__ parameter, which the compiler turns into ld.global.nc): ptxas takes those loads as
-// invariant and may move them above the wait (v24: the one-token MoE kernel read a stale x that way).
+// Whatever an earlier kernel wrote is read with coherent loads (plain, __ldca, __ldcg), never through the
+// non-coherent path (__ldg, or a const __restrict__ parameter, which the compiler turns into ld.global.nc): ptxas
+// takes those loads as invariant and may move them above the wait (v24: the one-token MoE kernel read a stale x).
 // scripts/dependent-nc-loads lists every non-coherent load after a wait, by source line: only weights belong there.
 #pragma once
 

@@ -58,9 +58,9 @@ __device__ __forceinline__ void load_round(WeightRound<kInFlight>& r, const Weig
 
 // The warp's split-K sums: its rounds of k blocks (warp, warp + kWarps, ... in units of kInFlight), the first
 // already loaded into `round` (before the dependent wait). x_row[i]: token tile i's token g (f32 [K]: in global
-// memory, read through L2 (a kernel just before wrote it: dependent_launch.h), or with kSharedX in shared memory),
-// null where it does not exist.
-// acc[i]: the MMA accumulators of tile i (rows g, g + 8; tokens 2t, 2t + 1), zeroed by the caller.
+// memory, read coherently (__ldca: a kernel just before wrote it, dependent_launch.h), or with kSharedX in shared
+// memory), null where it does not exist. acc[i]: the MMA accumulators of tile i (rows g, g + 8; tokens 2t, 2t + 1),
+// zeroed by the caller.
 template <int kTiles, int kWarps, int kInFlight, bool kSharedX = false>
 __device__ __forceinline__ void split_k_sums(float (&acc)[kTiles][4], WeightRound<kInFlight>& round,
                                              const WeightRows& w, const float* const (&x_row)[kTiles]) {
@@ -76,8 +76,8 @@ __device__ __forceinline__ void split_k_sums(float (&acc)[kTiles][4], WeightRoun
         std::uint32_t b[4] = {0, 0, 0, 0};
         if (x_row[i] != nullptr && c < w.chunks) {
           const float4* x4 = reinterpret_cast<const float4*>(x_row[i]) + 2 * c;
-          const float4 p = kSharedX ? x4[0] : __ldcg(x4);
-          const float4 q = kSharedX ? x4[1] : __ldcg(x4 + 1);
+          const float4 p = kSharedX ? x4[0] : __ldca(x4);
+          const float4 q = kSharedX ? x4[1] : __ldca(x4 + 1);
           b[0] = pack_bf16x2(p.x, p.y);
           b[1] = pack_bf16x2(p.z, p.w);
           b[2] = pack_bf16x2(q.x, q.y);

@@ -100,7 +100,8 @@ __device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
 }
 
 // The pass's B operand of a tile, loaded with the weights: the 32 values of group grp of this lane's token row,
-// zeros where there is no token or no group. Through L2: a kernel just before wrote the rows (dependent_launch.h).
+// zeros where there is no token or no group. Coherent loads (__ldca): a kernel just before wrote the rows
+// (dependent_launch.h).
 struct XTile {
   uint4 v[4];
 };
@@ -110,7 +111,7 @@ __device__ __forceinline__ XTile load_x_tile(const __nv_bfloat16* xrow, int grp,
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     x.v[i] =
-        live && xrow != nullptr ? __ldcg(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
+        live && xrow != nullptr ? __ldca(reinterpret_cast<const uint4*>(xrow + grp * 32) + i) : make_uint4(0, 0, 0, 0);
   return x;
 }
 

@@ -130,8 +130,9 @@ __host__ __device__ constexpr int shared_bytes(int groups) { return x_offset(gro
 // The 16-byte pieces of slot j's input row (as bf16) that this warp's tiles (warp, warp + 8, ...) read: 16 a tile,
 // at most 2 a lane (K <= 4,096). Loaded into registers after the dependent-launch wait (the kernel just before
 // writes x: the norm + router, or gate_up for down) and in flight with the copies; then stored, and only this warp
-// reads them (a warp barrier). Through L2 (__ldcg), not the read-only path: ptxas moved unconditional __ldg loads
-// of x above the wait (griddepcontrol.wait, SASS ACQBULK), and the down projection read a stale h (v24).
+// reads them (a warp barrier). A coherent load cached in L1 (__ldca: every CTA of the grid reads the same row), not
+// the read-only path: ptxas moved unconditional __ldg loads of x above the wait (griddepcontrol.wait, SASS
+// ACQBULK), and the down projection read a stale h (v24).
 template <bool kF32>
 struct WarpXPieces {
   static constexpr int kPerLane = 2;
@@ -157,10 +158,10 @@ __device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int
     if (i < 0) continue;
     if constexpr (kF32) {
       const float4* src = static_cast<const float4*>(a.x) + row * (in / 4) + 2 * i;
-      x.raw[p][0] = __ldcg(src);
-      x.raw[p][1] = __ldcg(src + 1);
+      x.raw[p][0] = __ldca(src);
+      x.raw[p][1] = __ldca(src + 1);
     } else {
-      x.raw[p] = __ldcg(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
+      x.raw[p] = __ldca(static_cast<const uint4*>(a.x) + row * (in / 8) + i);
     }
   }
   return x;
