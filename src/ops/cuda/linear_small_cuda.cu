@@ -27,6 +27,12 @@ constexpr int kWideWarps = 16, kWideInFlight = 8;
 constexpr std::int64_t kWideMaxTiles = 16;
 // Up to two CTAs an SM (the o projection's 180 row tiles at 20b): 8 k blocks in flight a warp, half the rounds.
 constexpr int kDeepInFlight = 8;
+// The many-tile shapes (q/k/v) take their weights through a cp.async ring (ring_split_k_sums), of which this many k
+// blocks a warp go out before the dependent wait and the rest after it. H200, 20b B1 (v25): q/k/v alone 12.6 ->
+// 11.1 us; in decode all 6 before the wait took 2.8 us off q/k/v's exposed time but added 2.5 to the MoE combine +
+// norm it overlaps (one CTA whose loads queue behind them), 2 gave 527.8 -> 531.8 tok/s, 0 lost (515.9). The
+// 8-deep shape (o) stays on registers: its ring ran 9.4 -> 10.4 us alone.
+constexpr int kRingEarlyStages = 2;
 
 struct Target {
   const __nv_bfloat16* w;
@@ -61,8 +67,10 @@ __device__ __forceinline__ float bias_at(const Target& t, int row) { return bias
 // Registers capped so 4 CTAs (one token tile) or 3 (two) fit an SM: q/k/v's 320 CTAs in one wave instead of
 // 264 + 56 at the uncapped 110 registers (ptxas: no spills at 64 and 80); the 8-deep shape at 2 (128, no
 // spills). The wide shape takes a whole SM.
-// kTopk: the router's fused top-k (the wide shape only: a router has at most 16 row tiles).
-template <int kTiles, int kWarps, int kInFlight, bool kTopk = false>
+// kTopk: the router's fused top-k (the wide shape only: a router has at most 16 row tiles). kStages > 0: the
+// weights through a cp.async ring of kStages k blocks a warp in dynamic shared memory (ring_split_k_sums), the same
+// sums; 0: through registers, kInFlight blocks a round.
+template <int kTiles, int kWarps, int kInFlight, bool kTopk = false, int kStages = 0>
 __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (kTiles == 1 ? 4 : 3) : 2) : 1)
     linear_small_kernel(Args a) {
   Target tg = a.t[0];
@@ -83,11 +91,20 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
   float acc[kTiles][4];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-  // No kernel writes weights during a step: the first round's loads go out before waiting for the kernel before.
-  small_m::WeightRound<kInFlight> round;
-  small_m::load_round(round, rows, warp * kInFlight);
-  begin_dependent_grid();
-  small_m::split_k_sums<kTiles, kWarps, kInFlight>(acc, round, rows, x_row);
+  // No kernel writes weights during a step: the first loads go out before waiting for the kernel before.
+  if constexpr (kStages > 0) {
+    extern __shared__ __align__(16) unsigned char rings[];
+    unsigned char* ring = rings + warp * kStages * small_m::kRingBlockBytes;
+    small_m::ring_prologue<kWarps, kInFlight, 0, kRingEarlyStages>(ring, rows);
+    begin_dependent_grid();
+    small_m::ring_prologue<kWarps, kInFlight, kRingEarlyStages, kStages>(ring, rows);
+    small_m::ring_split_k_sums<kTiles, kWarps, kInFlight, kStages>(acc, ring, rows, x_row);
+  } else {
+    small_m::WeightRound<kInFlight> round;
+    small_m::load_round(round, rows, warp * kInFlight);
+    begin_dependent_grid();
+    small_m::split_k_sums<kTiles, kWarps, kInFlight>(acc, round, rows, x_row);
+  }
 
   // Split-K partials summed in warp order (deterministic); warp i finishes token tile i.
   __shared__ float partial[kWarps][kTiles][32][4];
@@ -183,6 +200,20 @@ Result<Args> small_m_args(const char* op, const Tensor& x, const std::vector<Lin
   return a;
 }
 
+// The many-tile shapes with their weights through the cp.async ring: kStages k blocks a warp, sized so the shape's
+// CTAs an SM (its launch bounds) fit the 228 KB of shared memory: 6 KB a warp at 4 an SM (one token tile), 8 at 3.
+template <int kTiles, int kInFlight, int kStages>
+Status launch_ring(const Args& a, dim3 grid, cudaStream_t stream) {
+  auto* kernel = linear_small_kernel<kTiles, kWarps, kInFlight, false, kStages>;
+  constexpr int bytes = kWarps * kStages * small_m::kRingBlockBytes;
+  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory.
+  static const cudaError_t attribute = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  D0_CUDA_RETURN_IF_ERROR(attribute);
+  launch_dependent(kernel, grid, dim3(kWarps * 32), bytes, stream, a);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
+  return Status::success();
+}
+
 Status launch_small_m(const Args& a, dim3 grid, int sm_count, cudaStream_t stream) {
   static_assert(kLinearSmallMaxRows <= 2 * kTokensPerMma, "one or two token tiles");
   // The shape follows N (and the GPU) only: a token's sums do not depend on the batch around it.
@@ -202,10 +233,8 @@ Status launch_small_m(const Args& a, dim3 grid, int sm_count, cudaStream_t strea
       launch_dependent(linear_small_kernel<1, kWarps, kDeepInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
     else
       launch_dependent(linear_small_kernel<2, kWarps, kDeepInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
-  } else if (one_tile) {
-    launch_dependent(linear_small_kernel<1, kWarps, kInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
   } else {
-    launch_dependent(linear_small_kernel<2, kWarps, kInFlight>, grid, dim3(kWarps * 32), 0, stream, a);
+    return one_tile ? launch_ring<1, kInFlight, 6>(a, grid, stream) : launch_ring<2, kInFlight, 8>(a, grid, stream);
   }
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_kernel");
   return Status::success();

@@ -3,7 +3,8 @@
 // byte once at close to HBM bandwidth (cuBLASLt's M = 1 kernels reach a fraction of it), with x converted to bf16
 // in registers (no separate conversion pass) and up to 4 weights of one input in one launch (q, k, v).
 // Scheme: a CTA of 8 warps owns 16 output rows and splits K between its warps; each lane loads 16 contiguous bytes
-// of two weight rows per 32-wide k block, 4 blocks in flight, summed across warps in a fixed order.
+// of two weight rows per 32-wide k block, summed across warps in a fixed order. Blocks in flight: 4 or 8 a round in
+// registers, or (q/k/v's many row tiles) a per-warp cp.async ring of 6-8 in shared memory.
 #pragma once
 
 #include <cuda_runtime.h>

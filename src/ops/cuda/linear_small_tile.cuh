@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "ops/cuda/cp_async.cuh"
 #include "ops/cuda/mma_sync.cuh"
 
 namespace day0::small_m {
@@ -87,6 +88,81 @@ __device__ __forceinline__ void split_k_sums(float (&acc)[kTiles][4], WeightRoun
         mma_bf16_16816(acc[i], round.lo[u].z, round.hi[u].z, round.lo[u].w, round.hi[u].w, b[2], b[3]);
       }
     }
+  }
+}
+
+// ---- The ring form (linear_small_kernel's many-tile shapes): the lane's weight loads land in shared memory
+// through cp.async, kStages k blocks a warp in flight and each refilled as soon as it is used, where the register
+// form holds kInFlight blocks a round and issues the next round only after it (the kernel is bound by DRAM latency
+// and bytes in flight: its weights from L2 ran 1.8x faster, v23).
+// A slot holds one k block of the CTA's 16 rows, row r's 64 bytes at 64 r. Lane (g, t) copies and reads the same
+// 16 bytes of rows g and g + 8 (a quarter-warp's 128-bit reads cover 128 contiguous bytes: no bank conflict), so a
+// lane waits only for its own copies.
+constexpr int kRingBlockBytes = kRowsPerCta * 64;
+
+// The warp's i-th k block in the register form's order (rounds of kGroup consecutive blocks, warp-strided): the
+// same MMAs in the same order, so the same bits.
+template <int kWarps, int kGroup>
+__device__ __forceinline__ int warp_block(int i) {
+  return ((i / kGroup) * kWarps + static_cast<int>(threadIdx.x) / 32) * kGroup + i % kGroup;
+}
+
+__device__ __forceinline__ void copy_block(unsigned char* slot, const WeightRows& w, int kb) {
+  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4, c = kb * 4 + t;
+  const bool live = c < w.chunks;
+  cp_async::copy_16(slot + g * 64 + t * 16, live ? w.lo + c : w.lo, live ? 16u : 0u);
+  cp_async::copy_16(slot + (g + 8) * 64 + t * 16, live ? w.hi + c : w.hi, live ? 16u : 0u);
+}
+
+// The warp's blocks kFrom..kTo - 1 into its ring (kStages x kRingBlockBytes): blocks 0..kStages - 1 in order,
+// before ring_split_k_sums, one commit group each (empty past the last block: every lane counts the same groups).
+template <int kWarps, int kGroup, int kFrom, int kTo>
+__device__ __forceinline__ void ring_prologue(unsigned char* ring, const WeightRows& w) {
+  const int k_blocks = (w.chunks + 3) / 4;
+#pragma unroll
+  for (int i = kFrom; i < kTo; ++i) {
+    const int kb = warp_block<kWarps, kGroup>(i);
+    if (kb < k_blocks) copy_block(ring + i * kRingBlockBytes, w, kb);
+    cp_async::copy_commit();
+  }
+}
+
+// split_k_sums over the ring ring_prologue filled: the same sums, bit for bit.
+template <int kTiles, int kWarps, int kGroup, int kStages>
+__device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsigned char* ring, const WeightRows& w,
+                                                  const float* const (&x_row)[kTiles]) {
+  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+  const int k_blocks = (w.chunks + 3) / 4;
+  for (int i = 0;; ++i) {
+    const int kb = warp_block<kWarps, kGroup>(i);
+    if (kb >= k_blocks) break;
+    const int c = kb * 4 + t;
+    std::uint32_t b[kTiles][4];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {  // the token values first: their latency overlaps the wait
+      b[j][0] = b[j][1] = b[j][2] = b[j][3] = 0;
+      if (x_row[j] != nullptr && c < w.chunks) {
+        const float4* x4 = reinterpret_cast<const float4*>(x_row[j]) + 2 * c;
+        const float4 p = __ldca(x4), q = __ldca(x4 + 1);
+        b[j][0] = pack_bf16x2(p.x, p.y);
+        b[j][1] = pack_bf16x2(p.z, p.w);
+        b[j][2] = pack_bf16x2(q.x, q.y);
+        b[j][3] = pack_bf16x2(q.z, q.w);
+      }
+    }
+    cp_async::copy_wait<kStages - 1>();  // block i, this lane's copies
+    unsigned char* slot = ring + (i % kStages) * kRingBlockBytes;
+    const uint4 lo = *reinterpret_cast<const uint4*>(slot + g * 64 + t * 16);
+    const uint4 hi = *reinterpret_cast<const uint4*>(slot + (g + 8) * 64 + t * 16);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      mma_bf16_16816(acc[j], lo.x, hi.x, lo.y, hi.y, b[j][0], b[j][1]);
+      mma_bf16_16816(acc[j], lo.z, hi.z, lo.w, hi.w, b[j][2], b[j][3]);
+    }
+    // The slot is free once the MMAs have its values (they read the registers the loads filled).
+    const int next = warp_block<kWarps, kGroup>(i + kStages);
+    if (next < k_blocks) copy_block(slot, w, next);
+    cp_async::copy_commit();
   }
 }
 

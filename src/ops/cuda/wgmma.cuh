@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ops/cuda/bulk_copy.cuh"
+#include "ops/cuda/cp_async.cuh"
 
 namespace day0::wgmma {
 
@@ -41,18 +42,10 @@ __device__ __forceinline__ void fence_shared_for_mma() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// 16 bytes global -> shared (both 16-byte aligned), through L2 only; of them src_bytes are read and the rest
-// zero-filled (0: nothing read, src need only be a valid address).
-__device__ __forceinline__ void copy_16(void* dst, const void* src, unsigned src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most kPending of this thread's committed copy groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+// The cp.async copies that fill the operand tiles (cp_async.cuh), under the names the GEMMs use.
+using cp_async::copy_16;
+using cp_async::copy_commit;
+using cp_async::copy_wait;
 
 // D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first), for
 // N = 16, 32, .. 128 tokens. The accumulators of a narrower N are a prefix of a wider one's, so a kernel may pick N

@@ -77,6 +77,10 @@ TEST(CudaLinearSmall, matches_cpu_linear_on_bf16_rounded_x_for_1_to_16_rows_odd_
   run_case(*ctx, 4, 4096, {{2880, Bias::bf16}}, rng);   // 180 row tiles: two CTAs an SM, the 8-deep shape
   run_case(*ctx, 12, 4096, {{2880, Bias::bf16}}, rng);  // ... with two token tiles
   run_case(*ctx, 3, 2880, {{32, Bias::f32}}, rng);
+  // The many-tile shapes' cp.async rings (313 row tiles) with a part-filled last k block, and with K = 72: only
+  // warp 0 has blocks.
+  run_case(*ctx, 3, 200, {{5000, Bias::f32}}, rng);
+  run_case(*ctx, 10, 72, {{5000, Bias::none}}, rng);
   // Few row tiles take the 16-warp shape: K = 8,200 is two rounds of its loads and a part-filled third.
   run_case(*ctx, 9, 8200, {{128, Bias::bf16}}, rng);
   run_case(*ctx, 2, 64, {{8, Bias::none}, {8, Bias::none}, {8, Bias::none}, {8, Bias::none}}, rng);
