@@ -127,8 +127,8 @@ __device__ __forceinline__ void ring_prologue(unsigned char* ring, const WeightR
   }
 }
 
-// split_k_sums over the ring ring_prologue filled: the same sums, bit for bit.
-template <int kTiles, int kWarps, int kGroup, int kStages>
+// split_k_sums over the ring ring_prologue filled: the same sums, bit for bit (x_row as split_k_sums takes it).
+template <int kTiles, int kWarps, int kGroup, int kStages, bool kSharedX = false>
 __device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsigned char* ring, const WeightRows& w,
                                                   const float* const (&x_row)[kTiles]) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
@@ -143,7 +143,7 @@ __device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsig
       b[j][0] = b[j][1] = b[j][2] = b[j][3] = 0;
       if (x_row[j] != nullptr && c < w.chunks) {
         const float4* x4 = reinterpret_cast<const float4*>(x_row[j]) + 2 * c;
-        const float4 p = __ldca(x4), q = __ldca(x4 + 1);
+        const float4 p = kSharedX ? x4[0] : __ldca(x4), q = kSharedX ? x4[1] : __ldca(x4 + 1);
         b[j][0] = pack_bf16x2(p.x, p.y);
         b[j][1] = pack_bf16x2(p.z, p.w);
         b[j][2] = pack_bf16x2(q.x, q.y);

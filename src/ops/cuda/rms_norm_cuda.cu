@@ -62,12 +62,6 @@ __device__ __forceinline__ float combined(const Residual& r, const int* order, c
   for (int n = 0; n < r.k; ++n) acc = __fadd_rn(acc, __fmul_rn(r.y[(s * r.k + order[n]) * H + i], weight[n]));
   return acc;
 }
-__device__ __forceinline__ void add_product(float4& acc, const float4& v, float w) {
-  acc.x = __fadd_rn(acc.x, __fmul_rn(v.x, w));
-  acc.y = __fadd_rn(acc.y, __fmul_rn(v.y, w));
-  acc.z = __fadd_rn(acc.z, __fmul_rn(v.z, w));
-  acc.w = __fadd_rn(acc.w, __fmul_rn(v.w, w));
-}
 __device__ __forceinline__ float4 combined4(const Residual& r, const int* order, const float* weight, std::int64_t s,
                                             int H, int i) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -158,34 +152,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The MoE form for k <= kFastSlots (gpt-oss: 4) on the vector layout: x, every slot's row, the ids and the
+// The MoE form for k <= kMoeFastSlots (gpt-oss: 4) on the vector layout: x, every slot's row, the ids and the
 // weights are loaded together (one round of memory latency; the generic form waits for thread 0 to order the
-// slots first, then loads), and each thread orders the slots itself in registers.
-constexpr int kFastSlots = 4;
-
-template <class T>
-__device__ __forceinline__ T pick(const T (&v)[kFastSlots], int j) {  // v[j] without local memory
-  return j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
-}
-
+// slots first, then loads), and each thread orders the slots itself in registers (moe_fast_slots).
 template <class W>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_moe_vec_kernel(float* __restrict__ x, Residual r, const W* __restrict__ w, int H, float eps,
                             float w_offset, float* __restrict__ out) {
   const int n4 = H / 4;
-  float4 v[kVecPerThread], wv[kVecPerThread], ys[kVecPerThread][kFastSlots];
+  float4 v[kVecPerThread], wv[kVecPerThread], ys[kVecPerThread][kMoeFastSlots];
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j)
     if (threadIdx.x + j * kThreads < n4) wv[j] = load_weights4(w, threadIdx.x + j * kThreads);
   begin_dependent_grid();
   const std::int64_t s = blockIdx.x;
-  int ids[kFastSlots];
-  float route[kFastSlots];
-#pragma unroll
-  for (int n = 0; n < kFastSlots; ++n) {
-    ids[n] = n < r.k ? r.ids[s * r.k + n] : 0;
-    route[n] = n < r.k ? r.route[s * r.k + n] : 0.f;
-  }
+  const MoeFastSlots slots = moe_fast_slots(r.ids + s * r.k, r.route + s * r.k, r.k);
   float4* xr = reinterpret_cast<float4*>(x + s * H);
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
@@ -193,33 +174,15 @@ __global__ void __launch_bounds__(kThreads)
     if (i >= n4) break;
     v[j] = xr[i];
 #pragma unroll
-    for (int n = 0; n < kFastSlots; ++n)
+    for (int n = 0; n < kMoeFastSlots; ++n)
       if (n < r.k) ys[j][n] = reinterpret_cast<const float4*>(r.y + (s * r.k + n) * H)[i];
-  }
-  // Ascending expert id, ties by slot: moe_combine_kernel's order.
-  int order[kFastSlots];
-  int prev_e = INT_MIN, prev_j = -1;
-#pragma unroll
-  for (int n = 0; n < kFastSlots; ++n) {
-    int best_j = -1, best_e = INT_MAX;
-#pragma unroll
-    for (int j = 0; j < kFastSlots; ++j) {
-      const bool after = ids[j] > prev_e || (ids[j] == prev_e && j > prev_j);
-      if (j < r.k && after && (best_j < 0 || ids[j] < best_e)) best_j = j, best_e = ids[j];
-    }
-    order[n] = best_j;
-    prev_e = best_e;
-    prev_j = best_j;
   }
   float sum_sq = 0.f;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int n = 0; n < kFastSlots; ++n)
-      if (n < r.k) add_product(acc, pick(ys[j], order[n]), pick(route, order[n]));
+    const float4 acc = moe_weighted_sum4(ys[j], slots);
     v[j].x += acc.x, v[j].y += acc.y, v[j].z += acc.z, v[j].w += acc.w;
     xr[i] = v[j];
     add_squares(sum_sq, v[j]);
@@ -249,11 +212,11 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
   const unsigned grid = static_cast<unsigned>(S);
   const bool vec = H % 4 == 0 && H <= 4 * kVecPerThread * kThreads && aligned_to(x.raw(), 16) &&
                    aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && residual_16b_aligned;
-  if (vec && res.k > 0 && res.k <= kFastSlots && w.dtype() == DType::bf16) {
+  if (vec && res.k > 0 && res.k <= kMoeFastSlots && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_moe_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
                      static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<bf16>");
-  } else if (vec && res.k > 0 && res.k <= kFastSlots) {
+  } else if (vec && res.k > 0 && res.k <= kMoeFastSlots) {
     launch_dependent(rms_norm_moe_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res, w.data<float>(),
                      static_cast<int>(H), eps, w_offset, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<f32>");

@@ -1,9 +1,13 @@
-// RMSNorm's arithmetic on the GPU, shared by the norm kernels (rms_norm_cuda.cu) and the fused norm + router
-// (norm_router_cuda.cu), so a row normalises to the same bits in both: the vector form's layout (thread i holds
+// RMSNorm's arithmetic on the GPU, shared by the norm kernels (rms_norm_cuda.cu), the fused norm + router
+// (norm_router_cuda.cu) and the MoE norm inside the small-M linear (linear_small_cuda.cu), so a row normalises to
+// the same bits in each: the vector form's layout (thread i holds
 // float4s i, i + kNormThreads, ...), squares summed in x, y, z, w order, a fixed-order block sum.
 #pragma once
 
 #include <cuda_bf16.h>
+
+#include <climits>
+#include <cstdint>
 
 namespace day0::rms_norm_math {
 
@@ -49,6 +53,64 @@ __device__ __forceinline__ float block_sum(float v, float* warp_sums) {
   float total = 0.f;
   for (int w = 0; w < kWarps; ++w) total += warp_sums[w];  // same order in every thread
   return total;
+}
+
+// ---- A token's k <= kMoeFastSlots expert rows, weighted and summed in ascending expert order (ties by slot), as
+// moe_combine_kernel sums them: separate multiplies and adds. Each thread orders the slots itself in registers, so
+// the rows, ids and weights can all be loaded together (one round of memory latency).
+constexpr int kMoeFastSlots = 4;
+
+template <class T>
+__device__ __forceinline__ T pick(const T (&v)[kMoeFastSlots], int j) {  // v[j] without local memory
+  return j == 0 ? v[0] : j == 1 ? v[1] : j == 2 ? v[2] : v[3];
+}
+
+__device__ __forceinline__ void add_product(float4& acc, const float4& v, float w) {
+  acc.x = __fadd_rn(acc.x, __fmul_rn(v.x, w));
+  acc.y = __fadd_rn(acc.y, __fmul_rn(v.y, w));
+  acc.z = __fadd_rn(acc.z, __fmul_rn(v.z, w));
+  acc.w = __fadd_rn(acc.w, __fmul_rn(v.w, w));
+}
+
+// The token's slots in summation order with their routing weights (k <= kMoeFastSlots; order[n] = -1 past k).
+struct MoeFastSlots {
+  int order[kMoeFastSlots];
+  float route[kMoeFastSlots];
+  int k;
+};
+
+__device__ __forceinline__ MoeFastSlots moe_fast_slots(const std::int32_t* ids_row, const float* route_row, int k) {
+  MoeFastSlots m;
+  m.k = k;
+  int ids[kMoeFastSlots];
+#pragma unroll
+  for (int n = 0; n < kMoeFastSlots; ++n) {
+    ids[n] = n < k ? ids_row[n] : 0;
+    m.route[n] = n < k ? route_row[n] : 0.f;
+  }
+  int prev_e = INT_MIN, prev_j = -1;
+#pragma unroll
+  for (int n = 0; n < kMoeFastSlots; ++n) {
+    int best_j = -1, best_e = INT_MAX;
+#pragma unroll
+    for (int j = 0; j < kMoeFastSlots; ++j) {
+      const bool after = ids[j] > prev_e || (ids[j] == prev_e && j > prev_j);
+      if (j < k && after && (best_j < 0 || ids[j] < best_e)) best_j = j, best_e = ids[j];
+    }
+    m.order[n] = best_j;
+    prev_e = best_e;
+    prev_j = best_j;
+  }
+  return m;
+}
+
+// The weighted sum of one float4 of the slots' rows (ys[n]: slot n's, loaded by the caller).
+__device__ __forceinline__ float4 moe_weighted_sum4(const float4 (&ys)[kMoeFastSlots], const MoeFastSlots& m) {
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int n = 0; n < kMoeFastSlots; ++n)
+    if (n < m.k) add_product(acc, pick(ys, m.order[n]), pick(m.route, m.order[n]));
+  return acc;
 }
 
 }  // namespace day0::rms_norm_math
