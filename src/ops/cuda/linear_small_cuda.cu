@@ -77,9 +77,8 @@ template <int kTiles, int kWarps>
 __device__ __forceinline__ void store_sums(const Args& a, const Target& tg, int row0, int token0,
                                            const float (&acc)[kTiles][4], float (*partial)[kTiles][32][4]) {
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  float v[4];
+  float v[4];  // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens
   if (!small_m::reduce_split_k<kTiles, kWarps>(acc, partial, v)) return;
-    // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + warp * kTokensPerMma + 2 * t + j % 2;
