@@ -215,32 +215,41 @@ TEST(CudaExecutorBatch, step_graphs_are_captured_and_replay_what_op_by_op_steps_
   EXPECT_EQ(graphed->executor->graph_status(), "captured for decode batches of 1, 2, 4, 6 (padded up)");
 }
 
+// Solo runs on the GPU with step graphs for up to `graphs` sequences (0: op by op).
+LoadOptions cuda_solo_options(std::int64_t graphs) {
+  LoadOptions o;
+  o.backend = "cuda";
+  o.max_tokens = 64;
+  o.backend_options.memory_fraction = 0.2;
+  o.graph_max_batch = graphs;
+  return o;
+}
+
+// The same tokens and every step's logits to the bit.
+void expect_same_bits(const GreedyResult& a, const GreedyResult& b, const std::string& where) {
+  EXPECT_EQ(a.tokens, b.tokens) << where;
+  ASSERT_EQ(a.step_logits.size(), b.step_logits.size()) << where;
+  for (size_t i = 0; i < a.step_logits.size(); ++i) {
+    const Tensor &x = a.step_logits[i], &y = b.step_logits[i];
+    ASSERT_EQ(x.nbytes(), y.nbytes()) << where;
+    EXPECT_EQ(std::memcmp(x.raw(), y.raw(), x.nbytes()), 0) << where << " step " << i;
+  }
+}
+
 // Programmatic dependent launches (each kernel may be scheduled while the one before finishes) change when kernels
 // start, never what they compute: every step's logits equal those of ordinary launches to the bit, through step
 // graphs (decode) and op by op (prefill, and decode with graphs off).
 TEST(CudaExecutorBatch, dependent_launches_give_the_bits_of_ordinary_launches) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   for (std::int64_t graphs : {8, 0}) {
-    LoadOptions o;
-    o.backend = "cuda";
-    o.max_tokens = 64;
-    o.backend_options.memory_fraction = 0.2;
-    o.graph_max_batch = graphs;
+    LoadOptions o = cuda_solo_options(graphs);
     const auto dependent = solo_runs(o, kPrompts, 6);
     o.backend_options.dependent_launch = false;
     const auto ordinary = solo_runs(o, kPrompts, 6);
     set_dependent_launch(true);  // process-wide: back to the default for the tests that follow
     ASSERT_EQ(dependent.size(), ordinary.size());
-    for (size_t p = 0; p < dependent.size(); ++p) {
-      EXPECT_EQ(dependent[p].tokens, ordinary[p].tokens) << "prompt " << p << " graphs " << graphs;
-      ASSERT_EQ(dependent[p].step_logits.size(), ordinary[p].step_logits.size());
-      for (size_t i = 0; i < dependent[p].step_logits.size(); ++i) {
-        const Tensor &a = dependent[p].step_logits[i], &b = ordinary[p].step_logits[i];
-        ASSERT_EQ(a.nbytes(), b.nbytes());
-        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0)
-            << "prompt " << p << " step " << i << " graphs " << graphs;
-      }
-    }
+    for (size_t p = 0; p < dependent.size(); ++p)
+      expect_same_bits(dependent[p], ordinary[p], "prompt " + std::to_string(p) + " graphs " + std::to_string(graphs));
   }
 }
 
@@ -250,11 +259,7 @@ TEST(CudaExecutorBatch, dependent_launches_give_the_bits_of_ordinary_launches) {
 TEST(CudaExecutorBatch, the_moe_norm_inside_qkv_gives_the_bits_of_the_separate_norm) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   for (std::int64_t graphs : {8, 0}) {
-    LoadOptions o;
-    o.backend = "cuda";
-    o.max_tokens = 64;
-    o.backend_options.memory_fraction = 0.2;
-    o.graph_max_batch = graphs;
+    LoadOptions o = cuda_solo_options(graphs);
     const auto separate = solo_runs(o, kPrompts, 6);
     o.backend_options.moe_norm_in_qkv = true;
     for (size_t p = 0; p < kPrompts.size(); ++p) {
@@ -265,14 +270,7 @@ TEST(CudaExecutorBatch, the_moe_norm_inside_qkv_gives_the_bits_of_the_separate_n
       const auto* cuda = dynamic_cast<const CudaOps*>(m->ops.get());
       ASSERT_NE(cuda, nullptr);
       EXPECT_GT(cuda->moe_norms_in_qkv(), 0) << "the fused kernel never ran";
-      EXPECT_EQ(r->tokens, separate[p].tokens) << "prompt " << p << " graphs " << graphs;
-      ASSERT_EQ(r->step_logits.size(), separate[p].step_logits.size());
-      for (size_t i = 0; i < r->step_logits.size(); ++i) {
-        const Tensor &a = r->step_logits[i], &b = separate[p].step_logits[i];
-        ASSERT_EQ(a.nbytes(), b.nbytes());
-        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0)
-            << "prompt " << p << " step " << i << " graphs " << graphs;
-      }
+      expect_same_bits(*r, separate[p], "prompt " + std::to_string(p) + " graphs " + std::to_string(graphs));
     }
   }
 }
