@@ -89,7 +89,10 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
       D0_RETURN_IF_ERROR(cublas());  // plans the GEMMs outside the capture
       // One token after a MoE block (q/k/v): the experts' sum, residual add and norm as their own launch before the
       // small-M kernel, or inside it (linear_small_moe_norm_cuda). The graph replays the residual add each time.
-      D0_ASSIGN_OR_RETURN(MoeNormOperands moe, moe_norm_operands(ctx, d.in, seed));
+      MoeNormOperands moe;
+      if (M == 1 && d.outs.size() > 1) {
+        D0_ASSIGN_OR_RETURN(moe, moe_norm_operands(ctx, d.in, seed));
+      }
       auto norm_then_small = [&]() -> Status {
         D0_RETURN_IF_ERROR(
             rms_norm_moe_residual_cuda(moe.x, moe.y, moe.ids, moe.route, moe.w, 1e-5f, false, x, ctx.stream()));
@@ -100,7 +103,7 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
         return linear_small_moe_norm_cuda(moe.x, moe.y, moe.ids, moe.route, moe.w, 1e-5f, false, no_normed,
                                           sets[static_cast<size_t>(i++ % copies)], moe.counter, ctx.stream());
       };
-      const bool moe_norm = M == 1 && d.outs.size() > 1 && linear_small_moe_norm_fits(x, moe.ids, sets[0]);
+      const bool moe_norm = moe.ids.defined() && linear_small_moe_norm_fits(x, moe.ids, sets[0]);
       struct Path {
         const char* name;
         std::function<Status()> fn;

@@ -165,8 +165,9 @@ struct MoeNorm {
   unsigned* counter;
 };
 
-// 3 CTAs an SM (q/k/v's 320 CTAs are still one wave on 132 SMs): 85 registers hold the norm's row and weights
-// without spilling (64, at 4 an SM, spilled), and 6 ring stages and the normalised row fit (64.5 KB a CTA at 2,880).
+// 3 CTAs an SM (q/k/v's 320 CTAs are still one wave on 132 SMs): the norm's row and weights fit in 80 registers
+// without spilling (capped at 64 for 4 an SM, they spilled), and 6 ring stages and the normalised row in 64.5 KB
+// of shared memory a CTA at H = 2,880.
 constexpr int kMoeNormCtasPerSm = 3, kMoeNormStages = 6;
 
 // linear_small_kernel's many-tile shape (one token tile, weights through the ring) whose x is computed in the CTA:
