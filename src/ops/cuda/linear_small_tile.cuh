@@ -57,6 +57,22 @@ __device__ __forceinline__ void load_round(WeightRound<kInFlight>& r, const Weig
   }
 }
 
+// A lane's B operand for one k block: its token's values 8t..8t+7 (piece c of the row, f32, from global memory
+// through __ldca or, kSharedX, from shared memory) as bf16 pairs; zeros where there is no token or no piece c.
+template <bool kSharedX>
+__device__ __forceinline__ uint4 token_values(const float* x_row, int c, int chunks) {
+  if (x_row == nullptr || c >= chunks) return make_uint4(0, 0, 0, 0);
+  const float4* x4 = reinterpret_cast<const float4*>(x_row) + 2 * c;
+  const float4 p = kSharedX ? x4[0] : __ldca(x4), q = kSharedX ? x4[1] : __ldca(x4 + 1);
+  return make_uint4(pack_bf16x2(p.x, p.y), pack_bf16x2(p.z, p.w), pack_bf16x2(q.x, q.y), pack_bf16x2(q.z, q.w));
+}
+
+// One k block's two MMAs: weight rows g (lo) and g + 8 (hi), the values 8t..8t+3 first, then 8t+4..8t+7.
+__device__ __forceinline__ void mma_block(float (&acc)[4], const uint4& lo, const uint4& hi, const uint4& b) {
+  mma_bf16_16816(acc, lo.x, hi.x, lo.y, hi.y, b.x, b.y);
+  mma_bf16_16816(acc, lo.z, hi.z, lo.w, hi.w, b.z, b.w);
+}
+
 // The warp's split-K sums: its rounds of k blocks (warp, warp + kWarps, ... in units of kInFlight), the first
 // already loaded into `round` (before the dependent wait). x_row[i]: token tile i's token g (f32 [K]: in global
 // memory, read coherently (__ldca: a kernel just before wrote it, dependent_launch.h), or with kSharedX in shared
@@ -73,20 +89,8 @@ __device__ __forceinline__ void split_k_sums(float (&acc)[kTiles][4], WeightRoun
     for (int u = 0; u < kInFlight; ++u) {
       const int c = (kb0 + u) * 4 + t;
 #pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        std::uint32_t b[4] = {0, 0, 0, 0};
-        if (x_row[i] != nullptr && c < w.chunks) {
-          const float4* x4 = reinterpret_cast<const float4*>(x_row[i]) + 2 * c;
-          const float4 p = kSharedX ? x4[0] : __ldca(x4);
-          const float4 q = kSharedX ? x4[1] : __ldca(x4 + 1);
-          b[0] = pack_bf16x2(p.x, p.y);
-          b[1] = pack_bf16x2(p.z, p.w);
-          b[2] = pack_bf16x2(q.x, q.y);
-          b[3] = pack_bf16x2(q.z, q.w);
-        }
-        mma_bf16_16816(acc[i], round.lo[u].x, round.hi[u].x, round.lo[u].y, round.hi[u].y, b[0], b[1]);
-        mma_bf16_16816(acc[i], round.lo[u].z, round.hi[u].z, round.lo[u].w, round.hi[u].w, b[2], b[3]);
-      }
+      for (int i = 0; i < kTiles; ++i)
+        mma_block(acc[i], round.lo[u], round.hi[u], token_values<kSharedX>(x_row[i], c, w.chunks));
     }
   }
 }
@@ -137,28 +141,15 @@ __device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsig
     const int kb = warp_block<kWarps, kGroup>(i);
     if (kb >= k_blocks) break;
     const int c = kb * 4 + t;
-    std::uint32_t b[kTiles][4];
+    uint4 b[kTiles];
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {  // the token values first: their latency overlaps the wait
-      b[j][0] = b[j][1] = b[j][2] = b[j][3] = 0;
-      if (x_row[j] != nullptr && c < w.chunks) {
-        const float4* x4 = reinterpret_cast<const float4*>(x_row[j]) + 2 * c;
-        const float4 p = kSharedX ? x4[0] : __ldca(x4), q = kSharedX ? x4[1] : __ldca(x4 + 1);
-        b[j][0] = pack_bf16x2(p.x, p.y);
-        b[j][1] = pack_bf16x2(p.z, p.w);
-        b[j][2] = pack_bf16x2(q.x, q.y);
-        b[j][3] = pack_bf16x2(q.z, q.w);
-      }
-    }
+    for (int j = 0; j < kTiles; ++j) b[j] = token_values<kSharedX>(x_row[j], c, w.chunks);  // latency under the wait
     cp_async::copy_wait<kStages - 1>();  // block i, this lane's copies
     unsigned char* slot = ring + (i % kStages) * kRingBlockBytes;
     const uint4 lo = *reinterpret_cast<const uint4*>(slot + g * 64 + t * 16);
     const uint4 hi = *reinterpret_cast<const uint4*>(slot + (g + 8) * 64 + t * 16);
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      mma_bf16_16816(acc[j], lo.x, hi.x, lo.y, hi.y, b[j][0], b[j][1]);
-      mma_bf16_16816(acc[j], lo.z, hi.z, lo.w, hi.w, b[j][2], b[j][3]);
-    }
+    for (int j = 0; j < kTiles; ++j) mma_block(acc[j], lo, hi, b[j]);
     // The slot is free once the MMAs have its values (they read the registers the loads filled).
     const int next = warp_block<kWarps, kGroup>(i + kStages);
     if (next < k_blocks) copy_block(slot, w, next);
