@@ -153,10 +153,9 @@ Status Executor::emit(const TapFn& tap, std::string_view name, const Tensor& val
 }
 
 Status Executor::token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
-                             const PagedKv& kv, Tensor& out, const DeferredMoeNorm* deferred) {
+                             const PagedKv& kv, Tensor& out) {
   switch (spec_.layers[layer].mixer.kind) {
-    case TokenMixerKind::gqa_attention:
-      return attention_block(layer, h, positions, slots, kv, out, deferred);
+    case TokenMixerKind::gqa_attention: return attention_block(layer, h, positions, slots, kv, out);
   }
   return make_error("layer " + std::to_string(layer) + ": token mixer kind not implemented");
 }
@@ -174,12 +173,9 @@ Status Executor::channel_norm(int layer, Tensor& x, const Tensor& y, Tensor& h, 
   }
   const MoESpec& m = L.channel.moe;
   const std::int64_t S = h.size(0);
-  if (!routing.logits.defined() || routing.logits.shape() != Shape{S, m.n_experts} ||
-      routing.indices.shape() != Shape{S, m.top_k}) {
-    D0_ASSIGN_OR_RETURN(routing.logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
-    D0_ASSIGN_OR_RETURN(routing.indices, ops_.scratch({S, m.top_k}, DType::i32, "router indices"));
-    D0_ASSIGN_OR_RETURN(routing.weights, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
-  }
+  D0_ASSIGN_OR_RETURN(routing.logits, ops_.scratch({S, m.n_experts}, DType::f32, "router logits"));
+  D0_ASSIGN_OR_RETURN(routing.indices, ops_.scratch({S, m.top_k}, DType::i32, "router indices"));
+  D0_ASSIGN_OR_RETURN(routing.weights, ops_.scratch({S, m.top_k}, DType::f32, "router weights"));
   ProfileSpan span(ops_, "moe: norm, router and top-k");
   return ops_.add_rms_norm_router(x, y, w, eps, plus_one, h, weights_.get(m.router_weight),
                                   optional_weight(weights_, m.router_bias), m.top_k, routing.logits, routing.indices,
@@ -194,23 +190,8 @@ Status Executor::channel_mixer(int layer, const Tensor& h, const Routing& routin
   return make_error("layer " + std::to_string(layer) + ": channel mixer kind not implemented");
 }
 
-Status Executor::step_routing(std::int64_t tokens, Routing& routing) {
-  const MoESpec* shape = nullptr;
-  for (const LayerSpec& L : spec_.layers) {
-    if (L.channel.kind != ChannelMixerKind::moe) continue;
-    const MoESpec& m = L.channel.moe;
-    if (shape && (m.n_experts != shape->n_experts || m.top_k != shape->top_k)) return Status::success();
-    shape = &m;
-  }
-  if (!shape) return Status::success();
-  D0_ASSIGN_OR_RETURN(routing.logits, ops_.scratch({tokens, shape->n_experts}, DType::f32, "router logits"));
-  D0_ASSIGN_OR_RETURN(routing.indices, ops_.scratch({tokens, shape->top_k}, DType::i32, "router indices"));
-  D0_ASSIGN_OR_RETURN(routing.weights, ops_.scratch({tokens, shape->top_k}, DType::f32, "router weights"));
-  return Status::success();
-}
-
 Status Executor::attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
-                                 const PagedKv& kv, Tensor& out, const DeferredMoeNorm* deferred) {
+                                 const PagedKv& kv, Tensor& out) {
   const AttentionSpec& a = spec_.layers[layer].mixer.attention;
   const std::int64_t S = h.size(0), q_width = std::int64_t(a.n_heads) * a.head_dim;
   const std::int64_t kv_width = std::int64_t(a.n_kv_heads) * a.head_dim;
@@ -222,12 +203,7 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
     const std::vector<LinearTarget> qkv{{weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q},
                                         {weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k},
                                         {weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v}};
-    if (deferred)
-      D0_RETURN_IF_ERROR(ops_.add_rms_norm_moe_linears(*deferred->x, deferred->routing.indices,
-                                                       deferred->routing.weights, *deferred->w, deferred->eps,
-                                                       deferred->plus_one, qkv));
-    else
-      D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
+    D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
   }
   if (a.rope.kind != RopeKind::none) {
     ProfileSpan span(ops_, "attention: rope and kv write");
@@ -250,7 +226,7 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
 }
 
 Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,
-                           const NormAfter* after, bool* deferred) {
+                           const NormAfter* after) {
   const MoESpec& m = spec_.layers[layer].channel.moe;
   const Tensor &indices = routing.indices, &route = routing.weights;
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_indices"), indices));
@@ -259,10 +235,6 @@ Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, T
   ProfileSpan span(ops_, "moe: experts");  // with `after`, the residual add and next norm too
   const ExpertWeights gate_up = expert_weights(weights_, m.gate_up, m.n_experts);
   const ExpertWeights down = expert_weights(weights_, m.down, m.n_experts);
-  if (deferred) {
-    D0_ASSIGN_OR_RETURN(*deferred, ops_.moe_experts_deferring_norm(h, indices, route, gate_up, down, swiglu));
-    if (*deferred) return Status::success();
-  }
   if (after)
     return ops_.moe_experts_add_rms_norm(h, indices, route, gate_up, down, swiglu, *after->x, *after->w, after->eps,
                                          after->plus_one, *after->normed);

@@ -112,31 +112,17 @@ class Executor {
     return static_cast<std::int32_t>(table[pos / block_size_] * block_size_ + pos % block_size_);
   }
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
+  Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
+                     Tensor& out);
+  Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
+                         const PagedKv& kv, Tensor& out);
   // A norm's weight, epsilon and whether it scales by 1 + weight.
   std::tuple<const Tensor&, float, bool> norm_args(const NormSpec& n) const;
   // A MoE block's router outputs, computed with the norm before it (channel_norm).
   struct Routing {
     Tensor logits, indices, weights;
   };
-  // Router outputs for a whole step (outside the layers' scratch) where every MoE layer has the same experts and k;
-  // left undefined otherwise (channel_norm then allocates a layer's own).
-  Status step_routing(std::int64_t tokens, Routing& routing);
-  // A MoE block whose weighted sum, residual add and next norm wait for the next layer's q/k/v
-  // (Ops::moe_experts_deferring_norm): the residual, the block's routing and the norm.
-  struct DeferredMoeNorm {
-    Tensor* x;
-    Routing routing;
-    const Tensor* w;
-    float eps;
-    bool plus_one;
-  };
-  // With `deferred`, h is not read: q/k/v take the deferred MoE's sum and norm first (Ops::add_rms_norm_moe_linears).
-  Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
-                     Tensor& out, const DeferredMoeNorm* deferred);
-  Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
-                         Tensor& out, const DeferredMoeNorm* deferred);
-  // x += y, h = the channel block's norm of x; for a MoE block its router too (one kernel where the backend can),
-  // into `routing` where its tensors are defined with the layer's shapes, else into new scratch.
+  // x += y, h = the channel block's norm of x; for a MoE block its router too (one kernel where the backend can).
   Status channel_norm(int layer, Tensor& x, const Tensor& y, Tensor& h, Routing& routing);
   Status channel_mixer(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap);
   // The residual add and next norm after a block (x += block out, normed = norm(x)), for a block that takes them in.
@@ -147,11 +133,9 @@ class Executor {
     bool plus_one;
     Tensor* normed;
   };
-  // With `after`, out is not written: the experts' sum goes into after's residual add and norm. With `deferred`
-  // too, the backend may run the experts alone and leave their sum and that norm to the next layer's q/k/v
-  // (Ops::moe_experts_deferring_norm): *deferred says whether it did.
+  // With `after`, out is not written: the experts' sum goes into after's residual add and norm.
   Status moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,
-                   const NormAfter* after = nullptr, bool* deferred = nullptr);
+                   const NormAfter* after = nullptr);
 
   ModelSpec spec_;
   ModelWeights weights_;

@@ -3,7 +3,6 @@
 // them once, and the whole batch then runs through every layer as one [tokens, hidden] activation (run_step).
 // A decode batch that a captured step graph serves replays it instead (executor_graphs.cpp).
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <tuple>
 
@@ -126,28 +125,19 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
     auto [w, eps, plus_one] = norm_args(n_layers > 0 ? spec_.layers[0].mixer_norm : spec_.final_norm);
     D0_RETURN_IF_ERROR(ops_.rms_norm(x, w, eps, plus_one, h));
   }
-  Routing shared_routing;  // outlives the layers' scratch: a deferred MoE norm reads it in the next layer
-  D0_RETURN_IF_ERROR(step_routing(T, shared_routing));
-  std::optional<DeferredMoeNorm> deferred;
   for (int i = 0; i < n_layers; ++i) {
     const LayerSpec& L = spec_.layers[i];
     ScratchScope layer_scope(ops_);  // a layer's temporaries (q, k, v, bf16 copies, router) die with it
-    D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y, deferred ? &*deferred : nullptr));
-    deferred.reset();
+    D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
-    Routing routing = shared_routing;  // handles; channel_norm allocates the layer's own where they do not fit
+    Routing routing;
     D0_RETURN_IF_ERROR(channel_norm(i, x, y, h, routing));
     // The residual add fused with the next norm: the next layer's, or the final one. Without taps a MoE block
-    // takes it in (its experts' weighted sum then goes straight into the norm's kernel), or, where the backend
-    // defers it (one token), leaves both to the next layer's q/k/v kernel.
+    // takes it in (its experts' weighted sum then goes straight into the norm's kernel).
     auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
     if (!tap && L.channel.kind == ChannelMixerKind::moe) {
       const NormAfter after{&x, &w, eps, plus_one, &h};
-      const bool may_defer = i + 1 < n_layers && spec_.layers[i + 1].mixer.kind == TokenMixerKind::gqa_attention &&
-                             routing.indices.raw() == shared_routing.indices.raw();  // the routing outlives the layer
-      bool took = false;
-      D0_RETURN_IF_ERROR(moe_block(i, h, routing, y, tap, &after, may_defer ? &took : nullptr));
-      if (took) deferred = DeferredMoeNorm{&x, routing, &w, eps, plus_one};
+      D0_RETURN_IF_ERROR(moe_block(i, h, routing, y, tap, &after));
     } else {
       D0_RETURN_IF_ERROR(channel_mixer(i, h, routing, y, tap));
       D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));

@@ -207,23 +207,6 @@ class Ops {
     D0_RETURN_IF_ERROR(moe_experts(h, indices, weights, gate_up, down, p, y));
     return add_rms_norm(x, y, w, eps, plus_one, out);
   }
-  // One token's MoE block with its residual add and next norm left to the next layer's first linears: runs the
-  // experts only and keeps their rows for add_rms_norm_moe_linears, which must come next. Returns false (nothing
-  // run) where the backend does not take this call that way; the caller then runs moe_experts_add_rms_norm.
-  virtual Result<bool> moe_experts_deferring_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
-                                                  const ExpertWeights& gate_up, const ExpertWeights& down,
-                                                  const SwigluParams& p) {
-    (void)h, (void)indices, (void)weights, (void)gate_up, (void)down, (void)p;
-    return false;
-  }
-  // The deferred MoE's weighted sum (indices, weights: its routing) added to x, the row normalised (w, eps,
-  // plus_one), then linears(normed row, targets): what moe_experts_add_rms_norm and linears would have done, in one
-  // launch where the backend can.
-  virtual Status add_rms_norm_moe_linears(Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w,
-                                          float eps, bool plus_one, const std::vector<LinearTarget>& targets) {
-    (void)x, (void)indices, (void)weights, (void)w, (void)eps, (void)plus_one, (void)targets;
-    return make_error("add_rms_norm_moe_linears: no MoE block was deferred (moe_experts_deferring_norm)");
-  }
   // add_rms_norm(x, y, w, eps, plus_one, out), then router(out, router_w, router_bias, k, logits, indices, weights):
   // a MoE block's norm and router, which a backend may run in one kernel.
   virtual Status add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,

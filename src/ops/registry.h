@@ -49,9 +49,6 @@ struct BackendOptions {
   // Kernels of a step launched as programmatic dependents (ops/cuda/dependent_launch.h): each may be scheduled
   // while the one before finishes. Same arithmetic either way; false for A/B measurement and profiled runs.
   bool dependent_launch = true;
-  // One-token steps: a MoE block's weighted sum, residual add and next norm run inside the next layer's q/k/v
-  // kernel (linear_small_moe_norm_cuda), one launch fewer a layer, the same bits. Off until measured in decode.
-  bool moe_norm_in_qkv = false;
   // The KV cache's element type: f32, or bf16 (cuda only: half the bytes a decode step's attention reads and half
   // the memory a token holds; K and V rounded to bf16 as they are written, as a bf16 model computes them).
   DType kv_cache_dtype = DType::f32;

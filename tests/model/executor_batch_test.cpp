@@ -11,7 +11,6 @@
 #include "cache/sequence_cache.h"
 #include "model/greedy.h"
 #include "model/load.h"
-#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/dependent_launch.h"
 #include "quant/mxfp4.h"
 
@@ -250,28 +249,6 @@ TEST(CudaExecutorBatch, dependent_launches_give_the_bits_of_ordinary_launches) {
     ASSERT_EQ(dependent.size(), ordinary.size());
     for (size_t p = 0; p < dependent.size(); ++p)
       expect_same_bits(dependent[p], ordinary[p], "prompt " + std::to_string(p) + " graphs " + std::to_string(graphs));
-  }
-}
-
-// One-token steps with the MoE's sum, residual add and next norm inside the next layer's q/k/v kernel
-// (BackendOptions::moe_norm_in_qkv) compute what the separate norm kernel and q/k/v compute: the same logits to the
-// bit, through step graphs and op by op; and the fused kernel did run.
-TEST(CudaExecutorBatch, the_moe_norm_inside_qkv_gives_the_bits_of_the_separate_norm) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  for (std::int64_t graphs : {8, 0}) {
-    LoadOptions o = cuda_solo_options(graphs);
-    const auto separate = solo_runs(o, kPrompts, 6);
-    o.backend_options.moe_norm_in_qkv = true;
-    for (size_t p = 0; p < kPrompts.size(); ++p) {
-      auto m = load_model(kModel, o);
-      ASSERT_TRUE(m.ok()) << m.error().message;
-      auto r = greedy_generate(*m->executor, kPrompts[p], 6, /*keep_logits=*/true);
-      ASSERT_TRUE(r.ok()) << r.error().message;
-      const auto* cuda = dynamic_cast<const CudaOps*>(m->ops.get());
-      ASSERT_NE(cuda, nullptr);
-      EXPECT_GT(cuda->moe_norms_in_qkv(), 0) << "the fused kernel never ran";
-      expect_same_bits(*r, separate[p], "prompt " + std::to_string(p) + " graphs " + std::to_string(graphs));
-    }
   }
 }
 

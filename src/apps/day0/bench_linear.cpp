@@ -18,25 +18,6 @@
 namespace day0::app {
 namespace {
 
-// A token's MoE end for the norm-fused path: residual x [1, H], 4 expert rows, their ids and routing weights
-// (only their order matters to the sum), the norm's weight, and the kernel's ticket counter.
-struct MoeNormOperands {
-  Tensor x, y, ids, route, w, counter;
-};
-
-Result<MoeNormOperands> moe_norm_operands(CudaContext& ctx, std::int64_t H, std::uint64_t& seed) {
-  MoeNormOperands m;
-  D0_ASSIGN_OR_RETURN(m.x, random_operand(ctx, {1, H}, DType::f32, 1.f, seed, "bench residual"));
-  D0_ASSIGN_OR_RETURN(m.y, random_operand(ctx, {4, H}, DType::f32, 1.f, seed, "bench expert rows"));
-  D0_ASSIGN_OR_RETURN(m.route, random_operand(ctx, {1, 4}, DType::f32, 1.f, seed, "bench routing weights"));
-  D0_ASSIGN_OR_RETURN(m.w, random_operand(ctx, {H}, DType::bf16, 1.f, seed, "bench norm weight"));
-  Tensor ids = Tensor::zeros({1, 4}, DType::i32), zero = Tensor::zeros({1}, DType::u32);
-  for (int j = 0; j < 4; ++j) ids.data<std::int32_t>()[j] = 7 * (3 - j);  // descending: the sum reorders them
-  D0_ASSIGN_OR_RETURN(m.ids, device_copy(ctx, ids, "bench expert ids"));
-  D0_ASSIGN_OR_RETURN(m.counter, device_copy(ctx, zero, "bench counter"));
-  return m;
-}
-
 struct DenseShape {
   const char* name;
   std::vector<std::int64_t> outs;  // one launch over these weights (q, k, v)
@@ -87,32 +68,13 @@ Status bench_dense_linears(CudaContext& ctx, const std::vector<std::int64_t>& ro
         return Status::success();
       };
       D0_RETURN_IF_ERROR(cublas());  // plans the GEMMs outside the capture
-      // One token after a MoE block (q/k/v): the experts' sum, residual add and norm as their own launch before the
-      // small-M kernel, or inside it (linear_small_moe_norm_cuda). The graph replays the residual add each time.
-      MoeNormOperands moe;
-      if (M == 1 && d.outs.size() > 1) {
-        D0_ASSIGN_OR_RETURN(moe, moe_norm_operands(ctx, d.in, seed));
-      }
-      auto norm_then_small = [&]() -> Status {
-        D0_RETURN_IF_ERROR(
-            rms_norm_moe_residual_cuda(moe.x, moe.y, moe.ids, moe.route, moe.w, 1e-5f, false, x, ctx.stream()));
-        return small();
-      };
-      auto small_with_norm = [&] {
-        Tensor no_normed;
-        return linear_small_moe_norm_cuda(moe.x, moe.y, moe.ids, moe.route, moe.w, 1e-5f, false, no_normed,
-                                          sets[static_cast<size_t>(i++ % copies)], moe.counter, ctx.stream());
-      };
-      const bool moe_norm = moe.ids.defined() && linear_small_moe_norm_fits(x, moe.ids, sets[0]);
       struct Path {
         const char* name;
         std::function<Status()> fn;
         bool fits;
       };
       // The small-M kernel past 16 rows runs slices of 16, each reading the weights again (from L2 where they fit).
-      for (const Path& p :
-           {Path{"small-M kernel", small, M <= 128}, Path{"cuBLASLt", cublas, true},
-            Path{"norm + small-M", norm_then_small, moe_norm}, Path{"small-M w/ norm", small_with_norm, moe_norm}}) {
+      for (const Path& p : {Path{"small-M kernel", small, M <= 128}, Path{"cuBLASLt", cublas, true}}) {
         if (!p.fits) continue;
         D0_ASSIGN_OR_RETURN(double s, time_graph_median(ctx, 9, p.fn, 4 * copies));
         const double bw = bytes / s;

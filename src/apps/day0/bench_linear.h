@@ -1,7 +1,5 @@
 // The dense decode linears of gpt-oss (q/k/v in one launch, o, router, lm_head) timed by bench-moe next to the
-// expert kernels: the small-M tensor-core kernel against cuBLASLt (with its f32 -> bf16 input conversion), and at
-// one row of q/k/v the MoE block's end (experts' sum, residual add, norm) before the small-M kernel as its own
-// launch against inside it (linear_small_moe_norm_cuda).
+// expert kernels: the small-M tensor-core kernel against cuBLASLt (with its f32 -> bf16 input conversion).
 #pragma once
 
 #include <cstdint>

@@ -25,7 +25,6 @@ struct BackendCliOptions {
   bool f16_attention = false;           // cuda: prefill attention MMAs on f16 operands with block scales
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
-  bool moe_norm_in_qkv = false;         // cuda: BackendOptions::moe_norm_in_qkv
   std::string kv_cache_dtype = "auto";  // bf16 on cuda, f32 on cpu; or either named (BackendOptions::kv_cache_dtype)
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
   bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)

@@ -40,9 +40,6 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                "batched; slower prefill; MXFP4 experts with bf16 compute)");
   cmd->add_flag("--no-dependent-launch", o.no_dependent_launch,
                "cuda: launch kernels the ordinary way (default: each may start while the one before finishes)");
-  cmd->add_flag("--moe-norm-in-qkv", o.moe_norm_in_qkv,
-                "cuda: one-token steps sum a MoE block's experts, add the residual and take the next norm inside the "
-                "next layer's q/k/v kernel (one launch fewer a layer, the same bits; default off until measured)");
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                   "KV cache element type: auto (bf16 on cuda, f32 on cpu), f32, or bf16 (cuda: half the bytes per "
                   "token; K and V rounded to bf16; GQA decode attention on tensor cores)")

@@ -36,7 +36,6 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   b.batch_invariant = o.batch_invariant;
   // Profiled spans are bounded by events between kernels: kernels that overlap would blur them.
   b.dependent_launch = !o.no_dependent_launch && !o.profile;
-  b.moe_norm_in_qkv = o.moe_norm_in_qkv;
   // auto: bf16 K/V on the GPU (as vLLM's auto for a bf16 model: half the bytes per token, and decode attention on
   // tensor cores), f32 in the CPU reference, which takes no other.
   const bool bf16 = o.kv_cache_dtype == "bf16" || (o.kv_cache_dtype == "auto" && o.backend != "cpu");

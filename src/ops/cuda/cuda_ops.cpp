@@ -62,8 +62,6 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
                       ops->ctx_->arena().allocate({kLinearSmallRouterSlices}, DType::u32, "router counters"));
   D0_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(ops->router_counters_.raw(), 0, ops->router_counters_.nbytes(), ops->ctx_->stream()));
-  D0_ASSIGN_OR_RETURN(ops->moe_norm_counter_, ops->ctx_->arena().allocate({1}, DType::u32, "moe norm counter"));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->moe_norm_counter_.raw(), 0, sizeof(std::uint32_t), ops->ctx_->stream()));
   D0_ASSIGN_OR_RETURN(ops->flags_host_, PinnedDownloads::allocate(2 * sizeof(std::int32_t)));
   ops->persistent_end_ = ops->ctx_->arena().used_bytes();
   ops->persistent_by_use_["cuBLASLt workspace"] = co.cublas_workspace_bytes;
@@ -527,36 +525,6 @@ Status CudaOps::moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices,
     return Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, out);
   const MoeNormAfter norm{&x, w, eps, plus_one, &out};
   return moe_experts_add_rms_norm_cuda(h, indices, weights, gate_up, down, p, *moe_, *gemms_, norm, ctx_->stream());
-}
-
-// One token on the token kernels, with BackendOptions::moe_norm_in_qkv: the experts' rows wait for the next q/k/v.
-Result<bool> CudaOps::moe_experts_deferring_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
-                                                 const ExpertWeights& gate_up, const ExpertWeights& down,
-                                                 const SwigluParams& p) {
-  if (!options_.moe_norm_in_qkv || !moe_ || h.dim() != 2 ||
-      !moe_token_rows_fit(*moe_, h.size(0), indices, gate_up, down, p))
-    return false;
-  D0_RETURN_IF_ERROR(
-      moe_token_rows_cuda(h, indices, weights, gate_up, down, p, *moe_, *gemms_, deferred_moe_rows_, ctx_->stream()));
-  return true;
-}
-
-// The deferred rows summed inside the small-M kernel where it takes the call; else the norm's kernel, then linears.
-Status CudaOps::add_rms_norm_moe_linears(Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w,
-                                         float eps, bool plus_one, const std::vector<LinearTarget>& targets) {
-  if (!has_values(deferred_moe_rows_))
-    return Ops::add_rms_norm_moe_linears(x, indices, weights, w, eps, plus_one, targets);
-  const Tensor rows = deferred_moe_rows_;
-  deferred_moe_rows_ = Tensor();
-  if (small_m_max_rows(targets) >= 1 && linear_small_moe_norm_fits(x, indices, targets)) {
-    Tensor no_normed;
-    ++moe_norms_in_qkv_;
-    return linear_small_moe_norm_cuda(x, rows, indices, weights, w, eps, plus_one, no_normed, targets,
-                                      moe_norm_counter_, ctx_->stream());
-  }
-  D0_ASSIGN_OR_RETURN(Tensor normed, scratch(x.shape(), DType::f32, "normed"));
-  D0_RETURN_IF_ERROR(rms_norm_moe_residual_cuda(x, rows, indices, weights, w, eps, plus_one, normed, ctx_->stream()));
-  return linears(normed, targets);
 }
 
 Status CudaOps::add(Tensor& x, const Tensor& y) { return add_inplace_cuda(x, y, ctx_->stream()); }

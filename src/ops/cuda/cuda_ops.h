@@ -80,11 +80,6 @@ class CudaOps final : public Ops {
   Status moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, Tensor& out) override;
   Status add(Tensor& x, const Tensor& y) override;
-  Result<bool> moe_experts_deferring_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
-                                          const ExpertWeights& gate_up, const ExpertWeights& down,
-                                          const SwigluParams& p) override;
-  Status add_rms_norm_moe_linears(Tensor& x, const Tensor& indices, const Tensor& weights, const Tensor& w, float eps,
-                                  bool plus_one, const std::vector<LinearTarget>& targets) override;
   Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                   const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                                   Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
@@ -103,8 +98,6 @@ class CudaOps final : public Ops {
     int readers = 0;
   };
   const UploadStats& upload_stats() const { return upload_stats_; }
-  // Launches of the MoE norm inside q/k/v (BackendOptions::moe_norm_in_qkv) enqueued or captured so far.
-  std::int64_t moe_norms_in_qkv() const { return moe_norms_in_qkv_; }
 
  private:
   CudaOps() = default;
@@ -119,9 +112,6 @@ class CudaOps final : public Ops {
   std::optional<MoeWorkspace> moe_;
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
   Tensor router_counters_;                  // u32 [kLinearSmallRouterSlices], zero between router launches
-  Tensor moe_norm_counter_;                 // u32 [1], zero between linear_small_moe_norm_cuda launches
-  Tensor deferred_moe_rows_;                // the experts' rows moe_experts_deferring_norm left (f32 [k, H])
-  std::int64_t moe_norms_in_qkv_ = 0;
   std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize
   PinnedDownloads downloads_;               // what download() returns borrows one of these
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins

@@ -11,7 +11,6 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/linear_small_tile.cuh"
-#include "ops/cuda/rms_norm_math.cuh"
 #include "ops/cuda/router_topk.cuh"
 
 namespace day0 {
@@ -151,101 +150,6 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
                              a.topk.weights + static_cast<std::int64_t>(token) * a.topk.k);
 }
 
-// ---- One token's MoE combine, residual add and norm inside the linears after it (linear_small_moe_norm_cuda).
-
-struct MoeNorm {
-  float* x;        // [1, H] residual row: read by every CTA, then written once by the last CTA to take a ticket
-  const float* y;  // [k, H] the experts' rows
-  const std::int32_t* ids;
-  const float* route;
-  int k;
-  const void* w;  // the norm's weight [H]
-  float eps, w_offset;
-  float* normed;  // [1, H], written by CTA 0, or null
-  unsigned* counter;
-};
-
-// 3 CTAs an SM (q/k/v's 320 CTAs are still one wave on 132 SMs): the norm's row and weights fit in 80 registers
-// without spilling (capped at 64 for 4 an SM, they spilled), and 6 ring stages and the normalised row in 64.5 KB
-// of shared memory a CTA at H = 2,880.
-constexpr int kMoeNormCtasPerSm = 3, kMoeNormStages = 6;
-
-// linear_small_kernel's many-tile shape (one token tile, weights through the ring) whose x is computed in the CTA:
-// after the dependent wait every CTA reads the residual row and the experts' rows, sums and normalises them as
-// rms_norm_moe_vec_kernel does (its 256-thread layout, rms_norm_math: the same bits), keeps the row in shared memory
-// as its MMAs' token while the ring's first blocks land, and takes a ticket; the last CTA writes the new residual
-// (every other CTA has read the old one by then) and resets the counter.
-template <class W>
-__global__ void __launch_bounds__(kWarps * 32, kMoeNormCtasPerSm) linear_small_moe_norm_kernel(Args a, MoeNorm m) {
-  using namespace rms_norm_math;
-  static_assert(kWarps * 32 == kNormThreads, "the norm's thread layout");
-  extern __shared__ __align__(16) unsigned char shared[];
-  __shared__ float warp_sums[kWarps];
-  __shared__ float partial[kWarps][1][32][4];
-  __shared__ bool last;
-  float* x_s = reinterpret_cast<float*>(shared);  // the normalised row: a.k floats, a multiple of 16 bytes
-  const Target tg = cta_target(a);
-  const int tid = threadIdx.x, warp = tid / 32, g = (tid % 32) / 4, n4 = a.k / 4;
-  const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
-  const small_m::WeightRows rows = small_m::weight_rows(tg.w, tg.n, a.k, row0, g);
-  unsigned char* ring = shared + a.k * 4 + warp * kMoeNormStages * small_m::kRingBlockBytes;
-  // Weights first (no kernel writes them during a step): the ring's early blocks and the norm's weight.
-  small_m::ring_prologue<kWarps, kInFlight, 0, kRingEarlyStages>(ring, rows);
-  float4 v[kNormVecPerThread], wv[kNormVecPerThread];
-#pragma unroll
-  for (int j = 0; j < kNormVecPerThread; ++j)
-    if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(m.w), tid + j * kNormThreads);
-  begin_dependent_grid();
-  small_m::ring_prologue<kWarps, kInFlight, kRingEarlyStages, kMoeNormStages>(ring, rows);
-
-  // x += the experts' weighted sum; squares; the block sum (its barrier also orders every thread's reads of x
-  // before the ticket below).
-  const MoeFastSlots slots = moe_fast_slots(m.ids, m.route, m.k);
-  const float4* x4 = reinterpret_cast<const float4*>(m.x);
-  const float4* y4 = reinterpret_cast<const float4*>(m.y);
-  float sum_sq = 0.f;
-#pragma unroll
-  for (int j = 0; j < kNormVecPerThread; ++j) {
-    const int i = tid + j * kNormThreads;
-    if (i >= n4) break;
-    float4 ys[kMoeFastSlots];
-#pragma unroll
-    for (int n = 0; n < kMoeFastSlots; ++n) ys[n] = n < m.k ? __ldca(y4 + n * n4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    v[j] = __ldca(x4 + i);
-    const float4 sum = moe_weighted_sum4(ys, slots);
-    v[j].x += sum.x, v[j].y += sum.y, v[j].z += sum.z, v[j].w += sum.w;
-    add_squares(sum_sq, v[j]);
-  }
-  sum_sq = block_sum<kWarps>(sum_sq, warp_sums);
-  const float inv_rms = inverse_rms(sum_sq, static_cast<float>(a.k), m.eps);
-#pragma unroll
-  for (int j = 0; j < kNormVecPerThread; ++j) {
-    const int i = tid + j * kNormThreads;
-    if (i >= n4) break;
-    const float4 o = normalised(wv[j], m.w_offset, v[j], inv_rms);
-    reinterpret_cast<float4*>(x_s)[i] = o;
-    if (m.normed != nullptr && blockIdx.x == 0) reinterpret_cast<float4*>(m.normed)[i] = o;
-  }
-  if (tid == 0) {
-    last = atomicAdd(m.counter, 1u) == gridDim.x - 1;
-    if (last) *m.counter = 0;
-  }
-  __syncthreads();  // the row in shared memory, and `last`
-  if (last) {
-#pragma unroll
-    for (int j = 0; j < kNormVecPerThread; ++j) {
-      const int i = tid + j * kNormThreads;
-      if (i >= n4) break;
-      reinterpret_cast<float4*>(m.x)[i] = v[j];
-    }
-  }
-
-  float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-  const float* const x_row[1] = {g == 0 ? x_s : nullptr};
-  small_m::ring_split_k_sums<1, kWarps, kInFlight, kMoeNormStages, /*kSharedX=*/true>(acc, ring, rows, x_row);
-  store_sums<1, kWarps>(a, tg, row0, 0, acc, partial);
-}
-
 }  // namespace
 
 bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets, std::int64_t max_rows) {
@@ -377,60 +281,6 @@ Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int
   static_assert((kRouterMaxExperts + kRowsPerCta - 1) / kRowsPerCta <= kWideMaxTiles, "a router is the wide shape");
   a.topk = {k, indices.data<std::int32_t>(), weights.data<float>(), counters.data<unsigned>()};
   return launch_small_m(a, grid, sm_count, stream);
-}
-
-bool linear_small_moe_norm_fits(const Tensor& x, const Tensor& indices, const std::vector<LinearTarget>& targets) {
-  return x.dim() == 2 && x.size(0) == 1 && x.dtype() == DType::f32 && x.size(1) <= kLinearSmallMoeNormMaxHidden &&
-         indices.dim() == 2 && indices.size(0) == 1 && indices.size(1) >= 1 &&
-         indices.size(1) <= rms_norm_math::kMoeFastSlots && linear_small_fits(x, targets, 1);
-}
-
-Status linear_small_moe_norm_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
-                                  const Tensor& norm_w, float eps, bool plus_one, Tensor& normed,
-                                  const std::vector<LinearTarget>& targets, Tensor& counter, cudaStream_t stream) {
-  const char* op = "linear_small_moe_norm_cuda";
-  if (!linear_small_moe_norm_fits(x, indices, targets))
-    return make_error(std::string(op) +
-                      ": takes one token (x f32 [1, H <= " + std::to_string(kLinearSmallMoeNormMaxHidden) +
-                      "], H % 8 == 0), 1.." + std::to_string(rms_norm_math::kMoeFastSlots) +
-                      " experts and 1..4 bf16 weights; got x " + shape_to_string(x.shape()) + ", indices " +
-                      shape_to_string(indices.shape()) + " and " + std::to_string(targets.size()) + " weights");
-  const std::int64_t H = x.size(1), k = indices.size(1);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {1, k}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {1, k}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {k, H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(norm_w, op, "norm weight", {DType::bf16, DType::f32}, {H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(counter, op, "counter", {DType::u32}, {1}));
-  if (has_values(normed)) D0_RETURN_IF_ERROR(check_cuda_tensor(normed, op, "normed", {DType::f32}, {1, H}));
-  if (!aligned_to(y.raw(), 16) || !aligned_to(norm_w.raw(), 16) ||
-      (has_values(normed) && !aligned_to(normed.raw(), 16)))
-    return make_error(std::string(op) + ": y, the norm weight and normed must be 16-byte aligned");
-  dim3 grid;
-  D0_ASSIGN_OR_RETURN(const Args a, small_m_args(op, x, targets, grid));
-  Tensor out = normed, count = counter;  // handles: the kernel writes their storage
-  const MoeNorm m{x.data<float>(),
-                  y.data<float>(),
-                  indices.data<std::int32_t>(),
-                  weights.data<float>(),
-                  static_cast<int>(k),
-                  norm_w.raw(),
-                  eps,
-                  plus_one ? 1.f : 0.f,
-                  has_values(normed) ? out.data<float>() : nullptr,
-                  count.data<unsigned>()};
-  const bool bf16 = norm_w.dtype() == DType::bf16;
-  auto* kernel = bf16 ? linear_small_moe_norm_kernel<__nv_bfloat16> : linear_small_moe_norm_kernel<float>;
-  const int bytes = static_cast<int>(H) * 4 + kWarps * kMoeNormStages * small_m::kRingBlockBytes;
-  constexpr int kMostBytes = kLinearSmallMoeNormMaxHidden * 4 + kWarps * kMoeNormStages * small_m::kRingBlockBytes;
-  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory.
-  static const cudaError_t attribute_bf16 = cudaFuncSetAttribute(
-      linear_small_moe_norm_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMostBytes);
-  static const cudaError_t attribute_f32 = cudaFuncSetAttribute(
-      linear_small_moe_norm_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMostBytes);
-  D0_CUDA_RETURN_IF_ERROR(bf16 ? attribute_bf16 : attribute_f32);
-  launch_dependent(kernel, grid, dim3(kWarps * 32), static_cast<std::size_t>(bytes), stream, a, m);
-  D0_CUDA_RETURN_IF_LAUNCH_ERROR("linear_small_moe_norm_kernel");
-  return Status::success();
 }
 
 }  // namespace day0

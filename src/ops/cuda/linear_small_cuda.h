@@ -63,17 +63,4 @@ bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
                                 Tensor& counters, int sm_count, cudaStream_t stream);
 
-// One token's MoE block end and the linears after it in one launch: x [1, H] += the k experts' rows y [k, H]
-// weighted by `weights` [1, k] in ascending expert order (`indices` [1, k]), normed = RMSNorm(x) (norm_w bf16 / f32
-// [H], eps, plus_one), then linear_small_cuda(normed, targets): the same bits as rms_norm_moe_residual_cuda followed
-// by linear_small_cuda, without the norm's kernel and its boundary (every CTA normalises the row itself while its
-// first weights land). normed: f32 [1, H], written, or undefined. counter: u32 [1], zero before the call and left
-// zero (the last CTA writes x once every CTA has read it). Dependent launch: y, x, indices and weights may be
-// written by the kernels before. H <= kLinearSmallMoeNormMaxHidden, k <= 4.
-inline constexpr std::int64_t kLinearSmallMoeNormMaxHidden = 4096;
-bool linear_small_moe_norm_fits(const Tensor& x, const Tensor& indices, const std::vector<LinearTarget>& targets);
-Status linear_small_moe_norm_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
-                                  const Tensor& norm_w, float eps, bool plus_one, Tensor& normed,
-                                  const std::vector<LinearTarget>& targets, Tensor& counter, cudaStream_t stream);
-
 }  // namespace day0

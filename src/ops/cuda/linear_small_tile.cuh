@@ -131,8 +131,8 @@ __device__ __forceinline__ void ring_prologue(unsigned char* ring, const WeightR
   }
 }
 
-// split_k_sums over the ring ring_prologue filled: the same sums, bit for bit (x_row as split_k_sums takes it).
-template <int kTiles, int kWarps, int kGroup, int kStages, bool kSharedX = false>
+// split_k_sums over the ring ring_prologue filled: the same sums, bit for bit.
+template <int kTiles, int kWarps, int kGroup, int kStages>
 __device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsigned char* ring, const WeightRows& w,
                                                   const float* const (&x_row)[kTiles]) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
@@ -143,7 +143,7 @@ __device__ __forceinline__ void ring_split_k_sums(float (&acc)[kTiles][4], unsig
     const int c = kb * 4 + t;
     uint4 b[kTiles];
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) b[j] = token_values<kSharedX>(x_row[j], c, w.chunks);  // latency under the wait
+    for (int j = 0; j < kTiles; ++j) b[j] = token_values<false>(x_row[j], c, w.chunks);  // latency under the wait
     cp_async::copy_wait<kStages - 1>();  // block i, this lane's copies
     unsigned char* slot = ring + (i % kStages) * kRingBlockBytes;
     const uint4 lo = *reinterpret_cast<const uint4*>(slot + g * 64 + t * 16);

@@ -286,33 +286,21 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpe
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, tile, tiles, nullptr, y, stream);
 }
 
-// Whether one token's experts run on the token kernels (no grouping).
-bool token_kernels_take(const MoeWorkspace& ws, std::int64_t S, const ExpertWeights& gate_up,
-                        const ExpertWeights& down) {
-  return fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
-         mxfp4_token_matmul_fits(down);
-}
-
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and
 // the weighted sum in expert order (one token: the token kernels on the router's ids, the same sums). Bad expert
 // ids are left ungrouped (unwritten) and raise ws.error_flag (reported at sync).
-// With `norm`, the weighted sum goes into its residual add and RMSNorm instead of `out` (one kernel); with
-// `expert_rows` (one token on the token kernels only: moe_token_rows_fit), nowhere: the experts' rows are left in
-// *expert_rows.
+// With `norm`, the weighted sum goes into its residual add and RMSNorm instead of `out` (one kernel).
 Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                      const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, Tensor& out,
-                     const MoeNormAfter* norm, Tensor* expert_rows, cudaStream_t stream) {
+                     const MoeNormAfter* norm, cudaStream_t stream) {
   auto combine = [&](const Tensor& y) {
-    if (expert_rows) {
-      *expert_rows = y;
-      return Status::success();
-    }
     return norm ? rms_norm_moe_residual_cuda(*norm->x, y, indices, weights, norm->w, norm->eps, norm->plus_one,
                                              *norm->out, stream)
                 : moe_combine_cuda(y, indices, weights, out, stream);
   };
   const std::int64_t S = x.size(0), A = S * ws.shape.k;
-  if (token_kernels_take(ws, S, gate_up, down)) {  // one token: its k experts straight from the router's ids
+  if (fused_moe_wide_split(S, ws.shape.batch_invariant) && mxfp4_token_matmul_fits(gate_up) &&
+      mxfp4_token_matmul_fits(down)) {  // one token: its k experts straight from the router's ids, no grouping
     Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
     // The router wrote the ids two launches before down.
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(x, indices, gate_up, &p, h, ws.error_flag, stream));
@@ -353,8 +341,8 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
 // The body of both entry points: exactly one of bf16 / fp8 is given, matching ws.shape.compute.
 // With `norm` (moe_experts_add_rms_norm_cuda) only the fused path runs.
 Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
-                       const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16, GemmFp8* fp8,
-                       Tensor& out, const MoeNormAfter* norm, Tensor* rows, cudaStream_t stream) {
+                       const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16* bf16,
+                       GemmFp8* fp8, Tensor& out, const MoeNormAfter* norm, cudaStream_t stream) {
   const char* op = "moe_experts_cuda";
   const MoeWorkspaceShape& s = ws.shape;
   const bool use_fp8 = s.compute == ExpertCompute::fp8;
@@ -393,12 +381,8 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
     ws.error_flag_zeroed = true;
   }
   const std::int64_t A = S * k;
-  if (rows && !moe_token_rows_fit(ws, S, indices, gate_up, down, p))
-    return make_error(std::string(op) +
-                      ": the experts' rows are left uncombined for one token on the token kernels "
-                      "only (moe_token_rows_fit)");
   if (moe_takes_fused_path(ws, S, indices, gate_up, p))
-    return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, norm, rows, stream);
+    return run_fused_moe(x, indices, weights, gate_up, down, p, ws, out, norm, stream);
   if (norm)
     return make_error(std::string(op) + ": the residual add and norm fold into the fused MXFP4 path only "
                       "(moe_takes_fused_path)");
@@ -489,8 +473,7 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
                         Tensor& out, cudaStream_t stream) {
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, nullptr, nullptr,
-                         stream);
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, out, nullptr, stream);
 }
 
 bool moe_takes_fused_path(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
@@ -506,27 +489,13 @@ Status moe_experts_add_rms_norm_cuda(const Tensor& x, const Tensor& indices, con
   if (norm.x == nullptr || norm.out == nullptr)
     return make_error("moe_experts_add_rms_norm_cuda: the norm needs its residual x and its out");
   Tensor unused = *norm.x;  // shape-checked as the MoE's out; the fused path never writes it
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, unused, &norm, nullptr,
-                         stream);
-}
-
-bool moe_token_rows_fit(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
-                        const ExpertWeights& down, const SwigluParams& p) {
-  return moe_takes_fused_path(ws, S, indices, gate_up, p) && token_kernels_take(ws, S, gate_up, down);
-}
-
-Status moe_token_rows_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
-                           const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
-                           Tensor& rows, cudaStream_t stream) {
-  Tensor unused = x;  // shape-checked as the MoE's out; never written
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, unused, nullptr, &rows,
-                         stream);
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemms.bf16, &gemms.fp8, unused, &norm, stream);
 }
 
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,
                         cudaStream_t stream) {
-  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, nullptr, nullptr, stream);
+  return run_moe_experts(x, indices, weights, gate_up, down, p, ws, &gemm, nullptr, out, nullptr, stream);
 }
 
 }  // namespace day0

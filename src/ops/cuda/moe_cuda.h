@@ -167,16 +167,6 @@ Status moe_experts_add_rms_norm_cuda(const Tensor& x, const Tensor& indices, con
                                      MoeWorkspace& ws, MoeGemms& gemms, const MoeNormAfter& norm,
                                      cudaStream_t stream);
 
-// One token's MoE without its weighted sum: gate_up + SwiGLU and down on the token kernels, the k experts' rows
-// left in `rows` (a view of the workspace's f32 [k, H], valid until its next MoE call) for a later kernel to sum
-// (linear_small_moe_norm_cuda, rms_norm_moe_residual_cuda). Only where moe_token_rows_fit; checks as
-// moe_experts_cuda (weights included, though unread here).
-bool moe_token_rows_fit(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
-                        const ExpertWeights& down, const SwigluParams& p);
-Status moe_token_rows_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
-                           const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, MoeGemms& gemms,
-                           Tensor& rows, cudaStream_t stream);
-
 // The same for a bf16 workspace only, with a lone GemmBf16 (an fp8 workspace is an error: pass MoeGemms).
 Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& weights, const ExpertWeights& gate_up,
                         const ExpertWeights& down, const SwigluParams& p, MoeWorkspace& ws, GemmBf16& gemm, Tensor& out,

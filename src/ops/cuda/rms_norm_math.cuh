@@ -1,7 +1,7 @@
 // RMSNorm's arithmetic on the GPU, shared by the norm kernels (rms_norm_cuda.cu), the fused norm + router
 // (norm_router_cuda.cu) and the MoE norm inside the small-M linear (linear_small_cuda.cu), so a row normalises to
-// the same bits in each: the vector form's layout (thread i holds float4s i, i + kNormThreads, ...), squares summed
-// in x, y, z, w order, a fixed-order block sum.
+// the same bits in each: the vector form's layout (thread i holds
+// float4s i, i + kNormThreads, ...), squares summed in x, y, z, w order, a fixed-order block sum.
 #pragma once
 
 #include <cuda_bf16.h>
