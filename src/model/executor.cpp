@@ -198,19 +198,20 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   D0_ASSIGN_OR_RETURN(Tensor q, ops_.scratch({S, q_width}, DType::f32, "q"));
   D0_ASSIGN_OR_RETURN(Tensor k, ops_.scratch({S, kv_width}, DType::f32, "k"));
   D0_ASSIGN_OR_RETURN(Tensor v, ops_.scratch({S, kv_width}, DType::f32, "v"));
-  {
-    ProfileSpan span(ops_, "attention: q/k/v projections");
-    const std::vector<LinearTarget> qkv{{weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q},
-                                        {weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k},
-                                        {weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v}};
-    D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
-  }
+  const std::vector<LinearTarget> qkv{{weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q},
+                                      {weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k},
+                                      {weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v}};
   if (a.rope.kind != RopeKind::none) {
-    ProfileSpan span(ops_, "attention: rope and kv write");
-    const float factor = static_cast<float>(a.rope.attention_factor);
-    D0_RETURN_IF_ERROR(ops_.rope_kv_write(q, a.n_heads, k, a.n_kv_heads, v, a.head_dim, positions, inv_freq_[layer],
-                                          factor, slots, k_pool_[layer], v_pool_[layer]));
+    ProfileSpan span(ops_, "attention: q/k/v, rope and kv write");
+    const RopeKvArgs rope{a.n_heads, a.n_kv_heads,     a.head_dim,
+                          positions, inv_freq_[layer], static_cast<float>(a.rope.attention_factor),
+                          slots,     k_pool_[layer],   v_pool_[layer]};
+    D0_RETURN_IF_ERROR(ops_.linears_rope_kv_write(h, qkv, rope));
   } else {
+    {
+      ProfileSpan span(ops_, "attention: q/k/v projections");
+      D0_RETURN_IF_ERROR(ops_.linears(h, qkv));
+    }
     ProfileSpan span(ops_, "attention: kv write");
     D0_RETURN_IF_ERROR(ops_.kv_write(k, v, slots, k_pool_[layer], v_pool_[layer]));
   }

@@ -58,6 +58,14 @@ struct LinearTarget {
   Tensor w, bias, out;
 };
 
+// Ops::rope_kv_write's operands besides q, k and v (Ops::linears_rope_kv_write).
+struct RopeKvArgs {
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  Tensor positions, inv_freq;
+  float attention_factor = 1.f;
+  Tensor slots, k_pool, v_pool;
+};
+
 // What a backend reserves at start-up: the largest forward step and the largest MoE layer it will run.
 struct OpsPlan {
   std::int64_t max_step_tokens = 0;
@@ -175,6 +183,15 @@ class Ops {
     D0_RETURN_IF_ERROR(rope(q, n_heads, head_dim, positions, inv_freq, attention_factor));
     D0_RETURN_IF_ERROR(rope(k, n_kv_heads, head_dim, positions, inv_freq, attention_factor));
     return kv_write(k, v, slots, k_pool, v_pool);
+  }
+  // linears(x, qkv) on the three targets q, k, v, then rope_kv_write of their outputs: a backend may run them as
+  // one kernel (decode).
+  virtual Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) {
+    if (qkv.size() != 3) return make_error("linears_rope_kv_write: takes the three targets q, k and v");
+    D0_RETURN_IF_ERROR(linears(x, qkv));
+    Tensor q = qkv[0].out, k = qkv[1].out, k_pool = r.k_pool, v_pool = r.v_pool;  // handles: their storage
+    return rope_kv_write(q, r.n_heads, k, r.n_kv_heads, qkv[2].out, r.head_dim, r.positions, r.inv_freq,
+                         r.attention_factor, r.slots, k_pool, v_pool);
   }
   // As attention, over paged keys: query s sees positions [0, q_pos[s]] (window and sinks as above) of its
   // sequence kv.q_seq[s]; queries of many sequences of different lengths in one call.

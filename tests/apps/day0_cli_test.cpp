@@ -439,8 +439,8 @@ TEST(Day0CliTinyModel, RunWithProfilePrintsEverySpanAndChangesNothing) {
   ASSERT_NE(p.out.find("profile (cpu"), std::string::npos) << p.out;
   const std::string table = p.out.substr(p.out.find("profile (cpu"));
   // 8 steps (the prefill and 7 decodes) over the tiny model's 2 layers.
-  for (const char* span : {"moe: experts ", "moe: norm, router and top-k ", "attention: q/k/v projections ",
-                           "attention: o projection ", "attention: rope and kv write "}) {
+  for (const char* span : {"moe: experts ", "moe: norm, router and top-k ", "attention: q/k/v, rope and kv write ",
+                           "attention: o projection "}) {
     std::stringstream row(word_after(table, span));
     long long calls = 0;
     row >> calls;

@@ -440,6 +440,14 @@ Status CudaOps::rope_kv_write(Tensor& q, int n_heads, Tensor& k, int n_kv_heads,
                             k_pool, v_pool, error_flag_, ctx_->stream());
 }
 
+// Steps whose q/k/v the small-M kernel takes (decode): the rope and the KV write in its epilogue, one launch
+// instead of two, the same bits (linear_small_rope_kv_cuda).
+Status CudaOps::linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) {
+  if (linear_small_rope_kv_fits(x, qkv, r, small_m_max_rows(qkv)))
+    return linear_small_rope_kv_cuda(x, qkv, r, error_flag_, ctx_->sm_count(), ctx_->stream());
+  return Ops::linears_rope_kv_write(x, qkv, r);
+}
+
 Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                 const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
   const std::int64_t max_keys = kv.block_tables.dim() == 2 ? kv.block_tables.size(1) * kv.block_size : 0;

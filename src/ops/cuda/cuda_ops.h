@@ -70,6 +70,7 @@ class CudaOps final : public Ops {
   Status rope_kv_write(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
                        const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
                        Tensor& k_pool, Tensor& v_pool) override;
+  Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) override;
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/linear_small_tile.cuh"
+#include "ops/cuda/rope_math.cuh"
 #include "ops/cuda/router_topk.cuh"
 
 namespace day0 {
@@ -41,6 +43,21 @@ struct Target {
   int bias_kind;
   int n;           // output rows
   int tile_begin;  // first CTA of this target
+  bool rotate;     // the rope epilogue rotates it (q, k): its row tiles hold lane pairs, see tile_rows
+  void* pool;      // the rope epilogue also writes it into this KV pool (k, v), or null
+};
+
+// The q/k/v epilogue of linear_small_rope_kv_cuda (half = 0 where there is none): rope_kv_write_cuda's work on the
+// rows the CTA has just summed.
+struct RopeKv {
+  int half, head_dim;  // full rotary: head_dim = 2 half, half % 8 == 0
+  const std::int32_t* positions;
+  const float* inv_freq;
+  float attention_factor;
+  const std::int32_t* slots;
+  std::int64_t n_slots;
+  bool bf16_pools;
+  std::int32_t* error_flag;
 };
 
 // The router's fused top-k (linear_small_router_cuda): k = 0 where there is none.
@@ -57,6 +74,7 @@ struct Args {
   int n_targets;
   Target t[kLinearSmallMaxTargets];
   RouterTopk topk;
+  RopeKv rope;
 };
 
 __device__ __forceinline__ float bias_at(const Target& t, int row) { return bias_value(t.bias, t.bias_kind, row); }
@@ -70,18 +88,72 @@ __device__ __forceinline__ Target cta_target(const Args& a) {
   return tg;
 }
 
-// Split-K partials summed in warp order (deterministic), warp i finishing token tile i, and stored with the bias.
-// Every thread calls it (a CTA barrier).
+// The output rows of this lane's tile rows g (lo) and g + 8 (hi) in the CTA's row tile: consecutive rows, or for a
+// rotated target lane pairs (i, i + half) of one head, i = 8 j + g in the head's tile j, so the epilogue holds
+// both lanes of each pair it rotates. Rows past n are clamped by the loads and not stored.
+struct TileRows {
+  int lo, hi;
+};
+
+__device__ __forceinline__ TileRows tile_rows(const Target& tg, int tile, int g, int half) {
+  if (!tg.rotate) return {tile * kRowsPerCta + g, tile * kRowsPerCta + g + 8};
+  const int tiles_per_head = half / 8;
+  const int lo = tile / tiles_per_head * 2 * half + tile % tiles_per_head * 8 + g;
+  return {lo, lo + half};
+}
+
+// cos and sin of the lane's two tokens (2t, 2t + 1 of its warp's token tile) for its pair, into cs: taken before
+// the dependent wait (positions and inv_freq are step inputs and weights, written by no kernel).
+__device__ __forceinline__ void rope_cos_sin_early(const Args& a, TileRows r, int token, float (&cs)[4]) {
+  const int i = r.lo % a.rope.head_dim;
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+    if (token + u < a.m)
+      rope_math::rope_cos_sin(static_cast<float>(a.rope.positions[token + u]), a.rope.inv_freq[i],
+                              a.rope.attention_factor, cs[2 * u], cs[2 * u + 1]);
+}
+
+template <class KV>
+__device__ __forceinline__ void store_pair_to_pool(const Target& tg, std::int64_t slot, TileRows r, float lo,
+                                                   float hi) {
+  KV* pool = static_cast<KV*>(tg.pool) + slot * tg.n;
+  store_kv(pool + r.lo, lo);
+  store_kv(pool + r.hi, hi);
+}
+
+// Split-K partials summed in warp order (deterministic), warp i finishing token tile i, and stored with the bias;
+// with the rope epilogue, rotated as rope_kv_write_cuda rotates them and written into the pools too. Every thread
+// calls it (a CTA barrier).
 template <int kTiles, int kWarps>
-__device__ __forceinline__ void store_sums(const Args& a, const Target& tg, int row0, int token0,
-                                           const float (&acc)[kTiles][4], float (*partial)[kTiles][32][4]) {
-  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  float v[4];  // v[0], v[1]: row g, tokens 2t, 2t + 1; v[2], v[3]: row g + 8, the same tokens
+__device__ __forceinline__ void store_sums(const Args& a, const Target& tg, TileRows r, int token0,
+                                           const float (&acc)[kTiles][4], float (*partial)[kTiles][32][4],
+                                           const float (&cs)[4]) {
+  const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
+  float v[4];  // v[0], v[1]: row lo, tokens 2t, 2t + 1; v[2], v[3]: row hi, the same tokens
   if (!small_m::reduce_split_k<kTiles, kWarps>(acc, partial, v)) return;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int row = row0 + g + (j < 2 ? 0 : 8), token = token0 + warp * kTokensPerMma + 2 * t + j % 2;
-    if (row < tg.n && token < a.m) tg.out[static_cast<std::int64_t>(token) * tg.n + row] = v[j] + bias_at(tg, row);
+  for (int u = 0; u < 2; ++u) {
+    const int token = token0 + warp * kTokensPerMma + 2 * t + u;
+    if (token >= a.m) continue;
+    float lo = r.lo < tg.n ? v[u] + bias_at(tg, r.lo) : 0.f, hi = r.hi < tg.n ? v[u + 2] + bias_at(tg, r.hi) : 0.f;
+    if (tg.rotate) {
+      const float c = cs[2 * u], sn = cs[2 * u + 1], first = rope_math::rotated_first(lo, hi, c, sn);
+      hi = rope_math::rotated_second(lo, hi, c, sn);
+      lo = first;
+    }
+    float* out = tg.out + static_cast<std::int64_t>(token) * tg.n;
+    if (r.lo < tg.n) out[r.lo] = lo;
+    if (r.hi < tg.n) out[r.hi] = hi;
+    if (tg.pool == nullptr) continue;
+    const std::int64_t slot = a.rope.slots[token];
+    if (slot < 0 || slot >= a.rope.n_slots) {
+      *a.rope.error_flag = 1;  // that token's k and v are not written, as rope_kv_write_cuda
+      continue;
+    }
+    if (a.rope.bf16_pools)
+      store_pair_to_pool<__nv_bfloat16>(tg, slot, r, lo, hi);
+    else
+      store_pair_to_pool<float>(tg, slot, r, lo, hi);
   }
 }
 
@@ -99,10 +171,15 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
     linear_small_kernel(Args a) {
   const Target tg = cta_target(a);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-  const int row0 = (static_cast<int>(blockIdx.x) - tg.tile_begin) * kRowsPerCta;
-  const small_m::WeightRows rows = small_m::weight_rows(tg.w, tg.n, a.k, row0, g);
+  const TileRows r = tile_rows(tg, static_cast<int>(blockIdx.x) - tg.tile_begin, g, a.rope.half);
+  const small_m::WeightRows rows = small_m::weight_rows_at(tg.w, tg.n, a.k, r.lo, r.hi);
   // Rows beyond 16 come in slices of 16 (grid.y), each computed as if it were the whole call.
   const int token0 = static_cast<int>(blockIdx.y) * kLinearSmallMaxRows;
+  // The rope epilogue's cos and sin of tokens 2t, 2t + 1, taken once the first weight loads are out.
+  float cs[4] = {0.f, 0.f, 0.f, 0.f};
+  auto rope_early = [&] {
+    if (tg.rotate && warp < kTiles) rope_cos_sin_early(a, r, token0 + warp * kTokensPerMma + 2 * (lane % 4), cs);
+  };
   const float* x_row[kTiles];
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) {
@@ -117,18 +194,20 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? (kInFlight == 4 ? (
     extern __shared__ __align__(16) unsigned char rings[];
     unsigned char* ring = rings + warp * kStages * small_m::kRingBlockBytes;
     small_m::ring_prologue<kWarps, kInFlight, 0, kRingEarlyStages>(ring, rows);
+    rope_early();
     begin_dependent_grid();
     small_m::ring_prologue<kWarps, kInFlight, kRingEarlyStages, kStages>(ring, rows);
     small_m::ring_split_k_sums<kTiles, kWarps, kInFlight, kStages>(acc, ring, rows, x_row);
   } else {
     small_m::WeightRound<kInFlight> round;
     small_m::load_round(round, rows, warp * kInFlight);
+    rope_early();
     begin_dependent_grid();
     small_m::split_k_sums<kTiles, kWarps, kInFlight>(acc, round, rows, x_row);
   }
 
   __shared__ float partial[kWarps][kTiles][32][4];
-  store_sums<kTiles, kWarps>(a, tg, row0, token0, acc, partial);
+  store_sums<kTiles, kWarps>(a, tg, r, token0, acc, partial, cs);
   if constexpr (!kTopk) return;
 
   // The router: the slice's last CTA to finish picks each of its tokens' experts from the logits every CTA wrote
@@ -280,6 +359,52 @@ Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int
   D0_RETURN_IF_ERROR(check_cuda_tensor(counters, op, "counters", {DType::u32}, {kLinearSmallRouterSlices}));
   static_assert((kRouterMaxExperts + kRowsPerCta - 1) / kRowsPerCta <= kWideMaxTiles, "a router is the wide shape");
   a.topk = {k, indices.data<std::int32_t>(), weights.data<float>(), counters.data<unsigned>()};
+  return launch_small_m(a, grid, sm_count, stream);
+}
+
+bool linear_small_rope_kv_fits(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                               std::int64_t max_rows) {
+  if (qkv.size() != 3 || !linear_small_fits(x, qkv, max_rows)) return false;
+  const std::int64_t half = r.inv_freq.dim() == 1 ? r.inv_freq.size(0) : 0;
+  if (r.n_heads <= 0 || r.n_kv_heads <= 0 || half <= 0 || half % 8 != 0 || 2 * half != r.head_dim) return false;
+  const std::int64_t q_rows = std::int64_t(r.n_heads) * r.head_dim, kv_rows = std::int64_t(r.n_kv_heads) * r.head_dim;
+  for (size_t i = 0; i < 3; ++i)
+    if (qkv[i].w.dim() != 2 || qkv[i].w.size(0) != (i == 0 ? q_rows : kv_rows)) return false;
+  return r.k_pool.dtype() == DType::f32 || r.k_pool.dtype() == DType::bf16;
+}
+
+Status linear_small_rope_kv_cuda(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                                 Tensor& error_flag, int sm_count, cudaStream_t stream) {
+  const char* op = "linear_small_rope_kv_cuda";
+  if (!linear_small_rope_kv_fits(x, qkv, r, kLinearSmallMaxSlicedRows))
+    return make_error(std::string(op) + ": takes x as linear_small_cuda does and the targets q [" +
+                      std::to_string(r.n_heads) + " heads x head_dim], k and v [" + std::to_string(r.n_kv_heads) +
+                      " heads x head_dim] with a full rotary dim (inv_freq [head_dim / 2], a multiple of 8) and f32 "
+                      "or bf16 pools; got head_dim " +
+                      std::to_string(r.head_dim) + ", inv_freq " + shape_to_string(r.inv_freq.shape()) + ", x " +
+                      shape_to_string(x.shape()));
+  const std::int64_t M = x.size(0), width = std::int64_t(r.n_kv_heads) * r.head_dim, n_slots = r.k_pool.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(r.positions, op, "positions", {DType::i32}, {M}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(r.inv_freq, op, "inv_freq", {DType::f32}, {r.head_dim / 2}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(r.slots, op, "slots", {DType::i32}, {M}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(r.k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(r.v_pool, op, "v_pool", {r.k_pool.dtype()}, {n_slots, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  dim3 grid;
+  D0_ASSIGN_OR_RETURN(Args a, small_m_args(op, x, qkv, grid));
+  Tensor k_pool = r.k_pool, v_pool = r.v_pool, flag = error_flag;  // handles: the kernel writes their storage
+  a.t[0].rotate = a.t[1].rotate = true;
+  a.t[1].pool = k_pool.raw();
+  a.t[2].pool = v_pool.raw();
+  a.rope = {static_cast<int>(r.head_dim / 2),
+            r.head_dim,
+            r.positions.data<std::int32_t>(),
+            r.inv_freq.data<float>(),
+            r.attention_factor,
+            r.slots.data<std::int32_t>(),
+            n_slots,
+            r.k_pool.dtype() == DType::bf16,
+            flag.data<std::int32_t>()};
   return launch_small_m(a, grid, sm_count, stream);
 }
 

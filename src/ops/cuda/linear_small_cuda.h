@@ -63,4 +63,15 @@ bool linear_small_router_fits(const Tensor& x, const LinearTarget& router, int k
 Status linear_small_router_cuda(const Tensor& x, const LinearTarget& router, int k, Tensor& indices, Tensor& weights,
                                 Tensor& counters, int sm_count, cudaStream_t stream);
 
+// linear_small_cuda over the three targets q [M, n_heads * head_dim], k and v [M, n_kv_heads * head_dim] with
+// rope_kv_write_cuda's work in its epilogue (one launch instead of two): q and k rotated at r.positions, then k and
+// v into rows r.slots of r.k_pool, r.v_pool (f32 or bf16 [n_slots, n_kv_heads * head_dim]; a slot outside the pool
+// is skipped and raises error_flag i32 [1]). A rotated target's CTA sums lane pairs (i, i + head_dim / 2) of one
+// head as its rows g and g + 8, so it rotates what it has summed. The same bits as linear_small_cuda followed by
+// rope_kv_write_cuda. Full rotary only: r.inv_freq f32 [head_dim / 2], head_dim / 2 a multiple of 8.
+bool linear_small_rope_kv_fits(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                               std::int64_t max_rows = kLinearSmallMaxRows);
+Status linear_small_rope_kv_cuda(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                                 Tensor& error_flag, int sm_count, cudaStream_t stream);
+
 }  // namespace day0

@@ -38,9 +38,14 @@ struct WeightRows {
   int chunks;  // 16-byte pieces of a row: K / 8
 };
 
+__device__ __forceinline__ WeightRows weight_rows_at(const __nv_bfloat16* w, int n, int k, int lo, int hi) {
+  return {reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(lo, n - 1)) * k),
+          reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(hi, n - 1)) * k), k / 8};
+}
+
+// Rows row0 + g and row0 + g + 8: the CTA's 16 consecutive rows.
 __device__ __forceinline__ WeightRows weight_rows(const __nv_bfloat16* w, int n, int k, int row0, int g) {
-  return {reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(row0 + g, n - 1)) * k),
-          reinterpret_cast<const uint4*>(w + static_cast<std::int64_t>(min(row0 + g + 8, n - 1)) * k), k / 8};
+  return weight_rows_at(w, n, k, row0 + g, row0 + g + 8);
 }
 
 template <int kInFlight>
