@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "ops/rope.h"
 
 namespace day0::optest {
 
@@ -47,6 +48,18 @@ inline std::vector<double> to_double(const Tensor& t) {
   for (std::int64_t i = 0; i < t.numel(); ++i)
     v[i] = t.dtype() == DType::bf16 ? bf16_to_f32(t.data<std::uint16_t>()[i]) : t.data<float>()[i];
   return v;
+}
+
+// gpt-oss's RoPE inverse frequencies (theta 150,000) for a rotary dim, as a host f32 tensor.
+inline Tensor gpt_oss_inv_freq(int rotary_dim) {
+  RopeSpec spec;
+  spec.kind = RopeKind::default_;
+  spec.theta = 150000.0;
+  spec.rotary_dim = rotary_dim;
+  const std::vector<float> inv_freq = rope_inv_freq(spec);
+  Tensor inv = Tensor::zeros({static_cast<std::int64_t>(inv_freq.size())}, DType::f32);
+  std::copy(inv_freq.begin(), inv_freq.end(), inv.data<float>());
+  return inv;
 }
 
 inline Tensor i32_tensor(const std::vector<std::int32_t>& v) {

@@ -16,7 +16,6 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/random_fill_cuda.h"
 #include "ops/op_test_util.h"
-#include "ops/rope.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -149,18 +148,6 @@ TEST(CudaKernels, convert_f32_to_bf16_rounds_to_nearest_even_bit_for_bit_at_odd_
   }
 }
 
-// gpt-oss's RoPE inverse frequencies (theta 150,000) for a rotary dim, as a host f32 tensor.
-Tensor inv_freq_table(int rotary_dim) {
-  RopeSpec spec;
-  spec.kind = RopeKind::default_;
-  spec.theta = 150000.0;
-  spec.rotary_dim = rotary_dim;
-  const std::vector<float> inv_freq = rope_inv_freq(spec);
-  Tensor inv = Tensor::zeros({static_cast<std::int64_t>(inv_freq.size())}, DType::f32);
-  std::copy(inv_freq.begin(), inv_freq.end(), inv.data<float>());
-  return inv;
-}
-
 TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dims_and_yarn_factor) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
@@ -171,7 +158,7 @@ TEST(CudaKernels, rope_matches_the_cpu_reference_for_full_and_partial_rotary_dim
   // gpt-oss: 64 heads x 64, YaRN factor 32 (attention factor ~1.35); a partial rotary dim; an odd head count.
   for (const Case c : {Case{64, 64, 64, 1.3465736f}, Case{8, 64, 64, 1.f}, Case{3, 80, 32, 1.f}})
     for (std::int64_t S : {1, 3, 64}) {
-      const Tensor inv = inv_freq_table(c.rotary_dim);
+      const Tensor inv = optest::gpt_oss_inv_freq(c.rotary_dim);
       std::vector<std::int32_t> pos(S);
       for (auto& p : pos) p = static_cast<std::int32_t>(rng() % 131072);  // up to gpt-oss's context
       const Tensor positions = optest::i32_tensor(pos);
@@ -200,7 +187,7 @@ TEST(CudaKernels, rope_kv_write_rotates_q_and_k_as_rope_and_writes_k_v_into_thei
   for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}})
     for (const std::int64_t S : {3, 70}) {
       SCOPED_TRACE(::testing::Message() << "heads " << c.n_heads << " d " << c.head_dim << " S " << S);
-      const Tensor inv = inv_freq_table(c.rotary_dim);
+      const Tensor inv = optest::gpt_oss_inv_freq(c.rotary_dim);
       const std::int64_t qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
       const std::int64_t n_slots = 2 * S + 2;
       std::vector<std::int32_t> pos(S), order(n_slots);

@@ -15,7 +15,6 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/linear_small_cuda.h"
 #include "ops/op_test_util.h"
-#include "ops/rope.h"
 
 namespace day0 {
 namespace {
@@ -29,17 +28,6 @@ using cudatest::zeroed;
 using optest::Bias;
 using optest::random_f32;
 using optest::to_bf16;
-
-Tensor inv_freq_table(int rotary_dim) {
-  RopeSpec spec;
-  spec.kind = RopeKind::default_;
-  spec.theta = 150000.0;
-  spec.rotary_dim = rotary_dim;
-  const std::vector<float> inv_freq = rope_inv_freq(spec);
-  Tensor inv = Tensor::zeros({static_cast<std::int64_t>(inv_freq.size())}, DType::f32);
-  std::copy(inv_freq.begin(), inv_freq.end(), inv.data<float>());
-  return inv;
-}
 
 struct Case {
   int n_heads, n_kv_heads, head_dim;
@@ -73,7 +61,8 @@ TEST(CudaLinearSmallRopeKv, gives_the_bits_of_the_linear_then_rope_kv_write) {
         std::shuffle(order.begin(), order.end(), rng);
         std::vector<std::int32_t> slots(order.begin(), order.begin() + M);
         const Tensor x = upload(*ctx, random_f32({M, c.K}, rng));
-        const Tensor positions = upload(*ctx, optest::i32_tensor(pos)), inv = upload(*ctx, inv_freq_table(c.head_dim));
+        const Tensor positions = upload(*ctx, optest::i32_tensor(pos)),
+                     inv = upload(*ctx, optest::gpt_oss_inv_freq(c.head_dim));
         const std::int64_t rows[3] = {qw, w, w};
         const Bias biases[3] = {Bias::f32, Bias::bf16, Bias::none};
         Tensor weight[3], bias[3];
