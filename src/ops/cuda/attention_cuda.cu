@@ -483,17 +483,25 @@ Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor&
   return launch(op, q, k_pool, v_pool, q_pos, sinks, p, out, layout, stream, split);
 }
 
-Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
-                     Tensor& error_flag, cudaStream_t stream) {
-  const char* op = "kv_write_cuda";
-  if (k.dim() != 2 || k_pool.dim() != 2) return make_error(std::string(op) + ": k and the pools must be 2-D");
-  const std::int64_t S = k.size(0), width = k.size(1), n_slots = k_pool.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
+Status check_kv_slot_writes(const char* op, std::int64_t S, std::int64_t width, const Tensor& slots,
+                            const Tensor& k_pool, const Tensor& v_pool, const Tensor& error_flag) {
+  if (k_pool.dim() != 2) return make_error(std::string(op) + ": the pools must be 2-D");
+  const std::int64_t n_slots = k_pool.size(0);
   D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {k_pool.dtype()}, {n_slots, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  return check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1});
+}
+
+Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
+                     Tensor& error_flag, cudaStream_t stream) {
+  const char* op = "kv_write_cuda";
+  if (k.dim() != 2) return make_error(std::string(op) + ": k must be 2-D");
+  const std::int64_t S = k.size(0), width = k.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
+  const std::int64_t n_slots = k_pool.size(0);
   if (S * width == 0) return Status::success();
   const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>((S * width + kThreads - 1) / kThreads, 65536));
   auto go = [&](auto* pool_type) {

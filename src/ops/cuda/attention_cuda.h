@@ -70,4 +70,9 @@ Status paged_attention_cuda(const Tensor& q, const Tensor& k_pool, const Tensor&
 Status kv_write_cuda(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
                      Tensor& error_flag, cudaStream_t stream);
 
+// The KV-writing launchers' shared checks (kv_write_cuda, rope_kv_write_cuda, linear_small_rope_kv_cuda): 2-D pools
+// f32 or bf16 [n_slots, width] of one dtype, slots i32 [S], error_flag i32 [1], all on the device; errors name op.
+Status check_kv_slot_writes(const char* op, std::int64_t S, std::int64_t width, const Tensor& slots,
+                            const Tensor& k_pool, const Tensor& v_pool, const Tensor& error_flag);
+
 }  // namespace day0

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
@@ -383,13 +384,11 @@ Status linear_small_rope_kv_cuda(const Tensor& x, const std::vector<LinearTarget
                       "or bf16 pools; got head_dim " +
                       std::to_string(r.head_dim) + ", inv_freq " + shape_to_string(r.inv_freq.shape()) + ", x " +
                       shape_to_string(x.shape()));
-  const std::int64_t M = x.size(0), width = std::int64_t(r.n_kv_heads) * r.head_dim, n_slots = r.k_pool.size(0);
+  const std::int64_t M = x.size(0), width = std::int64_t(r.n_kv_heads) * r.head_dim;
   D0_RETURN_IF_ERROR(check_cuda_tensor(r.positions, op, "positions", {DType::i32}, {M}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(r.inv_freq, op, "inv_freq", {DType::f32}, {r.head_dim / 2}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(r.slots, op, "slots", {DType::i32}, {M}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(r.k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(r.v_pool, op, "v_pool", {r.k_pool.dtype()}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  D0_RETURN_IF_ERROR(check_kv_slot_writes(op, M, width, r.slots, r.k_pool, r.v_pool, error_flag));
+  const std::int64_t n_slots = r.k_pool.size(0);
   dim3 grid;
   D0_ASSIGN_OR_RETURN(Args a, small_m_args(op, x, qkv, grid));
   Tensor k_pool = r.k_pool, v_pool = r.v_pool, flag = error_flag;  // handles: the kernel writes their storage

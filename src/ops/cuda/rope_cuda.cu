@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "ops/cuda/attention_cuda.h"
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
@@ -181,17 +182,15 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   const char* op = "rope_kv_write_cuda";
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
     return make_error(std::string(op) + ": head counts and head_dim must be positive");
-  if (q.dim() != 2 || k_pool.dim() != 2) return make_error(std::string(op) + ": q and the pools must be 2-D");
-  const std::int64_t S = q.size(0), width = std::int64_t(n_kv_heads) * head_dim, n_slots = k_pool.size(0);
+  if (q.dim() != 2) return make_error(std::string(op) + ": q must be 2-D");
+  const std::int64_t S = q.size(0), width = std::int64_t(n_kv_heads) * head_dim;
   D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, std::int64_t(n_heads) * head_dim}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
   D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(slots, op, "slots", {DType::i32}, {S}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k_pool, op, "k_pool", {DType::f32, DType::bf16}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v_pool, op, "v_pool", {k_pool.dtype()}, {n_slots, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
+  const std::int64_t n_slots = k_pool.size(0);
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
   if (n_heads % n_kv_heads != 0)
