@@ -224,9 +224,13 @@ constexpr int kMergeTile = 1024;
 // stay near the general form's (56 against 32 with 16 splits and 2 lanes a thread cost 0.6% at batch 8, whose 512
 // merge blocks are resident beside the attention kernel).
 constexpr int kMergeFew = 8;
+// ... and only in grids of at most this many blocks: H200, 20b c1024, 3 rounds, this form against the general one:
+// batch 1 (64 blocks) 547.4 against 540.5 tok/s, batch 8 (512) 2,148 against 2,172.
+constexpr std::int64_t kMergeFewMaxBlocks = 256;
 __global__ void __launch_bounds__(kThreads)
     attention_merge_kernel(const float* partials, int splits, int keys_per_split, const std::int32_t* q_pos, int window,
-                           int n_heads, int d, const void* __restrict__ sinks, int sink_kind, float* __restrict__ out) {
+                           int n_heads, int d, const void* __restrict__ sinks, int sink_kind, bool few_allowed,
+                           float* __restrict__ out) {
   __shared__ float w_s[kMergeTile], l_s[kMergeTile], warp_max[kThreads / 32];
   const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
@@ -238,7 +242,7 @@ __global__ void __launch_bounds__(kThreads)
   begin_dependent_grid();
   // Few splits (decode): every partial is loaded at once, one round trip instead of three (m, then m and l, then
   // the values); the same sums in the same order.
-  const bool few = live <= kMergeFew && d <= kThreads;
+  const bool few = few_allowed && live <= kMergeFew && d <= kThreads;
   float vals[kMergeFew], my = -INFINITY, ly = 0.f;
   if (few) {
 #pragma unroll
@@ -407,9 +411,10 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
     D0_RETURN_IF_ERROR(per_head(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
   }
   if (sa.splits > 1) {
-    launch_dependent(attention_merge_kernel, static_cast<unsigned>(S * p.n_heads), kThreads, 0, stream, sa.partials,
-                     sa.splits, sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim,
-                     sink_ptr, sink_kind, out.data<float>());
+    const std::int64_t blocks = S * p.n_heads;
+    launch_dependent(attention_merge_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, sa.partials, sa.splits,
+                     sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim, sink_ptr,
+                     sink_kind, blocks <= kMergeFewMaxBlocks, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
   return Status::success();
