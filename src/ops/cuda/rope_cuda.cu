@@ -3,6 +3,7 @@
 // (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 
@@ -85,15 +86,33 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   }
 }
 
-// The prefill form (steps of kRowsMinTokens or more): a block per kRowsTokens tokens and every head, so each
-// token's angles are taken once (not once per KV head) by all threads at once, and each thread has kRowsBatch
-// pairs' loads in flight before it stores (one block per (token, KV head) left each block a few loads deep and
-// waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Same arithmetic, same bits.
+// The prefill form (steps of kRowsMinTokens or more): block (x, y) takes up to kRowsTokens tokens and a chunk of KV
+// heads with their query heads, so each token's angles are taken once a block by all threads at once, and each
+// thread has kRowsBatch pairs' loads in flight before it stores (one block per (token, KV head) left each block a few
+// loads deep and waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Tokens and heads a
+// block shrink until the grid has about kRowsTargetBlocks blocks: 8 tokens and every head gave a 64-token step 8
+// blocks (H200, 20b batch 64: 21.4 us a layer). Same arithmetic, same bits.
 constexpr int kRowsTokens = 8;
 constexpr int kRowsMaxHalf = 64;
 constexpr int kRowsThreads = 256;
 constexpr int kRowsBatch = 4;
 constexpr std::int64_t kRowsMinTokens = 64;
+constexpr std::int64_t kRowsTargetBlocks = 512;
+
+struct RowsShape {
+  int tokens_per_block, kv_per_block;
+  dim3 grid;
+};
+
+RowsShape rows_shape(std::int64_t S, int n_kv_heads) {
+  const int tokens = static_cast<int>(std::clamp<std::int64_t>(S / kRowsTargetBlocks, 1, kRowsTokens));
+  const std::int64_t token_blocks = (S + tokens - 1) / tokens;
+  const std::int64_t chunks =
+      std::clamp<std::int64_t>((kRowsTargetBlocks + token_blocks - 1) / token_blocks, 1, n_kv_heads);
+  const int kv_per_block = static_cast<int>((n_kv_heads + chunks - 1) / chunks);
+  const unsigned head_blocks = static_cast<unsigned>((n_kv_heads + kv_per_block - 1) / kv_per_block);
+  return {tokens, kv_per_block, dim3(static_cast<unsigned>(token_blocks), head_blocks)};
+}
 
 template <class KV>
 __global__ void __launch_bounds__(kRowsThreads)
@@ -101,11 +120,14 @@ __global__ void __launch_bounds__(kRowsThreads)
                               const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
                               int n_kv_heads, int head_dim, int half, float attention_factor, const std::int32_t* slots,
                               std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
-                              std::int32_t* __restrict__ error_flag, std::int64_t S) {
+                              std::int32_t* __restrict__ error_flag, std::int64_t S, int tokens_per_block,
+                              int kv_per_block) {
   __shared__ float cs[kRowsTokens][kRowsMaxHalf], sn[kRowsTokens][kRowsMaxHalf];
   __shared__ std::int64_t slot_s[kRowsTokens];
-  const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * kRowsTokens;
-  const int tokens = static_cast<int>(min(static_cast<std::int64_t>(kRowsTokens), S - s0));
+  const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * tokens_per_block;
+  const int tokens = static_cast<int>(min(static_cast<std::int64_t>(tokens_per_block), S - s0));
+  const int kv0 = static_cast<int>(blockIdx.y) * kv_per_block, kv_n = min(kv_per_block, n_kv_heads - kv0);
+  const int group = n_heads / n_kv_heads;
   for (int p = threadIdx.x; p < tokens * half; p += kRowsThreads) {
     const int tt = p / half, i = p % half;
     rope_cos_sin(static_cast<float>(positions[s0 + tt]), inv_freq[i], attention_factor, cs[tt][i], sn[tt][i]);
@@ -117,15 +139,15 @@ __global__ void __launch_bounds__(kRowsThreads)
   __syncthreads();
   begin_dependent_grid();
   if (threadIdx.x < tokens && slot_s[threadIdx.x] < 0) *error_flag = 1;  // that token's k and v are not written
-  // Rotations of `heads` heads a token in x [S, heads * head_dim], pair p = (token, head, i): consecutive threads
-  // on consecutive lanes of a head. k's rotated pairs also go to the token's pool slot.
-  auto rotate_rows = [&](float* x, int heads, KV* pool) {
-    const int pairs = heads * half, total = tokens * pairs;
+  // Rotations of heads [head0, head0 + n) of a token in x [S, heads * head_dim], pair p = (token, head, i):
+  // consecutive threads on consecutive lanes of a head. k's rotated pairs also go to the token's pool slot.
+  auto rotate_rows = [&](float* x, int heads, int head0, int n, KV* pool) {
+    const int pairs = n * half, total = tokens * pairs;
     for (int p0 = threadIdx.x; p0 < total; p0 += kRowsBatch * kRowsThreads) {
       float a[kRowsBatch], b[kRowsBatch];
 #pragma unroll
       for (int u = 0; u < kRowsBatch; ++u) {
-        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = p % pairs / half, i = p % half;
+        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = head0 + p % pairs / half, i = p % half;
         if (p >= total) continue;
         const float* row = x + ((s0 + tt) * heads + h) * head_dim;
         a[u] = row[i];
@@ -133,7 +155,7 @@ __global__ void __launch_bounds__(kRowsThreads)
       }
 #pragma unroll
       for (int u = 0; u < kRowsBatch; ++u) {
-        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = p % pairs / half, i = p % half;
+        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = head0 + p % pairs / half, i = p % half;
         if (p >= total) continue;
         float* row = x + ((s0 + tt) * heads + h) * head_dim;
         const float first = rotated_first(a[u], b[u], cs[tt][i], sn[tt][i]);
@@ -148,12 +170,12 @@ __global__ void __launch_bounds__(kRowsThreads)
       }
     }
   };
-  rotate_rows(q, n_heads, nullptr);
-  rotate_rows(k, n_kv_heads, k_pool);
-  // v, and k's lanes past the rotary dim, into the pools as read.
-  const int width = n_kv_heads * head_dim, total = tokens * width;
+  rotate_rows(q, n_heads, kv0 * group, kv_n * group, nullptr);
+  rotate_rows(k, n_kv_heads, kv0, kv_n, k_pool);
+  // v, and k's lanes past the rotary dim, of this block's KV heads into the pools as read.
+  const int width = n_kv_heads * head_dim, cols = kv_n * head_dim, total = tokens * cols;
   for (int p = threadIdx.x; p < total; p += kRowsThreads) {
-    const int tt = p / width, c = p % width;
+    const int tt = p / cols, c = kv0 * head_dim + p % cols;
     if (slot_s[tt] < 0) continue;
     const std::int64_t dst = slot_s[tt] * width + c;
     if (c % head_dim >= 2 * half) store_kv(k_pool + dst, k[(s0 + tt) * width + c]);
@@ -201,12 +223,13 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   auto go = [&](auto* pool_type) {
     using KV = std::remove_pointer_t<decltype(pool_type)>;
     if (rows_form) {
-      launch_dependent(rope_kv_write_rows_kernel<KV>, dim3(static_cast<unsigned>((S + kRowsTokens - 1) / kRowsTokens)),
-                       kRowsThreads, 0, stream, q.data<float>(), k.data<float>(), v.data<float>(),
-                       positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
-                       static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
-                       static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(),
-                       S);
+      const RowsShape shape = rows_shape(S, n_kv_heads);
+      launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, q.data<float>(),
+                       k.data<float>(), v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(),
+                       n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
+                       slots.data<std::int32_t>(), n_slots, static_cast<KV*>(k_pool.raw()),
+                       static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S, shape.tokens_per_block,
+                       shape.kv_per_block);
       return;
     }
     launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,

@@ -184,8 +184,10 @@ TEST(CudaKernels, rope_kv_write_rotates_q_and_k_as_rope_and_writes_k_v_into_thei
   ASSERT_TRUE(ctx);
   std::mt19937 rng(1009);
   struct Case { int n_heads, n_kv_heads, head_dim, rotary_dim; float attention_factor; };
-  for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}})
-    for (const std::int64_t S : {3, 70}) {
+  // Prefill sizes take the rows form: 70 and 128 tokens split the KV heads over blocks (5 KV heads at 128: chunks
+  // of 2, the last of 1), 1,101 puts 2 tokens a block and 1 in the last.
+  for (const Case c : {Case{64, 8, 64, 64, 1.3465736f}, Case{3, 1, 80, 32, 1.f}, Case{10, 5, 64, 64, 1.f}})
+    for (const std::int64_t S : {3, 70, 128, 1101}) {
       SCOPED_TRACE(::testing::Message() << "heads " << c.n_heads << " d " << c.head_dim << " S " << S);
       const Tensor inv = optest::gpt_oss_inv_freq(c.rotary_dim);
       const std::int64_t qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
