@@ -365,7 +365,8 @@ std::int64_t CudaOps::small_m_max_rows(const std::vector<LinearTarget>& targets)
   return options_.batch_invariant ? std::numeric_limits<std::int64_t>::max() : linear_small_max_rows(targets);
 }
 
-// Decode sizes: one small-M kernel for every target; else x converted to bf16 once and a GEMM per target.
+// Decode sizes: one small-M kernel for every target; else the targets small enough for this row count alone
+// (q/k/v at batch 64: k and v) in one small-M kernel, and x converted to bf16 once and a GEMM per other target.
 Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
   for (const LinearTarget& t : targets)
     if (t.w.dtype() != DType::bf16)
@@ -377,12 +378,17 @@ Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& target
     return make_error("cuda linear: batch-invariant mode needs K a multiple of 8 and at most " +
                       std::to_string(kLinearSmallMaxTargets) + " outputs per call, got x " +
                       shape_to_string(x.shape()));
+  std::vector<LinearTarget> small, gemm_targets;
+  for (const LinearTarget& t : targets)
+    (linear_small_fits(x, {t}, small_m_max_rows({t})) ? small : gemm_targets).push_back(t);
+  if (!small.empty()) D0_RETURN_IF_ERROR(linear_small_cuda(x, small, ctx_->sm_count(), ctx_->stream()));
+  if (gemm_targets.empty()) return Status::success();
   // Profiled runs time the GEMM path's parts too (nested spans: their time is also in the caller's span).
   if (profiling_) profile_begin("  (GEMM path) x to bf16");
   Result<Tensor> xb = to_bf16(x, "linear input");
   if (profiling_) profile_end();
   if (!xb.ok()) return xb.error();
-  for (const LinearTarget& t : targets) {
+  for (const LinearTarget& t : gemm_targets) {
     Tensor out = t.out;  // a handle: the GEMM writes the target's storage
     if (profiling_)
       profile_begin("  (GEMM path) cuBLASLt + bias, N " + std::to_string(t.w.size(0)) + " K " +

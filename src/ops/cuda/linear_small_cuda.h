@@ -25,6 +25,11 @@ inline constexpr std::int64_t kLinearSmallMaxRows = 16;
 // 3.7-3.9 us at 32 / 64 / 128 rows against 7.0-7.3).
 inline constexpr std::int64_t kLinearSmallTinyWeightBytes = std::int64_t{1} << 20;
 inline constexpr std::int64_t kLinearSmallTinyMaxRows = 128;
+// Weights up to this size (gpt-oss's k and v: 2.9 MB each) take 16-row slices up to kLinearSmallMediumMaxRows rows:
+// H200, 20b batch 64 (2 rounds), k and v this way instead of cuBLASLt's split-K GEMM and its reduce (5.0 + 2.2 us
+// each a layer): 7,857 against 7,748 tok/s.
+inline constexpr std::int64_t kLinearSmallMediumWeightBytes = std::int64_t{4} << 20;
+inline constexpr std::int64_t kLinearSmallMediumMaxRows = 64;
 // Weights this large (gpt-oss's lm_head: 1.16 GB) go to cuBLASLt at every row count: its GEMM with the input
 // conversion read them faster (bench-moe, H200, lm_head: 281.7 / 293.1 / 305.1 us at 1 / 8 / 16 rows against
 // 288.0 / 313.3 / 390.9 on the small-M kernel).
@@ -39,8 +44,8 @@ inline constexpr std::int64_t kLinearSmallMaxSlicedRows = std::int64_t{65535} * 
 bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets,
                        std::int64_t max_rows = kLinearSmallMaxRows);
 
-// The most rows CudaOps sends to the small-M kernel for these weights (kLinearSmallMaxRows, kLinearSmallTinyMaxRows
-// for tiny weights, none for huge ones).
+// The most rows CudaOps sends to the small-M kernel for these weights together (kLinearSmallMaxRows,
+// kLinearSmallTinyMaxRows for tiny weights, kLinearSmallMediumMaxRows for medium ones, none for huge ones).
 std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 
 // x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias

@@ -129,15 +129,20 @@ TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_g
   EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 64}, DType::f32), std::vector<LinearTarget>(5, one[0])));
 }
 
-// Up to 128 rows for weights of at most 1 MiB (gpt-oss's router: 32 x 2880 bf16), 16 for larger ones (q/k/v, o),
-// none from 256 MiB (lm_head), counting every target of the call.
+// Up to 128 rows for weights of at most 1 MiB (gpt-oss's router: 32 x 2880 bf16), 64 up to 4 MiB (k, v alone), 16
+// for larger ones (q/k/v together, o), none from 256 MiB (lm_head), counting every target of the call.
 TEST(CudaLinearSmall, tiny_weights_take_more_rows_than_large_ones) {
   const Tensor router = Tensor::zeros({32, 2880}, DType::bf16), o = Tensor::zeros({2880, 4096}, DType::bf16);
   EXPECT_EQ(linear_small_max_rows({{router, Tensor(), Tensor()}}), kLinearSmallTinyMaxRows);
   EXPECT_EQ(linear_small_max_rows({{o, Tensor(), Tensor()}}), kLinearSmallMaxRows);
+  const Tensor q = Tensor::zeros({4096, 2880}, DType::bf16), kv = Tensor::zeros({512, 2880}, DType::bf16);
+  EXPECT_EQ(linear_small_max_rows({{kv, Tensor(), Tensor()}}), kLinearSmallMediumMaxRows);
+  EXPECT_EQ(linear_small_max_rows({{q, Tensor(), Tensor()}, {kv, Tensor(), Tensor()}, {kv, Tensor(), Tensor()}}),
+            kLinearSmallMaxRows);
   const Tensor half = Tensor::zeros({256, 1024}, DType::bf16);  // 512 KiB: two of them are exactly 1 MiB
   EXPECT_EQ(linear_small_max_rows({{half, Tensor(), Tensor()}, {half, Tensor(), Tensor()}}), kLinearSmallTinyMaxRows);
-  EXPECT_EQ(linear_small_max_rows(std::vector<LinearTarget>(3, {half, Tensor(), Tensor()})), kLinearSmallMaxRows);
+  EXPECT_EQ(linear_small_max_rows(std::vector<LinearTarget>(3, {half, Tensor(), Tensor()})), kLinearSmallMediumMaxRows);
+  EXPECT_EQ(linear_small_max_rows(std::vector<LinearTarget>(9, {half, Tensor(), Tensor()})), kLinearSmallMaxRows);
   // Only the sizes are asked: shapes over one byte of storage stand for gpt-oss's lm_head and 256 MiB exactly.
   auto byte = std::make_shared<std::uint8_t>(0);
   const Tensor lm_head = Tensor::borrow(byte.get(), {201088, 2880}, DType::bf16, byte);

@@ -1,0 +1,63 @@
+// CudaOps::linears picks a kernel per row count and weight size: every target on the small-M kernel (decode
+// sizes), the medium ones on it and the rest on cuBLASLt (k and v beside q at 17-64 rows), or every target on
+// cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. Skipped visibly without a GPU.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/linear_small_cuda.h"
+#include "ops/op_test_util.h"
+
+namespace day0 {
+namespace {
+
+TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  BackendOptions bo;
+  bo.memory_fraction = 0.05;
+  auto created = CudaOps::create(bo);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  CudaOps& cuda = **created;
+  std::mt19937 rng(7301);
+  // q 12 MiB (large), k and v 1.5 MiB each (medium: alone they take up to kLinearSmallMediumMaxRows rows).
+  const std::int64_t K = 1536;
+  const std::vector<std::int64_t> widths = {4096, 512, 512};
+  std::vector<Tensor> host_w, host_b;
+  for (std::int64_t n : widths) {
+    host_w.push_back(optest::to_bf16(optest::random_f32({n, K}, rng)));
+    host_b.push_back(optest::random_f32({n}, rng));
+  }
+  ASSERT_EQ(linear_small_max_rows({{host_w[1], Tensor(), Tensor()}}), kLinearSmallMediumMaxRows);
+  CpuOps cpu;
+  for (const std::int64_t M : {std::int64_t{8}, std::int64_t{40}, kLinearSmallMediumMaxRows + 36}) {
+    SCOPED_TRACE("M " + std::to_string(M));
+    const Tensor x = optest::random_f32({M, K}, rng);
+    auto d_x = cuda.upload(x, "x");
+    ASSERT_TRUE(d_x.ok());
+    std::vector<LinearTarget> targets;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      auto w = cuda.upload(host_w[i], "w"), b = cuda.upload(host_b[i], "b");
+      auto out = cuda.allocate({M, widths[i]}, DType::f32, "out");
+      ASSERT_TRUE(w.ok() && b.ok() && out.ok());
+      targets.push_back({*w, *b, *out});
+    }
+    D0_ASSERT_OK(cuda.linears(*d_x, targets));
+    for (size_t i = 0; i < widths.size(); ++i) {
+      SCOPED_TRACE("target " + std::to_string(i));
+      Tensor want = Tensor::zeros({M, widths[i]}, DType::f32);
+      D0_ASSERT_OK(cpu.linear(optest::to_bf16(x).to_f32(), host_w[i], host_b[i], want));
+      auto got = cuda.download(targets[i].out);
+      ASSERT_TRUE(got.ok());
+      // The same bf16 products summed in f32 in another order (split-K partials, MMA trees, cuBLASLt's tiles).
+      EXPECT_LE(cudatest::relative_norm_error(*got, want), 1e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace day0
