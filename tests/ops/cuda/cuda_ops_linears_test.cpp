@@ -41,9 +41,11 @@ TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
     ASSERT_TRUE(d_x.ok());
     std::vector<LinearTarget> targets;
     for (size_t i = 0; i < widths.size(); ++i) {
+      // Step scratch, all of it (a persistent allocation is refused while scratch is live).
       auto w = cuda.upload(host_w[i], "w"), b = cuda.upload(host_b[i], "b");
-      auto out = cuda.allocate({M, widths[i]}, DType::f32, "out");
-      ASSERT_TRUE(w.ok() && b.ok() && out.ok());
+      auto out = cuda.upload(Tensor::zeros({M, widths[i]}, DType::f32), "out");
+      ASSERT_TRUE(w.ok() && b.ok() && out.ok())
+          << (!w.ok() ? w.error().message : !b.ok() ? b.error().message : out.error().message);
       targets.push_back({*w, *b, *out});
     }
     D0_ASSERT_OK(cuda.linears(*d_x, targets));
