@@ -379,8 +379,11 @@ Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& target
                       std::to_string(kLinearSmallMaxTargets) + " outputs per call, got x " +
                       shape_to_string(x.shape()));
   std::vector<LinearTarget> small, gemm_targets;
-  for (const LinearTarget& t : targets)
-    (linear_small_fits(x, {t}, small_m_max_rows({t})) ? small : gemm_targets).push_back(t);
+  for (const LinearTarget& t : targets) {
+    const bool fits =
+        small.size() < static_cast<size_t>(kLinearSmallMaxTargets) && linear_small_fits(x, {t}, small_m_max_rows({t}));
+    (fits ? small : gemm_targets).push_back(t);
+  }
   if (!small.empty()) D0_RETURN_IF_ERROR(linear_small_cuda(x, small, ctx_->sm_count(), ctx_->stream()));
   if (gemm_targets.empty()) return Status::success();
   // Profiled runs time the GEMM path's parts too (nested spans: their time is also in the caller's span).
