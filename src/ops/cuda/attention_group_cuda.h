@@ -42,7 +42,17 @@ struct AttentionGroupArgs {
   int splits;          // >= 1
   int keys_per_split;  // 0: shared out; > 0: fixed length (AttentionSplit)
   float* partials;     // splits > 1: [S * n_heads * splits][head_dim + 2]
+  // The splits merged in a cluster (AttentionSplit::cluster_merge; the launcher sets it only where
+  // attention_group_cluster_merges holds): out is written, partials are not.
+  bool cluster_merge = false;
 };
+
+// Whether the group kernels merge this call's splits themselves (attention_group_tc_cuda's cluster form): a lone
+// query on bf16 keys, shared-out splits, 2 to kAttentionClusterMaxSplits of them.
+inline bool attention_group_cluster_merges(const AttentionGroupArgs& a, bool asked) {
+  return asked && a.kv_bf16 && a.S == 1 && a.keys_per_split == 0 && a.splits > 1 &&
+         a.splits <= kAttentionClusterMaxSplits;
+}
 
 Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream);
 // The launchers' shared checks (group shape, alignment, splits), errors naming `op`.
