@@ -314,8 +314,6 @@ __global__ void __launch_bounds__(32 * kWarps)
 Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   const char* op = "attention_group_tc_cuda";
   if (!a.kv_bf16) return make_error(std::string(op) + ": reads bf16 K/V, got f32 (attention_group_cuda takes them)");
-  // Fixed-length splits (batch-invariant mode) keep one block shape for every batch: a different warp count is a
-  // different sum.
   if (a.cluster_merge) {
     if (!attention_group_cluster_merges(a, true))
       return make_error(std::string(op) + ": the cluster merge takes a lone query's 2 to " +
@@ -330,6 +328,8 @@ Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParam
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_tc_kernel (cluster merge)");
     return Status::success();
   }
+  // Fixed-length splits (batch-invariant mode) keep one block shape for every batch: a different warp count is a
+  // different sum.
   if (a.S == 1 && a.keys_per_split == 0)
     return launch_attention_group(op, attention_group_tc_kernel<64, kLoneQueryWarps, false>,
                                   attention_group_tc_kernel<128, kLoneQueryWarps, false>, 32 * kLoneQueryWarps, a, p,
