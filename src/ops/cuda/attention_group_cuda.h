@@ -106,15 +106,19 @@ __device__ __forceinline__ void write_bad_query(const AttentionGroupArgs& a, std
   }
 }
 
-// Both group kernels' launch: `op`'s checks, then the head_dim 64 or 128 instance over (query, KV head) x splits.
+// Both group kernels' launch: `op`'s checks, then the head_dim 64 or 128 instance over (query, KV head) x splits;
+// with cluster_splits, each (query, KV head)'s splits as one thread-block cluster.
 using AttentionGroupKernel = void (*)(AttentionGroupArgs, int, int, float);
 inline Status launch_attention_group(const char* op, AttentionGroupKernel d64, AttentionGroupKernel d128, int threads,
-                                     const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
+                                     const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream,
+                                     bool cluster_splits = false) {
   D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));
-  launch_dependent(p.head_dim == 64 ? d64 : d128, grid, threads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
+  const dim3 cluster = cluster_splits ? dim3(1, grid.y, 1) : dim3(0, 1, 1);
+  launch_dependent_cluster_grid(p.head_dim == 64 ? d64 : d128, grid, cluster, threads, 0, stream, a, p.n_heads,
+                                p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel (f32 or tensor-core)");
   return Status::success();
 }

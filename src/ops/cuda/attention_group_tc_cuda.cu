@@ -319,14 +319,9 @@ Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParam
       return make_error(std::string(op) + ": the cluster merge takes a lone query's 2 to " +
                         std::to_string(kAttentionClusterMaxSplits) + " shared-out splits, got " + std::to_string(a.S) +
                         " queries and " + std::to_string(a.splits) + " splits");
-    D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
-    const dim3 grid(static_cast<unsigned>(p.n_kv_heads), static_cast<unsigned>(a.splits));
-    const auto kernel = p.head_dim == 64 ? attention_group_tc_kernel<64, kLoneQueryWarps, true>
-                                         : attention_group_tc_kernel<128, kLoneQueryWarps, true>;
-    launch_dependent_cluster_grid(kernel, grid, dim3(1, static_cast<unsigned>(a.splits), 1), 32 * kLoneQueryWarps, 0,
-                                  stream, a, p.n_heads, p.sliding_window, p.scale);
-    D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_tc_kernel (cluster merge)");
-    return Status::success();
+    return launch_attention_group(op, attention_group_tc_kernel<64, kLoneQueryWarps, true>,
+                                  attention_group_tc_kernel<128, kLoneQueryWarps, true>, 32 * kLoneQueryWarps, a, p,
+                                  stream, /*cluster_splits=*/true);
   }
   // Fixed-length splits (batch-invariant mode) keep one block shape for every batch: a different warp count is a
   // different sum.
