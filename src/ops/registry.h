@@ -42,10 +42,6 @@ struct BackendOptions {
   // compute), no block scales; 26% faster than the f16 form at 4,096 tokens (v22). false, or an f32 KV cache: f16
   // operands with a power-of-two scale per block (11 significant bits).
   bool attention_bf16_operands = true;
-  // A lone query's decode attention (bf16 KV cache) in at most kAttentionClusterMaxSplits splits that merge in a
-  // thread-block cluster, with no merge kernel (AttentionSplit::cluster_merge; the same bits). Off: up to ~4 blocks
-  // an SM of splits and the merge kernel. Off by default until measured (perf notes v27).
-  bool attention_cluster_merge = false;
   // Every token's arithmetic independent of what else is in its step (RELIABILITY D3): dense linears through the
   // small-M kernel in 16-row slices, MoE through the fused MXFP4 kernel at every size (bf16 compute only), attention
   // on the f32 kernel with key splits of a fixed length. Slower prefill and long-context decode; off by default.

@@ -410,14 +410,6 @@ TEST(Day0CliTinyModel, BatchInvariantIsAcceptedAndChangesNothingOnTheCpu) {
   EXPECT_EQ(word_after(p.out, "\ngenerated ids: "), word_after(plain.out, "\ngenerated ids: "));
 }
 
-// --attention-cluster-merge likewise: a CUDA decode option, accepted on the CPU, where it changes nothing.
-TEST(Day0CliTinyModel, AttentionClusterMergeIsAcceptedAndChangesNothingOnTheCpu) {
-  const Proc plain = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "6"});
-  const Proc p = day0({"run", kTiny, "--prompt-ids", "1,2,3", "--max-tokens", "6", "--attention-cluster-merge"});
-  ASSERT_EQ(p.exit_code, 0) << p.err;
-  EXPECT_EQ(word_after(p.out, "\ngenerated ids: "), word_after(plain.out, "\ngenerated ids: "));
-}
-
 // --kv-cache-dtype auto (the default) is bf16 on the GPU and f32 in the CPU reference, which takes no other: the
 // bench's report names the dtype it ran with.
 TEST(Day0CliTinyModel, KvCacheDtypeAutoIsF32OnTheCpu) {

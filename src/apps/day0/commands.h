@@ -23,7 +23,6 @@ struct BackendCliOptions {
   std::optional<std::int64_t> fused_moe_tokens;
   bool f32_attention = false;           // cuda: no tensor cores in prefill attention
   bool f16_attention = false;           // cuda: prefill attention MMAs on f16 operands with block scales
-  bool attention_cluster_merge = false;  // cuda: a lone query's attention splits merged in a cluster (BackendOptions)
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
   std::string kv_cache_dtype = "auto";  // bf16 on cuda, f32 on cpu; or either named (BackendOptions::kv_cache_dtype)

@@ -35,9 +35,6 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                 "cuda: prefill attention MMAs on f16 operands with a power of two per block (11 significant bits; "
                 "default with a bf16 KV cache: bf16 operands, K and V as cached, Q and the softmax weights rounded to "
                 "bf16, as a bf16 model computes)");
-  cmd->add_flag("--attention-cluster-merge", o.attention_cluster_merge,
-                "cuda: a lone query's decode attention in at most 8 key splits merged inside a thread-block cluster "
-                "(no merge kernel; the same results); experimental, off by default");
   cmd->add_flag("--batch-invariant", o.batch_invariant,
                "cuda: every token computed the same whatever else is in its step (identical greedy output solo or "
                "batched; slower prefill; MXFP4 experts with bf16 compute)");

@@ -33,7 +33,6 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   b.fused_moe_max_tokens = o.fused_moe_tokens;
   b.attention_tensor_cores = !o.f32_attention;
   b.attention_bf16_operands = !o.f16_attention;
-  b.attention_cluster_merge = o.attention_cluster_merge;
   b.batch_invariant = o.batch_invariant;
   // Profiled spans are bounded by events between kernels: kernels that overlap would blur them.
   b.dependent_launch = !o.no_dependent_launch && !o.profile;

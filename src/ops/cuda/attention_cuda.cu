@@ -400,29 +400,17 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              split.bf16_operands};
     return attention_tc_cuda(ta, p, stream);
   }
-  bool merged = false;  // the splits merged in the attention kernel (a cluster): no merge kernel
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    AttentionGroupArgs ga{q.data<float>(),
-                          k.raw(),
-                          v.raw(),
-                          kv_bf16,
-                          q_pos.data<std::int32_t>(),
-                          sink_ptr,
-                          sink_kind,
-                          out.data<float>(),
-                          static_cast<int>(S),
-                          static_cast<int>(T),
-                          layout,
-                          sa.splits,
-                          sa.keys_per_split,
-                          sa.partials};
-    ga.cluster_merge = merged = attention_group_cluster_merges(ga, split.cluster_merge);
+    const AttentionGroupArgs ga{q.data<float>(),     k.raw(), v.raw(),   kv_bf16,           q_pos.data<std::int32_t>(),
+                                sink_ptr,            sink_kind,         out.data<float>(), static_cast<int>(S),
+                                static_cast<int>(T), layout,            sa.splits,         sa.keys_per_split,
+                                sa.partials};
     D0_RETURN_IF_ERROR(attention_group_cuda(ga, p, stream));
   } else {
     const auto per_head = kv_bf16 ? launch_per_head<__nv_bfloat16> : launch_per_head<float>;
     D0_RETURN_IF_ERROR(per_head(q, k, v, q_pos, sink_ptr, sink_kind, p, out, layout, stream, sa));
   }
-  if (sa.splits > 1 && !merged) {
+  if (sa.splits > 1) {
     const std::int64_t blocks = S * p.n_heads;
     launch_dependent(attention_merge_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, sa.partials, sa.splits,
                      sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim, sink_ptr,

@@ -29,15 +29,7 @@ struct AttentionSplit {
   // 0: each query's keys are shared out over the splits. > 0: split y takes keys [y n, (y + 1) n) of the query's
   // range whatever the splits (those past its keys are empty), so its sums do not depend on the other queries.
   int keys_per_split = 0;
-  // A lone query (S = 1) on bf16 keys with shared-out splits, at most kAttentionClusterMaxSplits of them: the
-  // tensor-core group kernel runs each KV head's splits as one thread-block cluster that merges them through
-  // distributed shared memory (the merge kernel's arithmetic, in its order: the same bits), and no merge kernel
-  // follows. Elsewhere it is ignored. partials is still required (the other paths use it).
-  bool cluster_merge = false;
 };
-
-// The most splits one cluster merges (the portable cluster size).
-inline constexpr int kAttentionClusterMaxSplits = 8;
 
 // Batch-invariant attention: fixed-length splits, at least 2 so every query takes the merge (one code path).
 // 2,048 keys: a 128K-token context is 64 splits; decode of short contexts gets fewer blocks (slower).

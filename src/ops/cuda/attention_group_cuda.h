@@ -42,17 +42,7 @@ struct AttentionGroupArgs {
   int splits;          // >= 1
   int keys_per_split;  // 0: shared out; > 0: fixed length (AttentionSplit)
   float* partials;     // splits > 1: [S * n_heads * splits][head_dim + 2]
-  // The splits merged in a cluster (AttentionSplit::cluster_merge; the launcher sets it only where
-  // attention_group_cluster_merges holds): out is written, partials are not.
-  bool cluster_merge = false;
 };
-
-// Whether the group kernels merge this call's splits themselves (attention_group_tc_cuda's cluster form): a lone
-// query on bf16 keys, shared-out splits, 2 to kAttentionClusterMaxSplits of them.
-inline bool attention_group_cluster_merges(const AttentionGroupArgs& a, bool asked) {
-  return asked && a.kv_bf16 && a.S == 1 && a.keys_per_split == 0 && a.splits > 1 &&
-         a.splits <= kAttentionClusterMaxSplits;
-}
 
 Status attention_group_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream);
 // The launchers' shared checks (group shape, alignment, splits), errors naming `op`.
@@ -106,19 +96,15 @@ __device__ __forceinline__ void write_bad_query(const AttentionGroupArgs& a, std
   }
 }
 
-// Both group kernels' launch: `op`'s checks, then the head_dim 64 or 128 instance over (query, KV head) x splits;
-// with cluster_splits, each (query, KV head)'s splits as one thread-block cluster.
+// Both group kernels' launch: `op`'s checks, then the head_dim 64 or 128 instance over (query, KV head) x splits.
 using AttentionGroupKernel = void (*)(AttentionGroupArgs, int, int, float);
 inline Status launch_attention_group(const char* op, AttentionGroupKernel d64, AttentionGroupKernel d128, int threads,
-                                     const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream,
-                                     bool cluster_splits = false) {
+                                     const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   D0_RETURN_IF_ERROR(check_attention_group_args(op, a, p));
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>(static_cast<std::int64_t>(a.S) * p.n_kv_heads),
                   static_cast<unsigned>(a.splits));
-  const dim3 cluster = cluster_splits ? dim3(1, grid.y, 1) : dim3(0, 1, 1);
-  launch_dependent_cluster_grid(p.head_dim == 64 ? d64 : d128, grid, cluster, threads, 0, stream, a, p.n_heads,
-                                p.sliding_window, p.scale);
+  launch_dependent(p.head_dim == 64 ? d64 : d128, grid, threads, 0, stream, a, p.n_heads, p.sliding_window, p.scale);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_group_kernel (f32 or tensor-core)");
   return Status::success();
 }

@@ -1,7 +1,6 @@
 // GQA-group decode attention on tensor cores: see the header for the scheme.
 #include "ops/cuda/attention_group_tc_cuda.h"
 
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <climits>
@@ -42,14 +41,7 @@ __device__ __forceinline__ std::uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-namespace cg = cooperative_groups;
-
-// kCluster (a lone query's splits launched as one cluster a KV head, AttentionGroupArgs::cluster_merge): each block
-// leaves its state in its own shared memory, and after a cluster barrier block r merges heads r, r + C, .. of the
-// group from every live block's state through distributed shared memory, as attention_merge_kernel does (the same
-// arithmetic in the same order), and writes out; a second barrier keeps every block's state until it is read.
-// Idle splits take part in both barriers (and in the merge).
-template <int kD, int kWarps, bool kCluster>
+template <int kD, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps)
     attention_group_tc_kernel(AttentionGroupArgs a, int n_heads, int window, float scale) {
   constexpr int kThreads = 32 * kWarps;
@@ -69,7 +61,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   // The first step's rows are found before the wait, while the kernel before (RoPE + KV write) still runs. Keys,
   // values and q come after it.
   const GroupQuery gq = group_query(a, n_heads, window);
-  if (!kCluster && gq.idle) return;
+  if (gq.idle) return;
   const std::int64_t s = gq.s;
   const int h0 = gq.h0;
   const std::int32_t* table = gq.table;
@@ -146,14 +138,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   clear_step();
   load_step([&](int key) { return key < first_new; }, std::true_type{});
   begin_dependent_grid();
-  if (bad) {  // every block of a cluster has the same query: all leave here, none waits at a cluster barrier
-    if constexpr (kCluster) {
-      for (int i = tid; i < kG * kD && blockIdx.y == 0; i += kThreads)
-        a.out[s * q_width + static_cast<std::int64_t>(h0) * kD + i] = NAN;
-      return;
-    }
-    return write_bad_query<kG>(a, s, n_heads, h0, kD);
-  }
+  if (bad) return write_bad_query<kG>(a, s, n_heads, h0, kD);
   load_step([&](int key) { return key >= first_new; }, std::false_type{});
 
   // A fragments of q: lane (g, t) holds head h0 + g's dims kLaneDims t .. in k-step order (k-step j: dims 4j ..
@@ -272,9 +257,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     float acc = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) acc += weight_s[w][hg] * o_s[w][hg][dim];
-    if (kCluster) {
-      o_s[0][hg][dim] = acc;  // this thread's own element, read above: its state for the cluster merge
-    } else if (split) {
+    if (split) {
       float* part = group_partial(a, s, n_heads, h0, hg, kD);
       if (dim == 0) {
         part[0] = m_s[0][hg];
@@ -285,28 +268,6 @@ __global__ void __launch_bounds__(32 * kWarps)
       a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + dim] = acc / sum_s[hg];
     }
   }
-  if constexpr (kCluster) {
-    // Split y's state: m_s[0][hg] (its M), sum_s[hg] (its L), o_s[0][hg][..] (its unnormalised output).
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();
-    const int live = live_splits(gq.pos, window, a.splits, a.keys_per_split);
-    const int rank = static_cast<int>(cluster.block_rank()), blocks = static_cast<int>(cluster.num_blocks());
-    for (int hg = rank; hg < kG && tid < kD; hg += blocks) {
-      const bool has_sink = a.sink_kind != kNoSink;
-      const float sink_logit = has_sink ? load_sink(a.sinks, a.sink_kind, h0 + hg) : -INFINITY;
-      float M = sink_logit;
-      for (int y = 0; y < live; ++y) M = fmaxf(M, *cluster.map_shared_rank(&m_s[0][hg], y));
-      float L = has_sink ? expf(sink_logit - M) : 0.f, acc = 0.f;
-      for (int y = 0; y < live; ++y) {
-        const float my = *cluster.map_shared_rank(&m_s[0][hg], y);
-        const float w = my == -INFINITY ? 0.f : expf(my - M);
-        L += *cluster.map_shared_rank(&sum_s[hg], y) * w;
-        acc += *cluster.map_shared_rank(&o_s[0][hg][tid], y) * w;
-      }
-      a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + tid] = acc / L;
-    }
-    cluster.sync();  // no block leaves while another reads its state
-  }
 }
 
 }  // namespace
@@ -314,23 +275,13 @@ __global__ void __launch_bounds__(32 * kWarps)
 Status attention_group_tc_cuda(const AttentionGroupArgs& a, const AttentionParams& p, cudaStream_t stream) {
   const char* op = "attention_group_tc_cuda";
   if (!a.kv_bf16) return make_error(std::string(op) + ": reads bf16 K/V, got f32 (attention_group_cuda takes them)");
-  if (a.cluster_merge) {
-    if (!attention_group_cluster_merges(a, true))
-      return make_error(std::string(op) + ": the cluster merge takes a lone query's 2 to " +
-                        std::to_string(kAttentionClusterMaxSplits) + " shared-out splits, got " + std::to_string(a.S) +
-                        " queries and " + std::to_string(a.splits) + " splits");
-    return launch_attention_group(op, attention_group_tc_kernel<64, kLoneQueryWarps, true>,
-                                  attention_group_tc_kernel<128, kLoneQueryWarps, true>, 32 * kLoneQueryWarps, a, p,
-                                  stream, /*cluster_splits=*/true);
-  }
   // Fixed-length splits (batch-invariant mode) keep one block shape for every batch: a different warp count is a
   // different sum.
   if (a.S == 1 && a.keys_per_split == 0)
-    return launch_attention_group(op, attention_group_tc_kernel<64, kLoneQueryWarps, false>,
-                                  attention_group_tc_kernel<128, kLoneQueryWarps, false>, 32 * kLoneQueryWarps, a, p,
-                                  stream);
-  return launch_attention_group(op, attention_group_tc_kernel<64, kBatchWarps, false>,
-                                attention_group_tc_kernel<128, kBatchWarps, false>, 32 * kBatchWarps, a, p, stream);
+    return launch_attention_group(op, attention_group_tc_kernel<64, kLoneQueryWarps>,
+                                  attention_group_tc_kernel<128, kLoneQueryWarps>, 32 * kLoneQueryWarps, a, p, stream);
+  return launch_attention_group(op, attention_group_tc_kernel<64, kBatchWarps>,
+                                attention_group_tc_kernel<128, kBatchWarps>, 32 * kBatchWarps, a, p, stream);
 }
 
 }  // namespace day0

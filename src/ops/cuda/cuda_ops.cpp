@@ -421,10 +421,6 @@ Result<AttentionSplit> CudaOps::attention_split(std::int64_t S, std::int64_t seq
     split.splits = attention_invariant_splits(p, max_keys);
   } else {
     split.splits = attention_splits(S, p, max_keys, ctx_->sm_count());
-    if (options_.attention_cluster_merge && S == 1 && split.splits > 1) {
-      split.splits = std::min(split.splits, kAttentionClusterMaxSplits);
-      split.cluster_merge = true;
-    }
     split.tensor_cores = options_.attention_tensor_cores && S >= kAttentionTcMinRowsPerSequence * sequences;
     split.bf16_operands = options_.attention_bf16_operands;
   }

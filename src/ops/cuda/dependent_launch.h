@@ -24,18 +24,18 @@ void set_dependent_launch(bool on);
 bool dependent_launch_enabled();
 
 // cudaLaunchKernelEx with the programmatic-serialization attribute when the switch is on, and a grid of
-// thread-block clusters of cluster.x x cluster.y x cluster.z CTAs when cluster.x > 0 (each grid dimension a multiple
-// of the cluster's); the launcher checks the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
+// thread-block clusters of `cluster` CTAs along x when cluster > 0 (grid.x a multiple of it); the launcher checks
+// the result as for <<<>>> (D0_CUDA_RETURN_IF_LAUNCH_ERROR).
 template <class... Params, class... Args>
-void launch_dependent_cluster_grid(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
-                                   std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, unsigned cluster, dim3 block,
+                               std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute[2];
   unsigned n = 0;
-  if (cluster.x > 0) {
+  if (cluster > 0) {
     attribute[n].id = cudaLaunchAttributeClusterDimension;
-    attribute[n].val.clusterDim.x = cluster.x;
-    attribute[n].val.clusterDim.y = cluster.y;
-    attribute[n].val.clusterDim.z = cluster.z;
+    attribute[n].val.clusterDim.x = cluster;
+    attribute[n].val.clusterDim.y = 1;
+    attribute[n].val.clusterDim.z = 1;
     ++n;
   }
   if (dependent_launch_enabled()) {
@@ -52,14 +52,6 @@ void launch_dependent_cluster_grid(void (*kernel)(Params...), dim3 grid, dim3 cl
   config.numAttrs = n;
   // The result also lands in cudaGetLastError, which the launchers read.
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
-// Clusters of `cluster` CTAs along x (none for 0).
-template <class... Params, class... Args>
-void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, unsigned cluster, dim3 block,
-                               std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
-  launch_dependent_cluster_grid(kernel, grid, dim3(cluster, 1, 1), block, shared_bytes, stream,
-                                std::forward<Args>(args)...);
 }
 
 // launch_dependent_clusters without clusters: a plain grid.

@@ -93,44 +93,6 @@ TEST(CudaAttentionGroupTc, fixed_length_splits_give_each_query_the_same_bits_wha
   for (size_t i = 1; i < outs.size(); ++i) EXPECT_TRUE(cudatest::same_bits(outs[i], outs[0])) << "split count " << i;
 }
 
-// A lone query's splits merged inside a thread-block cluster (AttentionSplit::cluster_merge) give the merge
-// kernel's bits: contexts from 1 key (one live split) to 2,000 (every split live), windows, sinks, head_dim 128, and
-// split counts that leave blocks of the cluster idle; a table outside the pool gives NaN rows.
-TEST(CudaAttentionGroupTc, a_lone_querys_cluster_merge_gives_the_merge_kernels_bits) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  auto ctx = make_context();
-  ASSERT_TRUE(ctx);
-  std::mt19937 rng(44);
-  for (const AttentionParams& p : {AttentionParams{64, 8, 64, 0, 0.125f}, AttentionParams{64, 8, 64, 128, 0.125f},
-                                   AttentionParams{32, 4, 128, 0, 0.09f}})
-    for (int length : {1, 5, 130, 700, 1024, 2000})
-      for (bool sinks : {false, true})
-        for (int splits : {2, 3, kAttentionClusterMaxSplits}) {
-          SCOPED_TRACE(::testing::Message() << "d " << p.head_dim << " window " << p.sliding_window << " keys "
-                                            << length << " sinks " << sinks << " splits " << splits);
-          const auto sc = optest::make_paged_scenario(rng, p, 16, {length}, {1}, sinks, /*bf16_kv=*/true);
-          AttentionSplit split;
-          split.splits = splits;
-          split.partials = poisoned(*ctx, {attention_partials_floats(1, p, splits)}, DType::f32);
-          const Tensor merged = run_bf16(*ctx, sc, sinks, split);
-          split.cluster_merge = true;
-          split.partials = poisoned(*ctx, {attention_partials_floats(1, p, splits)}, DType::f32);
-          const Tensor clustered = run_bf16(*ctx, sc, sinks, split);
-          EXPECT_EQ(count_nan(clustered), 0);
-          EXPECT_TRUE(cudatest::same_bits(clustered, merged));
-          EXPECT_LE(relative_norm_error(clustered, sc.want), kTolerance);
-        }
-  const AttentionParams p{64, 8, 64, 0, 0.125f};
-  auto sc = optest::make_paged_scenario(rng, p, 16, {300}, {1}, false, /*bf16_kv=*/true);
-  sc.tables.data<std::int32_t>()[0] = 1 << 20;  // the first block far outside the pool
-  AttentionSplit split;
-  split.splits = 4;
-  split.cluster_merge = true;
-  split.partials = poisoned(*ctx, {attention_partials_floats(1, p, 4)}, DType::f32);
-  const Tensor got = run_bf16(*ctx, sc, false, split);
-  EXPECT_EQ(count_nan(got), got.numel());
-}
-
 TEST(CudaAttentionGroupTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_its_queries) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
