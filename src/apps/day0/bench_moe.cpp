@@ -230,7 +230,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({S * m.k}, DType::f32, "bench x fp8 scales"));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x8.raw(), 0x38, x8.nbytes(), ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
-      for (int tile : {64, 128}) {
+      for (int tile : {64, 128, 192}) {  // 192: the warp-specialised form
         auto fp8 = [&] {
           Routing& r = next();
           const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};

@@ -26,6 +26,11 @@ __device__ __forceinline__ void arrive_expecting(std::uint64_t* bar, unsigned by
                : "memory");
 }
 
+// Arrives on the barrier (an arrival its phase counts, no bytes): after this thread's writes it releases.
+__device__ __forceinline__ void arrive(std::uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+}
+
 // dst and src 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(

@@ -277,7 +277,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpe
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
   Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
   D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
-  const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
+  const int tile = mxfp4_wgmma_fp8_tile_tokens(A, ws.shape.n_experts);
   const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
   Tensor hf = ws.fused_hf.slice_rows(0, A);
   D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, tile, tiles, &p, hf, stream));

@@ -14,6 +14,8 @@
 #include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
+#include "ops/cuda/wgmma.cuh"
+#include "quant/mxfp4_to_fp8_table.h"
 
 namespace day0::mxfp4_kernels {
 
@@ -172,6 +174,25 @@ struct KernelArgs {
   void* out;
 };
 
+// The FP8 GEMMs' arguments (moe_mxfp4_wgmma_fp8_cuda.cu, moe_mxfp4_ws_fp8_cuda.cu).
+struct Fp8KernelArgs {
+  KernelArgs k;            // weights, grouping, bias, SwiGLU, out (KernelArgs::x unused)
+  const std::uint8_t* x8;  // e4m3 rows: by token (KernelArgs::inputs_are_tokens: entry p reads rows[p]) or entry
+  const float* sx;         // a scale per row of x8
+};
+
+// One copied MXFP4 group (16 bytes, 32 values) as E4M3 codes under its table (mxfp4_to_fp8_table.h: the group's
+// clamped shift), into chunks 2 gj and 2 gj + 1 of a 128-byte swizzled A-tile row (row `row` at a_row).
+__device__ __forceinline__ void store_group_fp8(uint4 w, std::uint64_t table, unsigned char* a_row, int row, int gj) {
+  const Mxfp4Fp8Bytes t{static_cast<std::uint32_t>(table), static_cast<std::uint32_t>(table >> 32), 0, 0};
+  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  std::uint32_t o[8];
+#pragma unroll
+  for (int wi = 0; wi < 4; ++wi) mxfp4_word_to_fp8(words[wi], t, o[2 * wi], o[2 * wi + 1]);
+  *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 2 * gj)) = make_uint4(o[0], o[1], o[2], o[3]);
+  *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 2 * gj + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
 __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
@@ -234,9 +255,10 @@ struct EpilogueStage {
   int entry_row[kBN];   // the tile's entry i: its assignment (plain stores) or itself (SwiGLU, by entry)
   float row_bias[kBM];  // 0 without a bias (the stores add it either way, as store_outputs)
 
+  // Thread t of the threads filling it (a CTA's, or its consumer warps' in the warp-specialised GEMM).
   template <bool kSwiglu>
-  __device__ __forceinline__ void fill(const KernelArgs& a, int begin, int live, std::int64_t block_row0, int rows) {
-    const int t = static_cast<int>(threadIdx.x);
+  __device__ __forceinline__ void fill(const KernelArgs& a, int begin, int live, std::int64_t block_row0, int rows,
+                                       int t = static_cast<int>(threadIdx.x)) {
     if (t < live) entry_row[t] = kSwiglu ? begin + t : a.assignments[begin + t];
     if (t < kBM) row_bias[t] = t < rows ? bias_at(a, block_row0 + t) : 0.f;
   }

@@ -7,6 +7,8 @@
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/fp8_moe_math.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
+#include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
+#include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/wgmma_k_loop.cuh"
 #include "quant/fp8_experts.h"
@@ -35,12 +37,6 @@ struct Layout {
   static constexpr int kA = 0, kB = kA + 2 * kATile, kRawAt = kB + kStages * kBTile;
   static constexpr int kScales = kRawAt + kRawSlots * kRaw;
   static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
-};
-
-struct Fp8KernelArgs {
-  KernelArgs k;             // weights, grouping, bias, SwiGLU, out (KernelArgs::x unused)
-  const std::uint8_t* x8;   // e4m3 rows: by token (KernelArgs::inputs_are_tokens: entry p reads rows[p]) or entry
-  const float* sx;          // a scale per row of x8
 };
 
 template <int kBN, bool kSwiglu>
@@ -107,15 +103,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
       const uint4 w = *reinterpret_cast<const uint4*>(raw + 16 * j);
       // Past the row or the groups the bytes are zeros: entry 0 of any table.
       const int shift = w_live && g < a.groups ? static_cast<int>(codes[g]) - max_code + kFp8RowExponentShift : 0;
-      const std::uint64_t t = shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift];
-      const Mxfp4Fp8Bytes table{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(t >> 32), 0, 0};
-      const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-      std::uint32_t o[8];
-#pragma unroll
-      for (int wi = 0; wi < 4; ++wi) mxfp4_word_to_fp8(words[wi], table, o[2 * wi], o[2 * wi + 1]);
-      *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(w_row, 2 * gj)) = make_uint4(o[0], o[1], o[2], o[3]);
-      *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(w_row, 2 * gj + 1)) =
-          make_uint4(o[4], o[5], o[6], o[7]);
+      store_group_fp8(w, shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_row, w_row, gj);
     }
   };
 
@@ -195,6 +183,11 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w) {
   return w.storage == ExpertStorage::mxfp4 && w.out % 64 == 0 && w.in % 32 == 0 && w.in / 32 <= kMaxGroups;
 }
 
+int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, std::int64_t n_experts) {
+  if (assignments >= kWsFp8MinTokensPerExpert * n_experts) return kWsFp8TileTokens;
+  return mxfp4_wgmma_tile_tokens(assignments, n_experts);
+}
+
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
                                          const ExpertWeights& w, const DeviceExpertGroups& groups, int tile_tokens,
                                          std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
@@ -213,15 +206,18 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
                       std::to_string(inputs_are_tokens ? x8.size(0) : A) + "), got " + std::to_string(sx.numel()));
   if (!aligned_to(w.scales.raw(), 16) || w.in % 16 != 0)
     return make_error(std::string(op) + ": scales must be 16-byte aligned and rows of x8 a multiple of 16 bytes");
-  if (tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128)
-    return make_error(std::string(op) + ": tile_tokens must be 32, 64 or 128, got " + std::to_string(tile_tokens));
+  if (tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128 && tile_tokens != kWsFp8TileTokens)
+    return make_error(std::string(op) + ": tile_tokens must be 32, 64, 128 or 192, got " + std::to_string(tile_tokens));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   if (launch_slots == 0 || A == 0) return Status::success();
   const Fp8KernelArgs f{args, static_cast<const std::uint8_t*>(x8.raw()), sx.data<float>()};
   const dim3 grid(static_cast<unsigned>((w.out + kBM - 1) / kBM), static_cast<unsigned>(launch_slots));
   const int E = static_cast<int>(w.n_experts);
+  static_assert(kWsFp8MaxGroups == kMaxGroups);
   switch (tile_tokens) {
+    case kWsFp8TileTokens:
+      return launch_mxfp4_ws_fp8_gemm(f, E, grid, swiglu != nullptr, stream);
     case 32: return swiglu ? launch<32, true>(f, E, grid, stream) : launch<32, false>(f, E, grid, stream);
     case 64: return swiglu ? launch<64, true>(f, E, grid, stream) : launch<64, false>(f, E, grid, stream);
     default: return swiglu ? launch<128, true>(f, E, grid, stream) : launch<128, false>(f, E, grid, stream);

@@ -48,7 +48,7 @@ using cp_async::copy_commit;
 using cp_async::copy_wait;
 
 // D (+)= A . B^T over one k16 step: bf16 operands, f32 accumulation (scale-d 1: accumulate; zero D first), for
-// N = 16, 32, .. 128 tokens. The accumulators of a narrower N are a prefix of a wider one's, so a kernel may pick N
+// N = 16, 32, .. 192 tokens. The accumulators of a narrower N are a prefix of a wider one's, so a kernel may pick N
 // per tile at run time on one array.
 template <int N>
 __device__ void mma_bf16(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
@@ -69,6 +69,10 @@ __device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
 #define D0_WGMMA_R8_5 ", %40, %41, %42, %43, %44, %45, %46, %47"
 #define D0_WGMMA_R8_6 ", %48, %49, %50, %51, %52, %53, %54, %55"
 #define D0_WGMMA_R8_7 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define D0_WGMMA_R8_8 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define D0_WGMMA_R8_9 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define D0_WGMMA_R8_10 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define D0_WGMMA_R8_11 ", %88, %89, %90, %91, %92, %93, %94, %95"
 #define D0_WGMMA_REGS_16 D0_WGMMA_R8_0
 #define D0_WGMMA_OPS_16 D0_WGMMA_D8(0)
 #define D0_WGMMA_REGS_32 D0_WGMMA_R8_0 D0_WGMMA_R8_1
@@ -91,6 +95,14 @@ __device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
 #define D0_WGMMA_OPS_128                                                                                               \
   D0_WGMMA_D8(0), D0_WGMMA_D8(8), D0_WGMMA_D8(16), D0_WGMMA_D8(24), D0_WGMMA_D8(32), D0_WGMMA_D8(40), D0_WGMMA_D8(48), \
       D0_WGMMA_D8(56)
+#define D0_WGMMA_REGS_144 D0_WGMMA_REGS_128 D0_WGMMA_R8_8
+#define D0_WGMMA_OPS_144 D0_WGMMA_OPS_128, D0_WGMMA_D8(64)
+#define D0_WGMMA_REGS_160 D0_WGMMA_REGS_144 D0_WGMMA_R8_9
+#define D0_WGMMA_OPS_160 D0_WGMMA_OPS_144, D0_WGMMA_D8(72)
+#define D0_WGMMA_REGS_176 D0_WGMMA_REGS_160 D0_WGMMA_R8_10
+#define D0_WGMMA_OPS_176 D0_WGMMA_OPS_160, D0_WGMMA_D8(80)
+#define D0_WGMMA_REGS_192 D0_WGMMA_REGS_176 D0_WGMMA_R8_11
+#define D0_WGMMA_OPS_192 D0_WGMMA_OPS_176, D0_WGMMA_D8(88)
 // One specialization of FN (k K, operand TYPES, the instruction's trailing immediates TAIL): A and B number the two
 // descriptor operands, after the N / 2 accumulators.
 #define D0_WGMMA_SS(FN, K, TYPES, TAIL, N, A, B)                                                    \
@@ -109,7 +121,11 @@ __device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
   D0_WGMMA_SS(FN, K, TYPES, TAIL, 80, 40, 41)  \
   D0_WGMMA_SS(FN, K, TYPES, TAIL, 96, 48, 49)  \
   D0_WGMMA_SS(FN, K, TYPES, TAIL, 112, 56, 57) \
-  D0_WGMMA_SS(FN, K, TYPES, TAIL, 128, 64, 65)
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 128, 64, 65) \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 144, 72, 73) \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 160, 80, 81) \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 176, 88, 89) \
+  D0_WGMMA_SS(FN, K, TYPES, TAIL, 192, 96, 97)
 // bf16: scale-d 1, scales 1, no transposes (both K-major); FP8 takes no transpose operands.
 D0_WGMMA_SS_ALL_N(mma_bf16, 16, "bf16.bf16", ", 1, 1, 1, 0, 0")
 D0_WGMMA_SS_ALL_N(mma_e4m3, 32, "e4m3.e4m3", ", 1, 1, 1")
@@ -131,6 +147,14 @@ D0_WGMMA_SS_ALL_N(mma_e4m3, 32, "e4m3.e4m3", ", 1, 1, 1")
 #undef D0_WGMMA_OPS_112
 #undef D0_WGMMA_REGS_128
 #undef D0_WGMMA_OPS_128
+#undef D0_WGMMA_REGS_144
+#undef D0_WGMMA_OPS_144
+#undef D0_WGMMA_REGS_160
+#undef D0_WGMMA_OPS_160
+#undef D0_WGMMA_REGS_176
+#undef D0_WGMMA_OPS_176
+#undef D0_WGMMA_REGS_192
+#undef D0_WGMMA_OPS_192
 #undef D0_WGMMA_R8_0
 #undef D0_WGMMA_R8_1
 #undef D0_WGMMA_R8_2
@@ -139,6 +163,10 @@ D0_WGMMA_SS_ALL_N(mma_e4m3, 32, "e4m3.e4m3", ", 1, 1, 1")
 #undef D0_WGMMA_R8_5
 #undef D0_WGMMA_R8_6
 #undef D0_WGMMA_R8_7
+#undef D0_WGMMA_R8_8
+#undef D0_WGMMA_R8_9
+#undef D0_WGMMA_R8_10
+#undef D0_WGMMA_R8_11
 #undef D0_WGMMA_D8
 
 // Calls f(std::integral_constant<int, N>) for the narrowest N = 16, 32, .. kMax covering `cols` tokens: a tile's MMAs

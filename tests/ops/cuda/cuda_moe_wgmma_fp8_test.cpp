@@ -143,7 +143,7 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4121);
-  for (int tile : {32, 64, 128}) {
+  for (int tile : {32, 64, 128, 192}) {  // 192: the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh)
     // A lone token; ~300 tokens an expert (several tiles, the last ragged); out 64 (the second warpgroup past the
     // rows) and 192; in 96 (one k-tile ending in zeros), 320 (three, the last half zeros), 2,880 (gpt-oss: 23).
     const Inputs entry = Inputs::by_entry, token = Inputs::by_token;

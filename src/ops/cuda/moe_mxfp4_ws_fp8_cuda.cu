@@ -1,0 +1,213 @@
+// The warp-specialised MXFP4 grouped FP8 GEMM: see moe_mxfp4_ws_fp8_cuda.cuh.
+#include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
+
+#include "ops/cuda/bulk_copy.cuh"
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/fp8_moe_math.cuh"
+#include "ops/cuda/wgmma.cuh"
+#include "ops/cuda/wgmma_k_loop.cuh"
+#include "quant/fp8_experts.h"
+#include "quant/mxfp4_to_fp8_table.h"
+
+namespace day0 {
+namespace {
+
+using namespace mxfp4_kernels;
+
+constexpr int kBM = 128;  // weight rows per CTA: a consumer warpgroup's 64 each
+constexpr int kBK = 128;  // values per k-tile: four MXFP4 groups, one 128-byte swizzled row of e4m3
+constexpr int kBN = kWsFp8TileTokens;
+constexpr int kProducers = 128;  // producer thread t copies and converts row t's four groups of each k-tile
+constexpr int kConsumers = 256;
+constexpr int kThreads = kProducers + kConsumers;
+constexpr int kStages = 4;  // operand stages (converted A, tokens, raw weight bytes)
+constexpr int kAhead = 2;   // copies issued this many k-tiles before their conversion: the stage they refill was
+                            // read by the MMAs two k-tiles back, so the producers never wait on the MMAs running now
+
+// Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes by group:
+// group j of row t at j * kBM * 16 + 16 t), then the CTA's scale block. ~204 KB at K = 2,880: one CTA an SM.
+struct Layout {
+  static constexpr int kATile = kBM * kBK, kBTile = kBN * kBK, kRaw = kBM * kBK / 2;
+  static constexpr int kA = 0, kB = kA + kStages * kATile, kRawAt = kB + kStages * kBTile;
+  static constexpr int kScales = kRawAt + kStages * kRaw;
+  static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
+};
+
+// The threads of one named barrier (1: the producers, 2: the consumers) wait for each other.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <bool kSwiglu>
+__global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts) {
+  using L = Layout;
+  const KernelArgs& a = f.k;
+  extern __shared__ unsigned char smem_unaligned[];
+  unsigned char* smem = smem_unaligned + ((1024 - wgmma::shared_address(smem_unaligned) % 1024) % 1024);
+  __shared__ int row_code[kBM];  // each row's largest scale code: its scale is 2^(code - 127 - 6)
+  __shared__ std::uint64_t shift_codes[kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1];
+  __shared__ EpilogueStage<kBN, kBM> stage;
+  __shared__ float entry_scale[kBN];
+  __shared__ std::uint64_t full[kStages], empty[kStages];
+  const TokenTile tile = pick_token_tile<kThreads, kBN>(a, n_experts);
+  if (tile.e < 0) return;
+  const int tid = threadIdx.x;
+  const int row0 = blockIdx.x * kBM, rows = min(kBM, a.out_rows - row0);  // rows: 64 or 128
+  const int in = a.groups * 32, k_tiles = (a.groups + 3) / 4;             // the last k-tile may end in zeros
+  const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;   // the MMAs read token rows below cols
+  const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      bulk_copy::barrier_init(&full[s], kProducers);
+      bulk_copy::barrier_init(&empty[s], kConsumers / 32);
+    }
+    bulk_copy::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (tid < kProducers) {
+    // ---- Producers: row t of the tile (rows past `rows` copy nothing: zeros, as groups past the row) and chunk
+    // q of tokens t / 8 + 16 i (absent tokens and chunks past the row read nothing: zeros).
+    const int t = tid, q = t % 8;
+    const bool w_live = t < rows;
+    const uint4* w_src = a.blocks + (block_row0 + (w_live ? t : 0)) * a.groups;
+    constexpr int kTokenCopies = kBN / 16;
+    const std::uint8_t* x_src[kTokenCopies];
+#pragma unroll
+    for (int i = 0; i < kTokenCopies; ++i) {
+      const int p = tile.begin + t / 8 + 16 * i;
+      x_src[i] =
+          p < tile.end ? f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in + 16 * q : nullptr;
+    }
+    auto issue = [&](int kt) {  // k-tile kt's copies into stage kt % kStages, one commit group
+      const int s = kt % kStages;
+      unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int g = 4 * kt + j;
+        wgmma::copy_16(raw + j * kBM * 16, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
+      }
+      const bool chunk_live = kt * kBK + 16 * q < in;
+#pragma unroll
+      for (int i = 0; i < kTokenCopies; ++i) {
+        const int n = t / 8 + 16 * i;
+        if (n >= cols) break;
+        unsigned char* dst = smem + L::kB + s * L::kBTile + n * kBK + 16 * wgmma::swizzled_chunk(n, q);
+        const bool present = x_src[i] && chunk_live;
+        wgmma::copy_16(dst, present ? x_src[i] + kt * kBK : f.x8, present ? 16u : 0u);
+      }
+      wgmma::copy_commit();
+    };
+    wgmma::copy_scale_block<kProducers>(smem + L::kScales, a.scales + block_row0 * a.groups, rows * a.groups);
+    wgmma::copy_commit();
+    if (t <= kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift) shift_codes[t] = mxfp4_fp8_table(kMxfp4Fp8MinShift + t).codes;
+    for (int kt = 0; kt < kAhead; ++kt) {  // the first stages are free
+      if (kt < k_tiles)
+        issue(kt);
+      else
+        wgmma::copy_commit();
+    }
+    wgmma::copy_wait<kAhead>();    // this thread's part of the scale block
+    named_barrier(1, kProducers);  // everyone's, and the tables
+    const std::uint8_t* codes = smem + L::kScales + t * a.groups;
+    int max_code = 0;
+    if (w_live)
+      for (int g = 0; g < a.groups; ++g) max_code = max(max_code, static_cast<int>(codes[g]));
+    row_code[t] = max_code;  // read by the consumers' stores, after a full barrier it precedes
+
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int next = kt + kAhead, s = kt % kStages;
+      if (next < k_tiles) {
+        // Stage next % kStages is free once the MMAs of k-tile next - kStages are done (its use (next / kStages)).
+        if (next >= kStages) bulk_copy::wait(&empty[next % kStages], ((next / kStages) & 1) ^ 1);
+        issue(next);
+      } else {
+        wgmma::copy_commit();  // an empty group keeps the count uniform
+      }
+      wgmma::copy_wait<kAhead>();  // k-tile kt's copies (this thread's) landed
+      const unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
+      unsigned char* a_row = smem + L::kA + s * L::kATile + t * kBK;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int g = 4 * kt + j;
+        // Past the row or the groups the bytes are zeros: entry 0 of any table.
+        const int shift = w_live && g < a.groups ? static_cast<int>(codes[g]) - max_code + kFp8RowExponentShift : 0;
+        store_group_fp8(*reinterpret_cast<const uint4*>(raw + j * kBM * 16),
+                        shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_row, t, j);
+      }
+      wgmma::fence_shared_for_mma();  // the conversion's stores and the landed copies, for the MMAs
+      bulk_copy::arrive(&full[s]);
+    }
+    return;
+  }
+
+  // ---- Consumers: warpgroup c on rows 64 c .. 64 c + 63 and every token of the tile.
+  const int ct = tid - kProducers, c = ct / 128, warp = ct / 32, lane = ct % 32;
+  stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows, ct);
+  if (ct < live) {
+    const int p = tile.begin + ct;
+    entry_scale[ct] = f.sx[a.inputs_are_tokens ? a.rows[p] : p];
+  }
+  wgmma::at_width<kBN>(cols, [&](auto width) {
+    constexpr int N = decltype(width)::value;
+    float acc[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % kStages;
+      bulk_copy::wait(&full[s], (kt / kStages) & 1);
+      const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + s * L::kATile + c * 64 * kBK);
+      const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + s * L::kBTile);
+      wgmma::fence();
+#pragma unroll
+      for (int k = 0; k < kBK / 32; ++k) wgmma::mma_e4m3<N>(acc, da + 2 * k, db + 2 * k);
+      wgmma::commit();
+      wgmma::wait<1>();  // k-tile kt - 1's MMAs are done: its stage goes back to the producers
+      if (kt > 0 && lane == 0) bulk_copy::arrive(&empty[(kt - 1) % kStages]);
+    }
+    wgmma::wait<0>();
+    named_barrier(2, kConsumers);  // the staged epilogue reads
+
+    if (row0 + c * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
+    const int g = lane / 4, tq = lane % 4;
+    const int r_lo = row0 + c * 64 + (warp % 4) * 16 + g, r_hi = r_lo + 8;
+    const float sw_lo = ldexpf(1.f, row_code[r_lo - row0] - 127 - kFp8RowExponentShift);
+    const float sw_hi = ldexpf(1.f, row_code[r_hi - row0] - 127 - kFp8RowExponentShift);
+    const float b_lo = stage.row_bias[r_lo - row0], b_hi = stage.row_bias[r_hi - row0];
+    const float* b_lo_at = a.bias ? &b_lo : nullptr;
+    const float* b_hi_at = a.bias ? &b_hi : nullptr;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const int i0 = 8 * j + 2 * tq, i1 = i0 + 1;
+      const bool live0 = i0 < live, live1 = i1 < live;
+      const float s0 = live0 ? entry_scale[i0] : 0.f, s1 = live1 ? entry_scale[i1] : 0.f;
+      const float v[4] = {fp8_moe::scaled_output(acc[4 * j], s0, sw_lo, b_lo_at, 0),
+                          fp8_moe::scaled_output(acc[4 * j + 1], s1, sw_lo, b_lo_at, 0),
+                          fp8_moe::scaled_output(acc[4 * j + 2], s0, sw_hi, b_hi_at, 0),
+                          fp8_moe::scaled_output(acc[4 * j + 3], s1, sw_hi, b_hi_at, 0)};
+      store_values<kSwiglu, float>(a, r_lo, r_hi, live0, live1, live0 ? stage.entry_row[i0] : 0,
+                                   live1 ? stage.entry_row[i1] : 0, v);
+    }
+  });
+}
+
+template <bool kSwiglu>
+Status launch(const Fp8KernelArgs& args, int n_experts, dim3 grid, cudaStream_t stream) {
+  auto* kernel = mxfp4_ws_fp8_gemm_kernel<kSwiglu>;
+  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory.
+  static const cudaError_t attribute =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::bytes(kWsFp8MaxGroups));
+  D0_CUDA_RETURN_IF_ERROR(attribute);
+  kernel<<<grid, kThreads, Layout::bytes(args.k.groups), stream>>>(args, n_experts);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_ws_fp8_gemm_kernel");
+  return Status::success();
+}
+
+}  // namespace
+
+Status launch_mxfp4_ws_fp8_gemm(const Fp8KernelArgs& args, int n_experts, dim3 grid, bool swiglu, cudaStream_t stream) {
+  return swiglu ? launch<true>(args, n_experts, grid, stream) : launch<false>(args, n_experts, grid, stream);
+}
+
+}  // namespace day0
