@@ -11,10 +11,12 @@
 #include "core/status.h"
 #include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/fp8_moe_math.cuh"
 #include "ops/cuda/mma_sync.cuh"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "quant/fp8_experts.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
 namespace day0::mxfp4_kernels {
@@ -263,6 +265,34 @@ struct EpilogueStage {
     if (t < kBM) row_bias[t] = t < rows ? bias_at(a, block_row0 + t) : 0.f;
   }
 };
+
+// The FP8 GEMMs' epilogue for one warp's 16 weight rows at the tile's width N (rows row0 + warp_row0 + g and 8 on,
+// lane 4 g + t, accumulators as wgmma.cuh lays them out): each sum scaled by its token's and its row's scale plus the
+// bias (fp8_moe::scaled_output: the arithmetic every fp8 path shares), then stored.
+template <bool kSwiglu, int N, int kBN, int kBM>
+__device__ __forceinline__ void store_fp8_tile(const KernelArgs& a, const float (&acc)[N / 2], int row0, int warp_row0,
+                                               int live, const int* row_code, const EpilogueStage<kBN, kBM>& stage,
+                                               const float* entry_scale) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int r_lo = row0 + warp_row0 + g, r_hi = r_lo + 8;
+  const float sw_lo = ldexpf(1.f, row_code[r_lo - row0] - 127 - kFp8RowExponentShift);
+  const float sw_hi = ldexpf(1.f, row_code[r_hi - row0] - 127 - kFp8RowExponentShift);
+  const float b_lo = stage.row_bias[r_lo - row0], b_hi = stage.row_bias[r_hi - row0];
+  const float* b_lo_at = a.bias ? &b_lo : nullptr;
+  const float* b_hi_at = a.bias ? &b_hi : nullptr;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    const int i0 = 8 * j + 2 * t, i1 = i0 + 1;
+    const bool live0 = i0 < live, live1 = i1 < live;
+    const float s0 = live0 ? entry_scale[i0] : 0.f, s1 = live1 ? entry_scale[i1] : 0.f;
+    const float v[4] = {fp8_moe::scaled_output(acc[4 * j], s0, sw_lo, b_lo_at, 0),
+                        fp8_moe::scaled_output(acc[4 * j + 1], s1, sw_lo, b_lo_at, 0),
+                        fp8_moe::scaled_output(acc[4 * j + 2], s0, sw_hi, b_hi_at, 0),
+                        fp8_moe::scaled_output(acc[4 * j + 3], s1, sw_hi, b_hi_at, 0)};
+    store_values<kSwiglu, float>(a, r_lo, r_hi, live0, live1, live0 ? stage.entry_row[i0] : 0,
+                                 live1 ? stage.entry_row[i1] : 0, v);
+  }
+}
 
 // ---- The grouped GEMMs' CTA -> work map (moe_mxfp4_gemm_cuda.cu, moe_mxfp4_wgmma_cuda.cu): blockIdx.y counts the
 // (routed expert, kTileTokens-token tile) pairs in ascending expert order.

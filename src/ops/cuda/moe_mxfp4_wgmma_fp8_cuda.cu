@@ -5,7 +5,6 @@
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/fp8_moe_math.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
@@ -52,7 +51,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
   __shared__ float entry_scale[kBN];  // the tile's token scales, staged as the rest of the epilogue's reads
   const TokenTile tile = pick_token_tile<kThreads, kBN>(a, n_experts);
   if (tile.e < 0) return;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
+  const int tid = threadIdx.x, warp = tid / 32, wg = warp / 4;
   const int row0 = blockIdx.x * kBM, rows = min(kBM, a.out_rows - row0);  // rows: 64 or 128
   const int in = a.groups * 32, k_tiles = (a.groups + 3) / 4;            // the last k-tile may end in zeros
   const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;  // the MMAs read token rows below cols
@@ -142,26 +141,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
     });
 
     if (row0 + wg * 64 >= a.out_rows) return;  // this warpgroup's rows are past the matrix (out = 64 mod 128)
-    const int g = lane / 4, t = lane % 4;
-    const int r_lo = row0 + wg * 64 + (warp % 4) * 16 + g, r_hi = r_lo + 8;
-    const float sw_lo = ldexpf(1.f, row_code[r_lo - row0] - 127 - kFp8RowExponentShift);
-    const float sw_hi = ldexpf(1.f, row_code[r_hi - row0] - 127 - kFp8RowExponentShift);
-    const float b_lo = stage.row_bias[r_lo - row0], b_hi = stage.row_bias[r_hi - row0];
-    const float* b_lo_at = a.bias ? &b_lo : nullptr;
-    const float* b_hi_at = a.bias ? &b_hi : nullptr;
-#pragma unroll
-    for (int j = 0; j < N / 8; ++j) {
-      const int i0 = 8 * j + 2 * t, i1 = i0 + 1;
-      const bool live0 = i0 < live, live1 = i1 < live;
-      const float s0 = live0 ? entry_scale[i0] : 0.f, s1 = live1 ? entry_scale[i1] : 0.f;
-      // fp8_moe::scaled_output: the arithmetic of the FP8 GEMM epilogue every fp8 path shares.
-      const float v[4] = {fp8_moe::scaled_output(acc[4 * j], s0, sw_lo, b_lo_at, 0),
-                          fp8_moe::scaled_output(acc[4 * j + 1], s1, sw_lo, b_lo_at, 0),
-                          fp8_moe::scaled_output(acc[4 * j + 2], s0, sw_hi, b_hi_at, 0),
-                          fp8_moe::scaled_output(acc[4 * j + 3], s1, sw_hi, b_hi_at, 0)};
-      store_values<kSwiglu, float>(a, r_lo, r_hi, live0, live1, live0 ? stage.entry_row[i0] : 0,
-                                   live1 ? stage.entry_row[i1] : 0, v);
-    }
+    store_fp8_tile<kSwiglu, N>(a, acc, row0, wg * 64 + (warp % 4) * 16, live, row_code, stage, entry_scale);
   });
 }
 
