@@ -19,7 +19,11 @@ using namespace mxfp4_kernels;
 constexpr int kBM = 128;  // weight rows per CTA: a consumer warpgroup's 64 each
 constexpr int kBK = 128;  // values per k-tile: four MXFP4 groups, one 128-byte swizzled row of e4m3
 constexpr int kBN = kWsFp8TileTokens;
-constexpr int kProducers = 128;  // producer thread t copies and converts row t's four groups of each k-tile
+// Producer thread t copies and converts kGroupsPerThread groups of row t % 128 of each k-tile (groups from
+// kGroupsPerThread * (t / 128)): two warpgroups, as the conversion is ALU work (one warp a scheduler left it
+// latency-bound, v21), with registers moved from them to the consumers (setmaxnreg).
+constexpr int kProducerGroups = 2, kProducers = 128 * kProducerGroups, kGroupsPerThread = 4 / kProducerGroups;
+constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
 constexpr int kConsumers = 256;
 constexpr int kThreads = kProducers + kConsumers;
 constexpr int kStages = 4;  // operand stages (converted A, tokens, raw weight bytes)
@@ -108,9 +112,10 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
 
   if (tid < kProducers) {
     // ---- Producers: row t of the tile (rows past `rows` copy nothing: zeros, as groups past the row) and chunk
-    // q of tokens t / 8 + 16 i (absent tokens and chunks past the row read nothing: zeros).
-    const int t = tid, q = t % 8;
-    constexpr int kTokenCopies = kBN / 16;
+    // q of tokens tid / 8 + (kProducers / 8) i (absent tokens and chunks past the row read nothing: zeros).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegisters));
+    const int t = tid % kBM, half = tid / kBM, q = tid % 8;
+    constexpr int kTokenCopies = kBN * 8 / kProducers;
     int kg = 0;  // k-tiles produced before this item: stage and phase count on across items
     for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
       int total;
@@ -124,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
       const std::uint8_t* x_src[kTokenCopies];
 #pragma unroll
       for (int i = 0; i < kTokenCopies; ++i) {
-        const int p = tile.begin + t / 8 + 16 * i;
+        const int p = tile.begin + tid / 8 + kProducers / 8 * i;
         x_src[i] = p < tile.end ? f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in + 16 * q
                                 : nullptr;
       }
@@ -134,14 +139,14 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
         if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
         unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int g = 4 * kt + j;
+        for (int jj = 0; jj < kGroupsPerThread; ++jj) {
+          const int j = half * kGroupsPerThread + jj, g = 4 * kt + j;
           wgmma::copy_16(raw + j * kBM * 16, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
         }
         const bool chunk_live = kt * kBK + 16 * q < in;
 #pragma unroll
         for (int i = 0; i < kTokenCopies; ++i) {
-          const int n = t / 8 + 16 * i;
+          const int n = tid / 8 + kProducers / 8 * i;
           if (n >= cols) break;
           unsigned char* dst = smem + L::kB + s * L::kBTile + n * kBK + 16 * wgmma::swizzled_chunk(n, q);
           const bool present = x_src[i] && chunk_live;
@@ -166,7 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
         for (int g = 0; g < a.groups; ++g) max_code = max(max_code, static_cast<int>(codes[g]));
       // Read by the consumers' stores after a full barrier this precedes; free once they stored item count - 2.
       if (count >= 2) bulk_copy::wait(&codes_free[count % 2], ((count / 2) & 1) ^ 1);
-      row_code[count % 2][t] = max_code;
+      if (half == 0) row_code[count % 2][t] = max_code;
 
       for (int kt = 0; kt < k_tiles; ++kt) {
         if (kt + kAhead < k_tiles)
@@ -178,8 +183,8 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
         const unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
         unsigned char* a_row = smem + L::kA + s * L::kATile + t * kBK;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int g = 4 * kt + j;
+        for (int jj = 0; jj < kGroupsPerThread; ++jj) {
+          const int j = half * kGroupsPerThread + jj, g = 4 * kt + j;
           // Past the row or the groups the bytes are zeros: entry 0 of any table.
           const int shift = w_live && g < a.groups ? static_cast<int>(codes[g]) - max_code + kFp8RowExponentShift : 0;
           store_group_fp8(*reinterpret_cast<const uint4*>(raw + j * kBM * 16),
@@ -194,6 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
   }
 
   // ---- Consumers: warpgroup c on rows 64 c .. 64 c + 63 and every token of the tile.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegisters));
   const int ct = tid - kProducers, c = ct / 128, warp = ct / 32, lane = ct % 32;
   int kg = 0;
   for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
