@@ -27,8 +27,8 @@ constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 +
 constexpr int kConsumers = 256;
 constexpr int kThreads = kProducers + kConsumers;
 constexpr int kStages = 4;  // operand stages (converted A, tokens, raw weight bytes)
-constexpr int kAhead = 2;   // copies issued this many k-tiles before their conversion: the stage they refill was
-                            // read by the MMAs two k-tiles back, so the producers never wait on the MMAs running now
+constexpr int kAhead = 3;   // k-tiles of copies in flight a producer thread (each k-tile's copies are issued
+                            // after the one before it is converted, into the stage the MMAs read last)
 
 // Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes by group:
 // group j of row t at j * kBM * 16 + 16 t), then the CTA's scale block. ~204 KB at K = 2,880: one CTA an SM.
@@ -174,11 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
       if (half == 0) row_code[count % 2][t] = max_code;
 
       for (int kt = 0; kt < k_tiles; ++kt) {
-        if (kt + kAhead < k_tiles)
-          issue(kt + kAhead);
-        else
-          wgmma::copy_commit();
-        wgmma::copy_wait<kAhead>();  // k-tile kt's copies (this thread's) landed
+        wgmma::copy_wait<kAhead - 1>();  // k-tile kt's copies (this thread's) landed
         const int s = (kg + kt) % kStages;
         const unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
         unsigned char* a_row = smem + L::kA + s * L::kATile + t * kBK;
@@ -192,6 +188,12 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
         }
         wgmma::fence_shared_for_mma();  // the conversion's stores and the landed copies, for the MMAs
         bulk_copy::arrive(&full[s]);
+        // Then k-tile kt + kAhead's copies, into the stage of k-tile kt - 1 once its MMAs are done (converting kt
+        // first keeps the MMAs fed while kt - 1's run).
+        if (kt + kAhead < k_tiles)
+          issue(kt + kAhead);
+        else
+          wgmma::copy_commit();  // an empty group keeps the count uniform
       }
       kg += k_tiles;
     }
