@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
   __shared__ std::uint64_t shift_codes[kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1];
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
-  // full / empty: a stage's operands ready / read (consumer warps' arrivals); codes_free: row_code[i] stored from.
+  // full / empty: a stage's operands ready / read (consumer warps' arrivals); codes_free[i]: row_code[i] stored.
   __shared__ std::uint64_t full[kStages], empty[kStages], codes_free[2];
   const int tid = threadIdx.x;
   const int row_blocks = (a.out_rows + kBM - 1) / kBM;
