@@ -301,6 +301,17 @@ struct TokenTile {
   int e, begin, end;  // e = -1: past the routed work (the grid is sized for the most there can be)
 };
 
+// v summed over this lane and the lanes below it (every lane of the warp calls it).
+__device__ __forceinline__ int warp_inclusive_sum(int v) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, v, off);
+    if (lane >= off) v += u;
+  }
+  return v;
+}
+
 // Every expert's tile count (offsets holds all E; unrouted ones count 0), read in parallel and prefix-summed over
 // the block by warp shuffles (two barriers a round of kThreads experts). Every thread of the block calls it.
 template <int kThreads, int kTileTokens>
@@ -319,12 +330,7 @@ __device__ TokenTile pick_token_tile(const KernelArgs& a, int n_experts) {
       n = a.offsets[i + 1] - b;
     }
     const int tiles = (n + kTileTokens - 1) / kTileTokens;
-    int inclusive = tiles;  // within the warp
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, inclusive, off);
-      if (lane >= off) inclusive += v;
-    }
+    const int inclusive = warp_inclusive_sum(tiles);
     if (lane == 31) warp_tiles[warp] = inclusive;
     __syncthreads();
     int before = tiles_before, round = 0;

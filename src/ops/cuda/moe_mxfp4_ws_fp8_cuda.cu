@@ -58,12 +58,7 @@ __device__ TokenTile warp_token_tile(const KernelArgs& a, int n_experts, int y, 
       n = a.offsets[i + 1] - b;
     }
     const int tiles = (n + kBN - 1) / kBN;
-    int inclusive = tiles;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, inclusive, off);
-      if (lane >= off) inclusive += v;
-    }
+    const int inclusive = warp_inclusive_sum(tiles);
     const int start = before + inclusive - tiles;
     const unsigned hit = __ballot_sync(0xffffffffu, tiles > 0 && y >= start && y < start + tiles);
     if (hit != 0 && tile.e < 0) {  // uniform
