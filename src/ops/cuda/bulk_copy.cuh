@@ -39,6 +39,17 @@ __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, unsig
                : "memory");
 }
 
+// The tensor map's box at (column c0, row c1) into dst (1,024-byte aligned for a swizzled map): one thread issues it,
+// the barrier counts its bytes (the whole box, rows and columns past the matrix as zeros). `map` lives in the
+// kernel's parameters (__grid_constant__), where the copy engine reads it.
+__device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c0, int c1, std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          shared_address(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(shared_address(bar))
+      : "memory");
+}
+
 // Spins until the barrier's phase of this parity has completed (its arrivals and bytes are all in).
 __device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
   asm volatile(

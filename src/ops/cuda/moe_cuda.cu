@@ -17,6 +17,7 @@
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
+#include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -275,12 +276,16 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpe
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
-  Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
-  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
-  const int tile = mxfp4_wgmma_fp8_tile_tokens(A, ws.shape.n_experts);
+  const int tile = std::min(mxfp4_wgmma_fp8_tile_tokens(A, gate_up), mxfp4_wgmma_fp8_tile_tokens(A, down));
   const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
+  // The warp-specialised form's tensor copies take an expert's rows contiguous: each entry's token quantised into
+  // its own row (A rows, not S; the same codes and scale).
+  const bool by_entry = tile == kWsFp8TileTokens;
+  Tensor x8 = ws.fused_x8.slice_rows(0, by_entry ? A : S), sx = ws.fused_sx.slice_rows(0, by_entry ? A : S);
+  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, by_entry ? rows : Tensor(), x8, sx, ws.error_flag, stream));
   Tensor hf = ws.fused_hf.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, tile, tiles, &p, hf, stream));
+  D0_RETURN_IF_ERROR(
+      mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, !by_entry, gate_up, groups, tile, tiles, &p, hf, stream));
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, tile, tiles, nullptr, y, stream);

@@ -163,9 +163,10 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w) {
   return w.storage == ExpertStorage::mxfp4 && w.out % 64 == 0 && w.in % 32 == 0 && w.in / 32 <= kMaxGroups;
 }
 
-int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, std::int64_t n_experts) {
-  if (assignments >= kWsFp8MinTokensPerExpert * n_experts) return kWsFp8TileTokens;
-  return mxfp4_wgmma_tile_tokens(assignments, n_experts);
+int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w) {
+  if (assignments >= kWsFp8MinTokensPerExpert * w.n_experts && mxfp4_ws_fp8_gemm_fits(false, int(w.in / 32)))
+    return kWsFp8TileTokens;
+  return mxfp4_wgmma_tile_tokens(assignments, w.n_experts);
 }
 
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
@@ -194,10 +195,9 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
   const Fp8KernelArgs f{args, static_cast<const std::uint8_t*>(x8.raw()), sx.data<float>()};
   const dim3 grid(static_cast<unsigned>((w.out + kBM - 1) / kBM), static_cast<unsigned>(launch_slots));
   const int E = static_cast<int>(w.n_experts);
-  static_assert(kWsFp8MaxGroups == kMaxGroups);
   switch (tile_tokens) {
     case kWsFp8TileTokens:
-      return launch_mxfp4_ws_fp8_gemm(f, E, grid, swiglu != nullptr, stream);
+      return launch_mxfp4_ws_fp8_gemm(f, x8.size(0), E, grid, swiglu != nullptr, stream);
     case 32: return swiglu ? launch<32, true>(f, E, grid, stream) : launch<32, false>(f, E, grid, stream);
     case 64: return swiglu ? launch<64, true>(f, E, grid, stream) : launch<64, false>(f, E, grid, stream);
     default: return swiglu ? launch<128, true>(f, E, grid, stream) : launch<128, false>(f, E, grid, stream);

@@ -29,14 +29,16 @@ namespace day0 {
 // MXFP4 experts with out a multiple of 64 and in a multiple of 32 up to 4,096.
 bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 
-// Tokens per CTA for A assignments over E experts: the warp-specialised form's 192 where experts average
-// kWsFp8MinTokensPerExpert or more (bench-moe, H200, 20b down shape: 456.5 against 491.0 us at 512 an expert, 389.0
-// against 383.3 at 384), else as the bf16 GEMM (mxfp4_wgmma_tile_tokens).
+// Tokens per CTA for A assignments over w's experts: the warp-specialised form's 192 where experts average
+// kWsFp8MinTokensPerExpert or more and w.in fits it (its inputs must then be rows by entry) (bench-moe, H200, 20b down
+// shape: 456.5 against 491.0 us at 512 an expert, 389.0 against 383.3 at 384), else as the bf16 GEMM
+// (mxfp4_wgmma_tile_tokens).
 inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 448;
-int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, std::int64_t n_experts);
+int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
-// (rows >= A); tile_tokens 32, 64 or 128, or 192 for the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh), and
+// (rows >= A); tile_tokens 32, 64 or 128, or 192 for the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by
+// entry only, w.in <= 32 kWsFp8MaxGroups), and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
 // assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,

@@ -2,10 +2,12 @@
 #include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
 
 #include <algorithm>
+#include <string>
 
 #include "ops/cuda/bulk_copy.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/tensor_map.h"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/wgmma_k_loop.cuh"
 #include "quant/fp8_experts.h"
@@ -19,27 +21,30 @@ using namespace mxfp4_kernels;
 constexpr int kBM = 128;  // weight rows per CTA: a consumer warpgroup's 64 each
 constexpr int kBK = 128;  // values per k-tile: four MXFP4 groups, one 128-byte swizzled row of e4m3
 constexpr int kBN = kWsFp8TileTokens;
-// Producer thread t copies and converts kGroupsPerThread groups of row t % 128 of each k-tile (groups from
-// kGroupsPerThread * (t / 128)): two warpgroups, as the conversion is ALU work (one warp a scheduler left it
-// latency-bound, v21), with registers moved from them to the consumers (setmaxnreg).
-constexpr int kProducerGroups = 2, kProducers = 128 * kProducerGroups, kGroupsPerThread = 4 / kProducerGroups;
-constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
-constexpr int kConsumers = 256;
+constexpr int kTokenBox = 64;  // token rows per tensor copy: a tile takes as many boxes as its live width needs
+// Warp 0 only issues the tensor copies (so they run ahead across items whatever the others wait on); warps 1-7
+// convert, group idx % 4 of row idx / 4 for idx = t, t + 224, .. < 512 (converter thread t): seven warps, as the
+// conversion is ALU work with shared-memory latency between its steps (one warp a scheduler left it latency-bound,
+// v21). setmaxnreg moves registers from these two warpgroups to the consumers (96 accumulators at 192 tokens):
+// ptxas compiles every warp within 65,536 / 512 = 128 (the MMAs at 192 tokens need 122), so no more threads.
+constexpr int kProducers = 256, kConverters = kProducers - 32, kConsumers = 256;
 constexpr int kThreads = kProducers + kConsumers;
-constexpr int kStages = 4;  // operand stages (converted A, tokens, raw weight bytes)
-constexpr int kAhead = 3;   // k-tiles of copies in flight a producer thread (each k-tile's copies are issued
-                            // after the one before it is converted, into the stage the MMAs read last)
+constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
+constexpr int kStages = 4;  // operand stages (raw weight bytes, converted A, tokens)
 
-// Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes by group:
-// group j of row t at j * kBM * 16 + 16 t), then the CTA's scale block. ~204 KB at K = 2,880: one CTA an SM.
+// Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes: row t's
+// four groups at 64 t), then two scale blocks (items of even and odd count: the issuer copies the next item's while
+// the converters read the last one's). ~220 KB at K = 2,880: one CTA an SM.
 struct Layout {
   static constexpr int kATile = kBM * kBK, kBTile = kBN * kBK, kRaw = kBM * kBK / 2;
   static constexpr int kA = 0, kB = kA + kStages * kATile, kRawAt = kB + kStages * kBTile;
   static constexpr int kScales = kRawAt + kStages * kRaw;
-  static constexpr int bytes(int groups) { return 1024 + kScales + (kBM * groups + 15) / 16 * 16; }
+  __host__ __device__ static constexpr int scale_block(int groups) { return (kBM * groups + 15) / 16 * 16; }
+  __host__ __device__ static constexpr int bytes(int groups) { return 1024 + kScales + 2 * scale_block(groups); }
 };
+static_assert(Layout::bytes(kWsFp8MaxGroups) + 4 * 1024 <= 227 * 1024, "shared memory of an H100 / H200 SM");
 
-// The threads of one named barrier (1: the producers, 2: the consumers) wait for each other.
+// The threads of one named barrier (1: the converters, 2: the consumers) wait for each other.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -75,121 +80,125 @@ __device__ TokenTile warp_token_tile(const KernelArgs& a, int n_experts, int y, 
 }
 
 // Persistent: CTA i takes work items i, i + gridDim.x, .. (item = slot * row_blocks + row block: the row blocks of
-// one token tile run side by side and share its token rows in L2), so the producers copy and convert the next
-// item's first k-tiles while the consumers finish the last one's MMAs and store it.
+// one token tile run side by side and share its token rows in L2). Tensor copies (TMA) bring each k-tile's raw
+// weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the consumers' MMAs read both. Every
+// hand-over is an mbarrier: full (the copies' bytes landed), converted (the converter warps' arrivals), empty (the
+// consumer warps', once the MMAs that read the stage are done); no CTA-wide barrier after the set-up.
 template <bool kSwiglu>
-__global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts) {
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
+                             const __grid_constant__ CUtensorMap token_map) {
   using L = Layout;
   const KernelArgs& a = f.k;
   extern __shared__ unsigned char smem_unaligned[];
   unsigned char* smem = smem_unaligned + ((1024 - wgmma::shared_address(smem_unaligned) % 1024) % 1024);
-  // Each row's largest scale code (its scale is 2^(code - 127 - 6)), for items of even and odd count: the producers
+  // Each row's largest scale code (its scale is 2^(code - 127 - 6)), for items of even and odd count: the converters
   // write the next item's while the consumers store the last one.
   __shared__ int row_code[2][kBM];
   __shared__ std::uint64_t shift_codes[kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1];
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
-  // full / empty: a stage's operands ready / read (consumer warps' arrivals); codes_free[i]: row_code[i] stored.
-  __shared__ std::uint64_t full[kStages], empty[kStages], codes_free[2];
+  // codes_free[i]: row_code[i] stored (consumer warps); scales_full / scales_empty[i]: scale block i copied / read.
+  __shared__ std::uint64_t full[kStages], converted[kStages], empty[kStages], codes_free[2], scales_full[2],
+      scales_empty[2];
   const int tid = threadIdx.x;
   const int row_blocks = (a.out_rows + kBM - 1) / kBM;
-  const int in = a.groups * 32, k_tiles = (a.groups + 3) / 4;  // the last k-tile may end in zeros
+  const int k_tiles = (a.groups + 3) / 4;  // the last k-tile may end in zeros (the copies' bytes past the matrix)
+  const int scale_block = L::scale_block(a.groups);
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      bulk_copy::barrier_init(&full[s], kProducers);
+      bulk_copy::barrier_init(&full[s], 1);
+      bulk_copy::barrier_init(&converted[s], kConverters / 32);
       bulk_copy::barrier_init(&empty[s], kConsumers / 32);
     }
-    for (int i = 0; i < 2; ++i) bulk_copy::barrier_init(&codes_free[i], kConsumers / 32);
+    for (int i = 0; i < 2; ++i) {
+      bulk_copy::barrier_init(&codes_free[i], kConsumers / 32);
+      bulk_copy::barrier_init(&scales_full[i], 1);
+      bulk_copy::barrier_init(&scales_empty[i], kConverters / 32);
+    }
     bulk_copy::fence_barrier_init();
   }
   if (tid <= kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift) shift_codes[tid] = mxfp4_fp8_table(kMxfp4Fp8MinShift + tid).codes;
   __syncthreads();
+  const int lane = tid % 32;
 
   if (tid < kProducers) {
-    // ---- Producers: row t of the tile (rows past `rows` copy nothing: zeros, as groups past the row) and chunk
-    // q of tokens tid / 8 + (kProducers / 8) i (absent tokens and chunks past the row read nothing: zeros).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegisters));
-    const int t = tid % kBM, half = tid / kBM, q = tid % 8;
-    constexpr int kTokenCopies = kBN * 8 / kProducers;
-    int kg = 0;  // k-tiles produced before this item: stage and phase count on across items
+    if (tid < 32) {
+      // ---- Issuer: one lane copies each item's scale block, then its k-tiles' weight box and token boxes into
+      // each stage once the MMAs that read it last are done.
+      int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
+      for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
+        int total;
+        const TokenTile tile = warp_token_tile(a, n_experts, item / row_blocks, total);
+        if (item >= total * row_blocks) break;
+        if (lane == 0) {
+          const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
+          const int block_row0 = tile.e * a.out_rows + row0;
+          const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
+          const int b = count % 2;
+          if (count >= 2) bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
+          bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
+          bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
+                                    a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
+                                    &scales_full[b]);
+          for (int kt = 0; kt < k_tiles; ++kt) {
+            const int at = kg + kt, s = at % kStages;
+            if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
+            bulk_copy::arrive_expecting(&full[s], L::kRaw + boxes * kTokenBox * kBK);
+            bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0, &full[s]);
+            for (int x = 0; x < boxes; ++x)
+              bulk_copy::tensor_copy_2d(smem + L::kB + s * L::kBTile + x * kTokenBox * kBK, &token_map, kt * kBK,
+                                        tile.begin + x * kTokenBox, &full[s]);
+          }
+        }
+        __syncwarp();
+        kg += k_tiles;
+      }
+      return;
+    }
+    // ---- Converters: rows past `rows` convert whatever the copy brought (the next expert's rows: their outputs
+    // are not stored), groups past the row its zeros.
+    const int ct = tid - 32;
+    int kg = 0;
     for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
       int total;
-      const TokenTile tile = warp_token_tile(a, n_experts, item / row_blocks, total);
+      warp_token_tile(a, n_experts, item / row_blocks, total);
       if (item >= total * row_blocks) break;
       const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
-      const int cols = (tile.end - tile.begin + 15) / 16 * 16;
-      const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
-      const bool w_live = t < rows;
-      const uint4* w_src = a.blocks + (block_row0 + (w_live ? t : 0)) * a.groups;
-      const std::uint8_t* x_src[kTokenCopies];
-#pragma unroll
-      for (int i = 0; i < kTokenCopies; ++i) {
-        const int p = tile.begin + tid / 8 + kProducers / 8 * i;
-        x_src[i] = p < tile.end ? f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in + 16 * q
-                                : nullptr;
-      }
-      auto issue = [&](int kt) {  // k-tile kt's copies into its stage once free, one commit group
-        const int at = kg + kt, s = at % kStages;
-        // Stage s is free once the MMAs of k-tile at - kStages are done (its use at / kStages).
-        if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
-        unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
-#pragma unroll
-        for (int jj = 0; jj < kGroupsPerThread; ++jj) {
-          const int j = half * kGroupsPerThread + jj, g = 4 * kt + j;
-          wgmma::copy_16(raw + j * kBM * 16, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
-        }
-        const bool chunk_live = kt * kBK + 16 * q < in;
-#pragma unroll
-        for (int i = 0; i < kTokenCopies; ++i) {
-          const int n = tid / 8 + kProducers / 8 * i;
-          if (n >= cols) break;
-          unsigned char* dst = smem + L::kB + s * L::kBTile + n * kBK + 16 * wgmma::swizzled_chunk(n, q);
-          const bool present = x_src[i] && chunk_live;
-          wgmma::copy_16(dst, present ? x_src[i] + kt * kBK : f.x8, present ? 16u : 0u);
-        }
-        wgmma::copy_commit();
-      };
-      named_barrier(1, kProducers);  // every producer done converting the last item: its scale block is free
-      wgmma::copy_scale_block<kProducers>(smem + L::kScales, a.scales + block_row0 * a.groups, rows * a.groups);
-      wgmma::copy_commit();
-      for (int kt = 0; kt < kAhead; ++kt) {
-        if (kt < k_tiles)
-          issue(kt);
-        else
-          wgmma::copy_commit();  // empty groups keep the count uniform
-      }
-      wgmma::copy_wait<kAhead>();    // this thread's part of the scale block
-      named_barrier(1, kProducers);  // everyone's
-      const std::uint8_t* codes = smem + L::kScales + t * a.groups;
-      int max_code = 0;
-      if (w_live)
-        for (int g = 0; g < a.groups; ++g) max_code = max(max_code, static_cast<int>(codes[g]));
+      const int b = count % 2;
+      bulk_copy::wait(&scales_full[b], (count / 2) & 1);
+      const std::uint8_t* codes = smem + L::kScales + b * scale_block;
       // Read by the consumers' stores after a full barrier this precedes; free once they stored item count - 2.
-      if (count >= 2) bulk_copy::wait(&codes_free[count % 2], ((count / 2) & 1) ^ 1);
-      if (half == 0) row_code[count % 2][t] = max_code;
-
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        wgmma::copy_wait<kAhead - 1>();  // k-tile kt's copies (this thread's) landed
-        const int s = (kg + kt) % kStages;
-        const unsigned char* raw = smem + L::kRawAt + s * L::kRaw + 16 * t;
-        unsigned char* a_row = smem + L::kA + s * L::kATile + t * kBK;
-#pragma unroll
-        for (int jj = 0; jj < kGroupsPerThread; ++jj) {
-          const int j = half * kGroupsPerThread + jj, g = 4 * kt + j;
-          // Past the row or the groups the bytes are zeros: entry 0 of any table.
-          const int shift = w_live && g < a.groups ? static_cast<int>(codes[g]) - max_code + kFp8RowExponentShift : 0;
-          store_group_fp8(*reinterpret_cast<const uint4*>(raw + j * kBM * 16),
-                          shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_row, t, j);
-        }
-        wgmma::fence_shared_for_mma();  // the conversion's stores and the landed copies, for the MMAs
-        bulk_copy::arrive(&full[s]);
-        // Then k-tile kt + kAhead's copies, into the stage of k-tile kt - 1 once its MMAs are done (converting kt
-        // first keeps the MMAs fed while kt - 1's run).
-        if (kt + kAhead < k_tiles)
-          issue(kt + kAhead);
-        else
-          wgmma::copy_commit();  // an empty group keeps the count uniform
+      if (count >= 2) bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
+      if (ct < kBM) {  // row ct's largest code
+        int max_code = 0;
+        if (ct < rows)
+          for (int g = 0; g < a.groups; ++g) max_code = max(max_code, static_cast<int>(codes[ct * a.groups + g]));
+        row_code[b][ct] = max_code;
       }
+      named_barrier(1, kConverters);
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int at = kg + kt, s = at % kStages;
+        bulk_copy::wait(&full[s], (at / kStages) & 1);
+        const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
+        unsigned char* a_tile = smem + L::kA + s * L::kATile;
+#pragma unroll
+        for (int i = 0; i < (kBM * 4 + kConverters - 1) / kConverters; ++i) {
+          const int idx = ct + kConverters * i, r = idx / 4, j = idx % 4, g = 4 * kt + j;
+          if (idx >= kBM * 4) break;
+          const int shift = r < rows && g < a.groups
+                                ? static_cast<int>(codes[r * a.groups + g]) - row_code[b][r] + kFp8RowExponentShift
+                                : 0;
+          store_group_fp8(*reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j),
+                          shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r, j);
+        }
+        wgmma::fence_shared_for_mma();  // the conversion's stores, for the MMAs
+        __syncwarp();
+        if (lane == 0) bulk_copy::arrive(&converted[s]);
+      }
+      __syncwarp();
+      if (lane == 0) bulk_copy::arrive(&scales_empty[b]);
       kg += k_tiles;
     }
     return;
@@ -197,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
 
   // ---- Consumers: warpgroup c on rows 64 c .. 64 c + 63 and every token of the tile.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegisters));
-  const int ct = tid - kProducers, c = ct / 128, warp = ct / 32, lane = ct % 32;
+  const int ct = tid - kProducers, c = ct / 128, warp = ct / 32;
   int kg = 0;
   for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
     int total;
@@ -208,10 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
     named_barrier(2, kConsumers);  // the last item's stores read the staged values
     stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows, ct);
-    if (ct < live) {
-      const int p = tile.begin + ct;
-      entry_scale[ct] = f.sx[a.inputs_are_tokens ? a.rows[p] : p];
-    }
+    if (ct < live) entry_scale[ct] = f.sx[tile.begin + ct];  // rows of x8 by entry (the launch checks)
     wgmma::at_width<kBN>(cols, [&](auto width) {
       constexpr int N = decltype(width)::value;
       float acc[N / 2];
@@ -219,7 +225,8 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
       for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int at = kg + kt, s = at % kStages;
-        bulk_copy::wait(&full[s], (at / kStages) & 1);
+        bulk_copy::wait(&full[s], (at / kStages) & 1);       // the tokens' bytes
+        bulk_copy::wait(&converted[s], (at / kStages) & 1);  // the A tile
         const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + s * L::kATile + c * 64 * kBK);
         const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + s * L::kBTile);
         wgmma::fence();
@@ -243,29 +250,54 @@ __global__ void __launch_bounds__(kThreads, 1) mxfp4_ws_fp8_gemm_kernel(Fp8Kerne
 }
 
 template <bool kSwiglu>
-Status launch(const Fp8KernelArgs& args, int n_experts, dim3 grid, cudaStream_t stream) {
+Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, cudaStream_t stream) {
+  const char* op = "mxfp4_ws_fp8_gemm";
+  const KernelArgs& a = args.k;
+  if (a.inputs_are_tokens || a.groups > kWsFp8MaxGroups || a.out_rows % 64 != 0)
+    return make_error(std::string(op) + ": needs x8 rows by entry, in <= " + std::to_string(32 * kWsFp8MaxGroups) +
+                      " and out a multiple of 64");
   auto* kernel = mxfp4_ws_fp8_gemm_kernel<kSwiglu>;
-  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory.
+  // Once per process (a process drives one device, CudaContext): more than 48 KB of dynamic shared memory, and the
+  // register count the setmaxnreg split assumes.
   static const cudaError_t attribute =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::bytes(kWsFp8MaxGroups));
   D0_CUDA_RETURN_IF_ERROR(attribute);
+  static const int registers = [&] {
+    cudaFuncAttributes attr{};
+    return cudaFuncGetAttributes(&attr, kernel) == cudaSuccess ? attr.numRegs : -1;
+  }();
+  if (registers != 65536 / kThreads)  // setmaxnreg.inc would wait forever for registers the CTA does not hold
+    return make_error(std::string(op) + ": built with " + std::to_string(registers) + " registers a thread, its " +
+                      "register split needs " + std::to_string(65536 / kThreads));
   static const int sms = [] {
     int device = 0, count = 0;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
     return count > 0 ? count : 1;
   }();
+  const std::uint64_t in = static_cast<std::uint64_t>(a.groups) * 32;
+  CUtensorMap weight_map, token_map;
+  D0_RETURN_IF_ERROR(byte_matrix_tensor_map(a.blocks, static_cast<std::uint64_t>(n_experts) * a.out_rows, in / 2,
+                                            in / 2, kBM, kBK / 2, TensorMapSwizzle::none, weight_map));
+  D0_RETURN_IF_ERROR(
+      byte_matrix_tensor_map(args.x8, x8_rows, in, in, kTokenBox, kBK, TensorMapSwizzle::bytes128, token_map));
   // One CTA an SM, each looping over the items (grid.x row blocks x grid.y slots).
   const unsigned items = grid.x * grid.y, ctas = std::min<unsigned>(items, static_cast<unsigned>(sms));
-  kernel<<<ctas, kThreads, Layout::bytes(args.k.groups), stream>>>(args, n_experts);
+  kernel<<<ctas, kThreads, Layout::bytes(a.groups), stream>>>(args, n_experts, weight_map, token_map);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_ws_fp8_gemm_kernel");
   return Status::success();
 }
 
 }  // namespace
 
-Status launch_mxfp4_ws_fp8_gemm(const Fp8KernelArgs& args, int n_experts, dim3 grid, bool swiglu, cudaStream_t stream) {
-  return swiglu ? launch<true>(args, n_experts, grid, stream) : launch<false>(args, n_experts, grid, stream);
+bool mxfp4_ws_fp8_gemm_fits(bool inputs_are_tokens, int groups) {
+  return !inputs_are_tokens && groups <= kWsFp8MaxGroups;
+}
+
+Status launch_mxfp4_ws_fp8_gemm(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, bool swiglu,
+                                cudaStream_t stream) {
+  return swiglu ? launch<true>(args, x8_rows, n_experts, grid, stream)
+                : launch<false>(args, x8_rows, n_experts, grid, stream);
 }
 
 }  // namespace day0

@@ -95,9 +95,15 @@ void compare_with_cpu(CudaContext& ctx, int tile, int E, int k, int out, int in,
   sp.limit = 7.f;
   Tensor y = poisoned(ctx, {A, swiglu ? out / 2 : out}, DType::f32);
   const std::int64_t routed = std::min<std::int64_t>(E, A);
-  D0_ASSERT_OK(mxfp4_grouped_gemm_wgmma_fp8_cuda(upload(ctx, by_token ? x8t : x8), upload(ctx, by_token ? sxt : sx),
-                                                 by_token, d, g.view(), tile, mxfp4_wgmma_launch_slots(routed, A, tile),
-                                                 swiglu ? &sp : nullptr, y, ctx.stream()));
+  const Status st = mxfp4_grouped_gemm_wgmma_fp8_cuda(
+      upload(ctx, by_token ? x8t : x8), upload(ctx, by_token ? sxt : sx), by_token, d, g.view(), tile,
+      mxfp4_wgmma_launch_slots(routed, A, tile), swiglu ? &sp : nullptr, y, ctx.stream());
+  if (tile == 192 && by_token) {  // the warp-specialised form: its tensor copies need an expert's rows contiguous
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("by entry"), std::string::npos) << st.error().message;
+    return;
+  }
+  D0_ASSERT_OK(st);
   const Tensor got = download(ctx, y);
 
   Tensor want = Tensor::zeros({A, swiglu ? out / 2 : out}, DType::f32);
@@ -154,10 +160,15 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
     compare_with_cpu(*ctx, tile, 4, 2, 64, 2880, 150, 0, DType::bf16, false, entry, rng);
     // The SwiGLU epilogue (halves by grouped entry), on rows by token as the gate_up GEMM runs.
     compare_with_cpu(*ctx, tile, 4, 4, 192, 320, 100, 0, DType::bf16, true, token, rng);
+    compare_with_cpu(*ctx, tile, 4, 4, 192, 320, 100, 0, DType::bf16, true, entry, rng);
     // Block exponents spread over 1..200 (250 overflowed f32 sums): most groups sit far below their row's largest
     // and take the clamped, rounded tables.
     compare_with_cpu(*ctx, tile, 4, 2, 128, 320, 50, 200, DType::f32, false, entry, rng);
   }
+  // More items than an H200 has SMs (28 token tiles x 15 row blocks): the persistent form's CTAs take 3-4 items each,
+  // through both scale blocks and every stage's phases.
+  compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
+  compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, true, Inputs::by_entry, rng);
 }
 
 }  // namespace
