@@ -233,11 +233,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int k = 0; k < kBK / 32; ++k) wgmma::mma_e4m3<N>(acc, da + 2 * k, db + 2 * k);
         wgmma::commit();
-        wgmma::wait<1>();  // k-tile kt - 1's MMAs are done: its stage goes back to the producers
-        if (kt > 0 && lane == 0) bulk_copy::arrive(&empty[(at - 1) % kStages]);
+        // This k-tile's MMAs done: its stage goes straight back to the issuer (three stages ahead of the MMAs, not
+        // two; the other consumer warpgroup's MMAs fill the tensor cores meanwhile).
+        wgmma::wait<0>();
+        if (lane == 0) bulk_copy::arrive(&empty[s]);
       }
-      wgmma::wait<0>();
-      if (lane == 0) bulk_copy::arrive(&empty[(kg + k_tiles - 1) % kStages]);
       named_barrier(2, kConsumers);  // the staged values written
       // Rows past the matrix (out = 64 mod 128: the second warpgroup's) store nothing.
       if (row0 + c * 64 < a.out_rows)
