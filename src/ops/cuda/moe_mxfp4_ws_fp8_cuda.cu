@@ -28,6 +28,7 @@ constexpr int kTokenBox = 64;  // token rows per tensor copy: a tile takes as ma
 // v21). setmaxnreg moves registers from these two warpgroups to the consumers (96 accumulators at 192 tokens):
 // ptxas compiles every warp within 65,536 / 512 = 128 (the MMAs at 192 tokens need 122), so no more threads.
 constexpr int kProducers = 256, kConverters = kProducers - 32, kConsumers = 256;
+static_assert(kConverters % 4 == 0);
 constexpr int kThreads = kProducers + kConsumers;
 constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
 constexpr int kStages = 4;  // operand stages (raw weight bytes, converted A, tokens)
@@ -178,20 +179,38 @@ __global__ void __launch_bounds__(kThreads, 1)
         row_code[b][ct] = max_code;
       }
       named_barrier(1, kConverters);
+      // This thread's (row, group) slots stay for the item: their rows' codes read once, and each k-tile's loads
+      // (raw bytes, block codes) issued together before any conversion.
+      constexpr int kSlots = (kBM * 4 + kConverters - 1) / kConverters;
+      int slot_row[kSlots], row_shift[kSlots];
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+        const int idx = ct + kConverters * i, r = idx / 4;
+        slot_row[i] = idx < kBM * 4 && r < rows ? r : -1;  // -1: a dead row or no slot
+        row_shift[i] = slot_row[i] >= 0 ? row_code[b][r] - kFp8RowExponentShift : 0;
+      }
+      const int j = ct % 4;  // kConverters % 4 == 0: every slot of this thread has the same group
       for (int kt = 0; kt < k_tiles; ++kt) {
-        const int at = kg + kt, s = at % kStages;
+        const int at = kg + kt, s = at % kStages, g = 4 * kt + j;
         bulk_copy::wait(&full[s], (at / kStages) & 1);
         const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
         unsigned char* a_tile = smem + L::kA + s * L::kATile;
+        uint4 w[kSlots];
+        int code[kSlots];
 #pragma unroll
-        for (int i = 0; i < (kBM * 4 + kConverters - 1) / kConverters; ++i) {
-          const int idx = ct + kConverters * i, r = idx / 4, j = idx % 4, g = 4 * kt + j;
-          if (idx >= kBM * 4) break;
-          const int shift = r < rows && g < a.groups
-                                ? static_cast<int>(codes[r * a.groups + g]) - row_code[b][r] + kFp8RowExponentShift
-                                : 0;
-          store_group_fp8(*reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j),
-                          shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r, j);
+        for (int i = 0; i < kSlots; ++i) {
+          const int r = (ct + kConverters * i) / 4;
+          if (ct + kConverters * i < kBM * 4) w[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j);
+          code[i] = slot_row[i] >= 0 && g < a.groups ? static_cast<int>(codes[slot_row[i] * a.groups + g]) : -1;
+        }
+#pragma unroll
+        for (int i = 0; i < kSlots; ++i) {
+          const int r = (ct + kConverters * i) / 4;
+          if (ct + kConverters * i >= kBM * 4) break;
+          // Dead rows and groups past the row: shift 0 (their bytes are zeros or not stored).
+          const int shift = code[i] >= 0 ? code[i] - row_shift[i] : 0;
+          store_group_fp8(w[i], shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r,
+                          j);
         }
         wgmma::fence_shared_for_mma();  // the conversion's stores, for the MMAs
         __syncwarp();
