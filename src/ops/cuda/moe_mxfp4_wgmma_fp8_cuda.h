@@ -29,11 +29,12 @@ namespace day0 {
 // MXFP4 experts with out a multiple of 64 and in a multiple of 32 up to 4,096.
 bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 
-// Tokens per CTA for A assignments over w's experts: the warp-specialised form's 192 where experts average
-// kWsFp8MinTokensPerExpert or more and w.in fits it (its inputs must then be rows by entry) (bench-moe, H200, 20b down
-// shape: 456.5 against 491.0 us at 512 an expert, 389.0 against 383.3 at 384), else as the bf16 GEMM
-// (mxfp4_wgmma_tile_tokens).
-inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 448;
+// Tokens per CTA for A assignments over w's experts, for a GEMM without SwiGLU whose inputs are rows by entry (the
+// down GEMM): the warp-specialised form's 192 where experts average kWsFp8MinTokensPerExpert or more and w.in fits
+// it, else as the bf16 GEMM (mxfp4_wgmma_tile_tokens). bench-moe, H200, down shape, us (v30), 192 against 128:
+// 20b 4,096 tokens (512 an expert) 338.9 / 492.0, 3,072 (384) 285.7 / 385.8; 120b 4,096 (128) 445.9 / 602.6,
+// 3,072 (96) 411.0 / 428.9. Fewer tokens an expert were not measured.
+inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'

@@ -9,11 +9,14 @@
 // width. Every hand-over is an mbarrier, so no CTA-wide barrier sits in the k-loop. setmaxnreg gives the consumers
 // 168 registers (96 accumulators at 192 tokens).
 //
-// The token box needs x8's rows by entry (an expert's tokens contiguous): the MoE gathers them so for this tile.
+// The token box needs x8's rows by entry (an expert's tokens contiguous), as the down GEMM's are; the MoE runs only
+// down on it. With SwiGLU (gate_up, its inputs gathered by entry) it ran 1,817 us a layer against 577 for down
+// (120b, 4,096 tokens, `day0 bench --kernels`, v30, before the converters batched their loads), 3.2x for 2x the
+// work; not profiled, so gate_up stays on the 2-CTA GEMM and this form's SwiGLU epilogue is held only by its tests.
 //
-// Measured (H200, bench-moe, down shape): the cp.async form before it (v29) took ~1.17 us a k-tile whatever the
-// tile's width, its producers' copies and conversion setting the pace (v30: without the copies 20b 4,096 tokens ran
-// 353.6 against 456.0 us, without the conversion 351.8).
+// Measured (H200, bench-moe, down shape, v30), 20b 4,096 tokens: 338.9 us (802 TFLOP/s), against 457.8 for the
+// cp.async form before it (v29: its producers' copies and conversion set the pace, ~1.17 us a k-tile) and 492.0 for
+// the 2-CTA GEMM's 128-token tiles; 120b 4,096 tokens 445.9 (610 TFLOP/s) against 601.0 and 602.6.
 #pragma once
 
 #include <cuda_runtime.h>
