@@ -272,7 +272,7 @@ template <bool kSwiglu>
 Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, cudaStream_t stream) {
   const char* op = "mxfp4_ws_fp8_gemm";
   const KernelArgs& a = args.k;
-  if (a.inputs_are_tokens || a.groups > kWsFp8MaxGroups || a.out_rows % 64 != 0)
+  if (!mxfp4_ws_fp8_gemm_fits(a.inputs_are_tokens, a.groups) || a.out_rows % 64 != 0)
     return make_error(std::string(op) + ": needs x8 rows by entry, in <= " + std::to_string(32 * kWsFp8MaxGroups) +
                       " and out a multiple of 64");
   auto* kernel = mxfp4_ws_fp8_gemm_kernel<kSwiglu>;
