@@ -1,7 +1,8 @@
 // day0 bench-moe: the routed-expert kernels at gpt-oss-20b and -120b shapes (random MXFP4 experts, random top-k
 // routing) from decode to prefill token counts, against the ceilings measured on the same GPU. Per point:
 //   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure,
-//           and the tiled grouped GEMM (prefill sizes) on the same shape;
+//           and the tiled grouped GEMM (prefill sizes) on the same shape; the FP8 GEMMs also on the gate_up shape
+//           (2I x H, SwiGLU epilogue);
 //   group   the device token-to-expert grouping (once per layer, shared by both matmuls);
 //   moe     the whole expert block (gate_up, SwiGLU, down, weighted sum) per path: fused MXFP4, online BF16
 //           (convert routed experts + cuBLASLt), online FP8 (convert + quantise + cuBLASLt FP8).
@@ -240,6 +241,19 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
         const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      }
+      // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it,
+      // and the warp-specialised form on rows by entry.
+      for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
+        auto fp8 = [&] {
+          Routing& r = next();
+          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, &p, y, ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
+        const std::string name = "gate_up fp8 " + std::to_string(tile) + " (graph)";
+        report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));

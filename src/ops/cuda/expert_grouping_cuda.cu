@@ -17,6 +17,18 @@ constexpr int kWarps = kThreads / 32;
 // Dynamic shared memory: for each warp, a count per expert ([kWarps][E] i32), then the experts' counts and offsets.
 std::size_t shared_bytes(int E) { return sizeof(std::int32_t) * (static_cast<std::size_t>(kWarps) * E + 2 * E + 1); }
 
+// A lane's ids at base + lane, base + 32 + lane, .. (-1 past end), loaded before any is used: the counting and
+// placing steps wait on shared memory and each other, so one load a step left every step an L2 round trip.
+constexpr int kLoadsInFlight = 8;
+__device__ __forceinline__ void load_ids(const std::int32_t* idx, int base, int end, int (&ids)[kLoadsInFlight]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int j = 0; j < kLoadsInFlight; ++j) {
+    const int a = base + 32 * j + lane;
+    ids[j] = a < end ? idx[a] : -1;
+  }
+}
+
 // One block. Warp w owns the contiguous segment w of the assignments; it counts its segment per expert (lanes with
 // the same expert found by __match_any_sync, the lowest one adding for all), the counts become, per expert, each
 // warp's start within the expert's group (a scan over the warps), and each warp then places its segment in order.
@@ -39,16 +51,20 @@ __global__ void __launch_bounds__(kThreads)
   std::int32_t* mine = warp_count + warp * E;
   __syncthreads();
   // Counts of this warp's segment (warp-uniform loop: every lane takes part in the match).
-  for (int base = first; base < end; base += 32) {
-    const int a = base + lane;
-    int e = a < end ? idx[a] : -1;
-    if (a < end && (e < 0 || e >= E)) {
-      *error_flag = 1;
-      e = -1;
+  for (int base = first; base < end; base += 32 * kLoadsInFlight) {
+    int ids[kLoadsInFlight];
+    load_ids(idx, base, end, ids);
+#pragma unroll
+    for (int j = 0; j < kLoadsInFlight; ++j) {
+      int e = ids[j];
+      if (base + 32 * j + lane < end && (e < 0 || e >= E)) {
+        *error_flag = 1;
+        e = -1;
+      }
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
+      __syncwarp();  // this step's counts before the next step's leaders read them
     }
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
-    __syncwarp();  // this step's counts before the next step's leaders read them
   }
   __syncthreads();
   // Per expert: its total, and each warp's start within its group.
@@ -97,19 +113,23 @@ __global__ void __launch_bounds__(kThreads)
   if (tid == 0) offsets[E] = s_offset[E];
   // Placement in assignment order: a lane's position is its expert's offset, this warp's start in the group, and
   // the lanes before it with the same expert in this step.
-  for (int base = first; base < end; base += 32) {
-    const int a = base + lane;
-    int e = a < end ? idx[a] : -1;
-    if (e >= E) e = -1;
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    if (e >= 0) {
-      const int p = s_offset[e] + mine[e] + __popc(same & lanes_below);
-      rows[p] = a / k;
-      assignments[p] = a;
+  for (int base = first; base < end; base += 32 * kLoadsInFlight) {
+    int ids[kLoadsInFlight];
+    load_ids(idx, base, end, ids);
+#pragma unroll
+    for (int j = 0; j < kLoadsInFlight; ++j) {
+      const int a = base + 32 * j + lane;
+      const int e = ids[j] < E ? ids[j] : -1;
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      if (e >= 0) {
+        const int p = s_offset[e] + mine[e] + __popc(same & lanes_below);
+        rows[p] = a / k;
+        assignments[p] = a;
+      }
+      __syncwarp();
+      if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
+      __syncwarp();
     }
-    __syncwarp();
-    if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
-    __syncwarp();
   }
 }
 

@@ -311,8 +311,6 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     D0_RETURN_IF_ERROR(mxfp4_token_matmul_cuda(h, indices, down, nullptr, y, ws.error_flag, stream, {.slots = true}));
     return combine(y);
   }
-  Tensor xb = ws.xs.slice_rows(0, S);
-  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
   D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
                                           assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream));
@@ -324,8 +322,12 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
       mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
     D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, groups, gate_up, down, p, ws, slots, y, stream));
-  } else if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&
-             mxfp4_wgmma_gemm_fits(down)) {
+    return combine(y);
+  }
+  Tensor xb = ws.xs.slice_rows(0, S);  // the bf16 paths' inputs (the FP8 one quantises x itself)
+  D0_RETURN_IF_ERROR(convert_f32_to_bf16_cuda(x, xb, stream));
+  if (any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_gemm_fits(gate_up) &&
+      mxfp4_wgmma_gemm_fits(down)) {
     const int tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
     const std::int64_t tiles = mxfp4_wgmma_launch_slots(slots, A, tile);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_cuda(xb, true, gate_up, groups, tile, tiles, &p, h, stream));
