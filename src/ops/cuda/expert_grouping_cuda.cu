@@ -29,8 +29,21 @@ __device__ __forceinline__ void load_ids(const std::int32_t* idx, int base, int 
   }
 }
 
+// The lanes of the warp whose e equals this lane's, for e in [-1, 2^bits): one ballot a bit of e (and one for
+// -1). match.any gave the same masks at ~1.2 us a step of the loops below (H200, 16,384 assignments: 48 us a call).
+__device__ __forceinline__ unsigned lanes_with_same(int e, int bits) {
+  const unsigned invalid = __ballot_sync(0xffffffffu, e < 0);
+  unsigned same = e < 0 ? invalid : ~invalid;
+  for (int b = 0; b < bits; ++b) {
+    const bool bit = (e >> b) & 1;
+    const unsigned ones = __ballot_sync(0xffffffffu, bit);
+    same &= bit ? ones : ~ones;
+  }
+  return same;
+}
+
 // One block. Warp w owns the contiguous segment w of the assignments; it counts its segment per expert (lanes with
-// the same expert found by __match_any_sync, the lowest one adding for all), the counts become, per expert, each
+// the same expert found by lanes_with_same, the lowest one adding for all), the counts become, per expert, each
 // warp's start within the expert's group (a scan over the warps), and each warp then places its segment in order.
 // So the grouping is stable, and each assignment is read twice: A / 1,024 steps a warp per pass, where a warp per
 // expert scanning every assignment took A / 32 steps per expert (180 us at 8,192 assignments and 128 experts).
@@ -48,6 +61,7 @@ __global__ void __launch_bounds__(kThreads)
   begin_dependent_grid();
   const int segment = (A + kWarps - 1) / kWarps, first = warp * segment, end = min(A, first + segment);
   const unsigned lanes_below = (1u << lane) - 1u;
+  const int bits = E > 1 ? 32 - __clz(E - 1) : 0;  // of an expert id
   std::int32_t* mine = warp_count + warp * E;
   __syncthreads();
   // Counts of this warp's segment (warp-uniform loop: every lane takes part in the match).
@@ -61,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
         *error_flag = 1;
         e = -1;
       }
-      const unsigned same = __match_any_sync(0xffffffffu, e);
+      const unsigned same = lanes_with_same(e, bits);
       if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
       __syncwarp();  // this step's counts before the next step's leaders read them
     }
@@ -120,7 +134,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kLoadsInFlight; ++j) {
       const int a = base + 32 * j + lane;
       const int e = ids[j] < E ? ids[j] : -1;
-      const unsigned same = __match_any_sync(0xffffffffu, e);
+      const unsigned same = lanes_with_same(e, bits);
       if (e >= 0) {
         const int p = s_offset[e] + mine[e] + __popc(same & lanes_below);
         rows[p] = a / k;

@@ -199,6 +199,34 @@ __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
 
+// SwiGLU of the (gate, up) pairs (gate[i], up[i]) of one accumulator (i < 2: row r_lo, entries 0 / 1; else r_hi)
+// into h by entry: column r / 2 of rows dst0 / dst1, where live0 / live1.
+template <class H>
+__device__ __forceinline__ void store_swiglu_pairs(H* h, int half_rows, int r_lo, int r_hi, bool live0, bool live1,
+                                                   std::int64_t dst0, std::int64_t dst1, float4 gate, float4 up,
+                                                   float alpha, float limit) {
+  const float gv[4] = {gate.x, gate.y, gate.z, gate.w}, uv[4] = {up.x, up.y, up.z, up.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (!(i % 2 ? live1 : live0)) continue;
+    const int col = (i < 2 ? r_lo : r_hi) / 2;
+    const float s = swiglu_clamped_pair(gv[i], uv[i], alpha, limit);
+    if constexpr (std::is_same_v<H, float>)
+      h[(i % 2 ? dst1 : dst0) * half_rows + col] = s;
+    else
+      h[(i % 2 ? dst1 : dst0) * half_rows + col] = __float2bfloat16_rn(s);
+  }
+}
+
+// The FP8 GEMMs' copy, out of line: inlined (an expf and an IEEE division a pair), each MMA width's unrolled
+// epilogue carried its own copies, ~500 KB of code at the warp-specialised GEMM's 12 widths, and its SwiGLU form ran
+// 3.2-3.5x its plain form for 2x the work (H200, bench-moe, v31).
+static __device__ __noinline__ void store_swiglu_pairs_f32(float* h, int half_rows, int r_lo, int r_hi, bool live0,
+                                                           bool live1, std::int64_t dst0, std::int64_t dst1,
+                                                           float4 gate, float4 up, float alpha, float limit) {
+  store_swiglu_pairs(h, half_rows, r_lo, r_hi, live0, live1, dst0, dst1, gate, up, alpha, limit);
+}
+
 // Stores one MMA accumulator's values (v[0], v[1]: row r_lo, two grouped entries, present where live0 / live1, at
 // output rows dst0 / dst1; v[2], v[3]: row r_hi, the same entries): SwiGLU of each (gate, up) row pair into h (H:
 // bf16, or f32 for the FP8 GEMM's quantisation pass) by entry (dst = the entry), or f32 rows by assignment (dst =
@@ -214,18 +242,12 @@ __device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int 
 #pragma unroll
     for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
     if (g % 2 == 0) {
-      const int half_rows = a.out_rows / 2;
+      const float4 gate4 = make_float4(v[0], v[1], v[2], v[3]), up4 = make_float4(up[0], up[1], up[2], up[3]);
       H* h = static_cast<H*>(a.out);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (!live[i % 2]) continue;
-        const int col = (i < 2 ? r_lo : r_hi) / 2;
-        const float s = swiglu_clamped_pair(v[i], up[i], a.alpha, a.limit);
-        if constexpr (std::is_same_v<H, float>)
-          h[dst[i % 2] * half_rows + col] = s;
-        else
-          h[dst[i % 2] * half_rows + col] = __float2bfloat16_rn(s);
-      }
+      if constexpr (std::is_same_v<H, float>)
+        store_swiglu_pairs_f32(h, a.out_rows / 2, r_lo, r_hi, live0, live1, dst0, dst1, gate4, up4, a.alpha, a.limit);
+      else
+        store_swiglu_pairs(h, a.out_rows / 2, r_lo, r_hi, live0, live1, dst0, dst1, gate4, up4, a.alpha, a.limit);
     }
   } else {
     float* y = static_cast<float*>(a.out);
