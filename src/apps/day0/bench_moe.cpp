@@ -255,6 +255,18 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         const std::string name = "gate_up fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
+      {  // the same on the warp-specialised form without the SwiGLU epilogue (both halves out, f32 by assignment):
+         // what gate_up would cost with SwiGLU moved into the quantisation of h
+        D0_ASSIGN_OR_RETURN(Tensor gu, arena.allocate({S * m.k, 2 * m.I}, DType::f32, "bench gate_up f32"));
+        auto fp8 = [&] {
+          Routing& r = next();
+          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, g, 192, slots, nullptr, gu, ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
+        report_row("gate_up fp8 192 plain (graph)", t, distinct * gu_bytes, 4 * A * m.H * m.I);
+      }
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
     report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
