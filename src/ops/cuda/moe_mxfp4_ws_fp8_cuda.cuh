@@ -12,8 +12,9 @@
 // The token box needs x8's rows by entry (an expert's tokens contiguous), as the down GEMM's are; the MoE runs only
 // down on it. With SwiGLU (gate_up, its inputs quantised by entry) it ran 1,435.5 us a layer against 1,335.4 for the
 // 2-CTA GEMM on token rows, and its inputs' quantisation 95 us against 26.5 (120b, 4,096 tokens, `day0 bench
-// --kernels`, v31); bench-moe: 1,287.3 us against 444.0 for down, 2.9x for 2x the work. Not profiled, so gate_up
-// stays on the 2-CTA GEMM and this form's SwiGLU epilogue is held only by its tests.
+// --kernels`, v31); bench-moe: 1,287.3 us against 444.0 for down, 2.9x for 2x the work (Nsight Compute: 1.74 GB
+// of local traffic from the out-of-line SwiGLU stores' register saves, moe_mxfp4_kernels.cuh). So gate_up stays on
+// the 2-CTA GEMM and this form's SwiGLU epilogue is held only by its tests.
 //
 // Measured (H200, bench-moe, down shape, v30), 20b 4,096 tokens: 338.9 us (802 TFLOP/s), against 457.8 for the
 // cp.async form before it (v29: its producers' copies and conversion set the pace, ~1.17 us a k-tile) and 492.0 for
