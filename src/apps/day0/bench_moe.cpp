@@ -266,6 +266,20 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
         report_row("gate_up fp8 192 plain (graph)", t, distinct * gu_bytes, 4 * A * m.H * m.I);
+        // and with that SwiGLU and quantisation pass after it (entry p from row assignments[p]): the whole of what
+        // the SwiGLU epilogue and the quantisation of h do now
+        D0_ASSIGN_OR_RETURN(Tensor h8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench h fp8"));
+        D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));
+        auto fp8_swiglu_after = [&]() -> Status {
+          Routing& r = next();
+          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
+          D0_RETURN_IF_ERROR(
+              mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, g, 192, slots, nullptr, gu, ctx.stream()));
+          return gather_swiglu_quantize_fp8_cuda(gu, r.assignments, p, h8, sh, r.flag, ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t2, time_graph_median(ctx, 9, fp8_swiglu_after, calls));
+        report_row("  + swiglu-quantise (graph)", t2, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));

@@ -53,6 +53,13 @@ Status swiglu_clamped_cuda(const Tensor& gate_up, const SwigluParams& p, Tensor&
 Status swiglu_quantize_fp8_cuda(const Tensor& gate_up, const Tensor& sx, const Tensor& sw, const Tensor& bias,
                                 const SwigluParams& p, Tensor& q, Tensor& scales, cudaStream_t stream);
 
+// q f8_e4m3 [n, I], scales f32 [n] = gather_quantize_fp8_cuda(swiglu_clamped(gate_up), rows), the same bits, in
+// one pass: gate_up f32 [S, 2I] (interleaved or split halves, as the GEMM's plain epilogue wrote them); rows i32
+// [n] on the device, or undefined for rows 0..S-1; I a multiple of 4 up to 4,096. A row id outside [0, S) is
+// clamped and sets error_flag (i32 [1]) to 1.
+Status gather_swiglu_quantize_fp8_cuda(const Tensor& gate_up, const Tensor& rows, const SwigluParams& p, Tensor& q,
+                                       Tensor& scales, Tensor& error_flag, cudaStream_t stream);
+
 // Top-k over logits f32 [S, E] (descending, lower index first on ties), softmax over the k selected.
 // indices i32 [S, k], weights f32 [S, k]. k <= 8, E <= 256 (one warp per token, values in registers).
 inline constexpr int kRouterMaxK = 8;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -210,6 +211,65 @@ TEST(CudaFp8Quantize, fused_epilogue_swiglu_quantise_equals_the_three_kernels_bi
           for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
           EXPECT_GT(nonzero, b_q.numel() / 2);  // the inputs are not all quantised away
         }
+}
+
+TEST(CudaFp8Quantize, gathered_swiglu_quantise_equals_swiglu_then_gather_quantise_bit_for_bit) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4006);
+  std::uniform_real_distribution<float> pre(-12.f, 12.f);  // past the clamp (7) both ways
+  for (const std::int64_t I : {48, 2880, 4096})
+    for (const std::int64_t S : {1, 37})
+      for (const bool interleaved : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "I " << I << " S " << S << " interleaved " << interleaved);
+        Tensor gu = Tensor::zeros({S, 2 * I}, DType::f32);
+        for (std::int64_t i = 0; i < gu.numel(); ++i) gu.data<float>()[i] = pre(rng);
+        if (S > 1) gu.data<float>()[2 * I + 5] = NAN;  // a NaN in the GEMM output: both paths must treat it alike
+        std::vector<std::int32_t> rows;  // repeated and unordered, as entries' assignments
+        for (std::int64_t r = 0; r < S + 3; ++r) rows.push_back(static_cast<std::int32_t>((r * 7 + 3) % S));
+        const std::int64_t n = static_cast<std::int64_t>(rows.size());
+        SwigluParams p;
+        p.interleaved = interleaved;
+        const Tensor d_gu = upload(*ctx, gu), d_rows = upload(*ctx, optest::i32_tensor(rows));
+        Tensor h = poisoned(*ctx, {S, I}, DType::f32), flag = zeroed(*ctx, {1}, DType::i32);
+        Tensor q1 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s1 = poisoned(*ctx, {n}, DType::f32);
+        D0_ASSERT_OK(swiglu_clamped_cuda(d_gu, p, h, ctx->stream()));
+        D0_ASSERT_OK(gather_quantize_fp8_cuda(h, d_rows, q1, s1, flag, ctx->stream()));
+        Tensor q2 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s2 = poisoned(*ctx, {n}, DType::f32);
+        D0_ASSERT_OK(gather_swiglu_quantize_fp8_cuda(d_gu, d_rows, p, q2, s2, flag, ctx->stream()));
+        EXPECT_EQ(download_flag(*ctx, flag), 0);
+        const Tensor a_q = download(*ctx, q1), a_s = download(*ctx, s1);
+        const Tensor b_q = download(*ctx, q2), b_s = download(*ctx, s2);
+        EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
+        EXPECT_EQ(std::memcmp(a_q.raw(), b_q.raw(), a_q.nbytes()), 0);
+        std::int64_t nonzero = 0;
+        for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
+        EXPECT_GT(nonzero, b_q.numel() / 2);  // the inputs are not all quantised away
+      }
+}
+
+TEST(CudaFp8Quantize, gathered_swiglu_quantise_refuses_a_width_it_cannot_hold_and_flags_a_bad_row) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4007);
+  SwigluParams p;
+  p.interleaved = true;
+  Tensor flag = zeroed(*ctx, {1}, DType::i32);
+  {  // I = 30: not a multiple of 4
+    Tensor q = poisoned(*ctx, {2, 30}, DType::f8_e4m3), s = poisoned(*ctx, {2}, DType::f32);
+    const Status st = gather_swiglu_quantize_fp8_cuda(upload(*ctx, optest::random_f32({2, 60}, rng)), Tensor(), p, q,
+                                                      s, flag, ctx->stream());
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("multiple of 4"), std::string::npos) << st.error().message;
+  }
+  Tensor q = poisoned(*ctx, {2, 64}, DType::f8_e4m3), s = poisoned(*ctx, {2}, DType::f32);
+  D0_ASSERT_OK(gather_swiglu_quantize_fp8_cuda(upload(*ctx, optest::random_f32({3, 128}, rng)),
+                                               upload(*ctx, optest::i32_tensor({5, -2})), p, q, s, flag,
+                                               ctx->stream()));
+  EXPECT_EQ(download_flag(*ctx, flag), 1);
+  EXPECT_EQ(cudatest::count_nan(download(*ctx, s)), 0);
 }
 
 TEST(CudaFp8Quantize, an_out_of_range_row_is_clamped_and_raises_the_error_flag) {
