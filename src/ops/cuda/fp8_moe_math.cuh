@@ -46,4 +46,10 @@ __device__ __forceinline__ std::uint8_t quantize(float x, float scale) {
   return isnan(v) ? kE4m3PositiveNaN : e4m3_rne(v);
 }
 
+// Four values' codes in one word, the first in the low byte.
+__device__ __forceinline__ std::uint32_t quantize4(float4 v, float scale) {
+  return std::uint32_t(quantize(v.x, scale)) | std::uint32_t(quantize(v.y, scale)) << 8 |
+         std::uint32_t(quantize(v.z, scale)) << 16 | std::uint32_t(quantize(v.w, scale)) << 24;
+}
+
 }  // namespace day0::fp8_moe

@@ -50,10 +50,7 @@ __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, cons
 #pragma unroll
   for (int i = 0; i < kVecPerThread; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4)
-      qr[c] = std::uint32_t(fp8_moe::quantize(v[i].x, scale)) | std::uint32_t(fp8_moe::quantize(v[i].y, scale)) << 8 |
-              std::uint32_t(fp8_moe::quantize(v[i].z, scale)) << 16 |
-              std::uint32_t(fp8_moe::quantize(v[i].w, scale)) << 24;
+    if (c < n4) qr[c] = fp8_moe::quantize4(v[i], scale);
   }
 }
 

@@ -90,10 +90,7 @@ __global__ void gather_swiglu_quantize_fp8_kernel(const float* __restrict__ gate
 #pragma unroll
   for (int i = 0; i < kVecPerThread; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4)
-      qr[c] = std::uint32_t(fp8_moe::quantize(h[i].x, scale)) | std::uint32_t(fp8_moe::quantize(h[i].y, scale)) << 8 |
-              std::uint32_t(fp8_moe::quantize(h[i].z, scale)) << 16 |
-              std::uint32_t(fp8_moe::quantize(h[i].w, scale)) << 24;
+    if (c < n4) qr[c] = fp8_moe::quantize4(h[i], scale);
   }
 }
 

@@ -169,6 +169,19 @@ TEST(CudaFp8Quantize, gather_and_quantise_matches_fp8_quantize_row_bit_for_bit) 
     }
 }
 
+// Two quantisations' codes and scales equal bit for bit, and most codes not zero (the inputs were not all
+// quantised away).
+void expect_same_nonzero_codes(CudaContext& ctx, const Tensor& q1, const Tensor& s1, const Tensor& q2,
+                               const Tensor& s2) {
+  const Tensor a_q = download(ctx, q1), a_s = download(ctx, s1);
+  const Tensor b_q = download(ctx, q2), b_s = download(ctx, s2);
+  EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(a_q.raw(), b_q.raw(), a_q.nbytes()), 0);
+  std::int64_t nonzero = 0;
+  for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
+  EXPECT_GT(nonzero, b_q.numel() / 2);
+}
+
 TEST(CudaFp8Quantize, fused_epilogue_swiglu_quantise_equals_the_three_kernels_bit_for_bit) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
@@ -203,13 +216,7 @@ TEST(CudaFp8Quantize, fused_epilogue_swiglu_quantise_equals_the_three_kernels_bi
           // The fused kernel on the unscaled output.
           Tensor q2 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s2 = poisoned(*ctx, {n}, DType::f32);
           D0_ASSERT_OK(swiglu_quantize_fp8_cuda(upload(*ctx, gu), d_sx, d_sw, d_bias, p, q2, s2, ctx->stream()));
-          const Tensor a_q = download(*ctx, q1), a_s = download(*ctx, s1);
-          const Tensor b_q = download(*ctx, q2), b_s = download(*ctx, s2);
-          EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
-          EXPECT_EQ(std::memcmp(a_q.raw(), b_q.raw(), a_q.nbytes()), 0);
-          std::int64_t nonzero = 0;
-          for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
-          EXPECT_GT(nonzero, b_q.numel() / 2);  // the inputs are not all quantised away
+          expect_same_nonzero_codes(*ctx, q1, s1, q2, s2);
         }
 }
 
@@ -239,13 +246,7 @@ TEST(CudaFp8Quantize, gathered_swiglu_quantise_equals_swiglu_then_gather_quantis
         Tensor q2 = poisoned(*ctx, {n, I}, DType::f8_e4m3), s2 = poisoned(*ctx, {n}, DType::f32);
         D0_ASSERT_OK(gather_swiglu_quantize_fp8_cuda(d_gu, d_rows, p, q2, s2, flag, ctx->stream()));
         EXPECT_EQ(download_flag(*ctx, flag), 0);
-        const Tensor a_q = download(*ctx, q1), a_s = download(*ctx, s1);
-        const Tensor b_q = download(*ctx, q2), b_s = download(*ctx, s2);
-        EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
-        EXPECT_EQ(std::memcmp(a_q.raw(), b_q.raw(), a_q.nbytes()), 0);
-        std::int64_t nonzero = 0;
-        for (std::int64_t i = 0; i < b_q.numel(); ++i) nonzero += (b_q.data<std::uint8_t>()[i] & 0x7F) != 0;
-        EXPECT_GT(nonzero, b_q.numel() / 2);  // the inputs are not all quantised away
+        expect_same_nonzero_codes(*ctx, q1, s1, q2, s2);
       }
 }
 
