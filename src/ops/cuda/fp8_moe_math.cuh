@@ -52,4 +52,37 @@ __device__ __forceinline__ std::uint32_t quantize4(float4 v, float scale) {
          std::uint32_t(quantize(v.z, scale)) << 16 | std::uint32_t(quantize(v.w, scale)) << 24;
 }
 
+// The source row of output row r of a gather: rows[r] (r without a list), a bad id clamped into [0, n_src) and
+// flagged.
+__device__ __forceinline__ std::int64_t gathered_row(const std::int32_t* rows, std::int64_t n_src, std::int64_t r,
+                                                     std::int32_t* error_flag) {
+  std::int64_t src = rows ? rows[r] : r;
+  if (src < 0 || src >= n_src) {
+    if (threadIdx.x == 0) *error_flag = 1;
+    src = src < 0 ? 0 : n_src - 1;
+  }
+  return src;
+}
+
+// One row quantised from the values its block holds in registers: thread t's v[i] are values 4c .. 4c + 3 for
+// c = t + i kThreads < n4 (zeros past the row). Its amax, scale (into *scale by thread 0) and codes (q_row, 4-byte
+// aligned). Every thread of the block calls it.
+template <int kThreads, int kVec>
+__device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max,
+                                                  std::uint8_t* q_row, float* scale_out) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i)
+    amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[i].x), fabsf(v[i].y))), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
+  amax = block_max<kThreads>(amax, warp_max);
+  const float scale = row_scale(amax);
+  if (threadIdx.x == 0) *scale_out = scale;
+  auto* qr = reinterpret_cast<std::uint32_t*>(q_row);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    if (c < n4) qr[c] = quantize4(v[i], scale);
+  }
+}
+
 }  // namespace day0::fp8_moe

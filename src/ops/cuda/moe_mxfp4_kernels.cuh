@@ -236,8 +236,6 @@ static __device__ __noinline__ void store_swiglu_pairs_f32(float* h, int half_ro
 template <bool kSwiglu, class H = __nv_bfloat16>
 __device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int r_hi, bool live0, bool live1,
                                              std::int64_t dst0, std::int64_t dst1, const float (&v)[4]) {
-  const bool live[2] = {live0, live1};
-  const std::int64_t dst[2] = {dst0, dst1};
   const int g = (threadIdx.x % 32) / 4;
   if constexpr (kSwiglu) {
     float up[4];
@@ -252,6 +250,8 @@ __device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int 
         store_swiglu_pairs(h, a.out_rows / 2, r_lo, r_hi, live0, live1, dst0, dst1, gate4, up4, a.alpha, a.limit);
     }
   } else {
+    const bool live[2] = {live0, live1};
+    const std::int64_t dst[2] = {dst0, dst1};
     float* y = static_cast<float*>(a.out);
 #pragma unroll
     for (int i = 0; i < 4; ++i)

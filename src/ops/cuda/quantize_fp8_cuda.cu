@@ -20,12 +20,7 @@ constexpr int kVecValues = 4 * kVecPerThread * kThreads;  // 4,096
 // The source row of output row r (a bad id is clamped and flagged).
 __device__ __forceinline__ const float* source_row(const float* x, const std::int32_t* rows, std::int64_t n_src,
                                                    std::int64_t H, std::int64_t r, std::int32_t* error_flag) {
-  std::int64_t src = rows ? rows[r] : r;
-  if (src < 0 || src >= n_src) {
-    if (threadIdx.x == 0) *error_flag = 1;
-    src = src < 0 ? 0 : n_src - 1;
-  }
-  return x + src * H;
+  return x + fp8_moe::gathered_row(rows, n_src, r, error_flag) * H;
 }
 
 __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
@@ -36,22 +31,12 @@ __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, cons
   const float4* xr = reinterpret_cast<const float4*>(source_row(x, rows, n_src, H, r, error_flag));
   const int n4 = static_cast<int>(H / 4);
   float4 v[kVecPerThread];
-  float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecPerThread; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     v[i] = c < n4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-    amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[i].x), fabsf(v[i].y))), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
   }
-  amax = fp8_moe::block_max<kThreads>(amax, warp_max);
-  const float scale = fp8_moe::row_scale(amax);
-  if (threadIdx.x == 0) scales[r] = scale;
-  std::uint32_t* qr = reinterpret_cast<std::uint32_t*>(q + r * H);
-#pragma unroll
-  for (int i = 0; i < kVecPerThread; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4) qr[c] = fp8_moe::quantize4(v[i], scale);
-  }
+  fp8_moe::quantize_held_row<kThreads>(v, n4, warp_max, q + r * H, scales + r);
 }
 
 __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,

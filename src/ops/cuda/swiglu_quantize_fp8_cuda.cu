@@ -49,23 +49,18 @@ constexpr int kVecPerThread = 4;                           // groups of 4 output
 constexpr int kVecOutputs = 4 * kVecPerThread * kThreads;  // 4,096
 
 // Row r of the output from row rows[r] (or r) of gate_up: every SwiGLU value held in registers (4 a float4, from
-// two float4s of interleaved pairs or one of each half), then the row's amax, scale and codes as
-// gather_quantize_fp8_vec_kernel. A row id outside [0, n_src) is clamped and raises the flag.
+// two float4s of interleaved pairs or one of each half), then quantised as gather_quantize_fp8_vec_kernel's rows
+// (fp8_moe::quantize_held_row). A row id outside [0, n_src) is clamped and raises the flag.
 __global__ void gather_swiglu_quantize_fp8_kernel(const float* __restrict__ gate_up, const std::int32_t* __restrict__ rows,
                                                   std::int64_t n_src, std::int64_t I, bool interleaved, float alpha,
                                                   float limit, std::uint8_t* __restrict__ q,
                                                   float* __restrict__ scales, std::int32_t* error_flag) {
   __shared__ float warp_max[kThreads / 32];
   const std::int64_t r = blockIdx.x;
-  std::int64_t src = rows ? rows[r] : r;
-  if (src < 0 || src >= n_src) {
-    if (threadIdx.x == 0) *error_flag = 1;
-    src = src < 0 ? 0 : n_src - 1;
-  }
+  const std::int64_t src = fp8_moe::gathered_row(rows, n_src, r, error_flag);
   const float4* row = reinterpret_cast<const float4*>(gate_up + src * 2 * I);
   const int n4 = static_cast<int>(I / 4);
   float4 h[kVecPerThread];
-  float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVecPerThread; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
@@ -81,17 +76,8 @@ __global__ void gather_swiglu_quantize_fp8_kernel(const float* __restrict__ gate
       h[i] = make_float4(swiglu_clamped_pair(g.x, u.x, alpha, limit), swiglu_clamped_pair(g.y, u.y, alpha, limit),
                          swiglu_clamped_pair(g.z, u.z, alpha, limit), swiglu_clamped_pair(g.w, u.w, alpha, limit));
     }
-    amax = fmaxf(fmaxf(amax, fmaxf(fabsf(h[i].x), fabsf(h[i].y))), fmaxf(fabsf(h[i].z), fabsf(h[i].w)));
   }
-  amax = fp8_moe::block_max<kThreads>(amax, warp_max);
-  const float scale = fp8_moe::row_scale(amax);
-  if (threadIdx.x == 0) scales[r] = scale;
-  std::uint32_t* qr = reinterpret_cast<std::uint32_t*>(q + r * I);
-#pragma unroll
-  for (int i = 0; i < kVecPerThread; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4) qr[c] = fp8_moe::quantize4(h[i], scale);
-  }
+  fp8_moe::quantize_held_row<kThreads>(h, n4, warp_max, q + r * I, scales + r);
 }
 
 }  // namespace
