@@ -3,6 +3,9 @@
 // tables `capacity` keys wide, full and sliding (128-key) layers, as CUDA-graph replays (device time). Random
 // operands (fill_uniform_cuda); enough copies of the KV blocks cycled that each call reads them from HBM, not the
 // L2. KV bytes: the key and value rows each query reads once.
+// Its prefill section: one sequence of S prompt tokens on the tensor-core kernel as CudaOps runs a prefill step
+// (bf16 operands from the bf16 pool, sinks), full and sliding layers; the KV rows were just written, so they are
+// read from the L2 as in a prefill. FLOPs: the scores and weighted sums of the keys each query sees.
 #include "apps/day0/bench_attention.h"
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 
 #include "apps/day0/bench_operands.h"
 #include "ops/cuda/attention_cuda.h"
+#include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/timing.h"
 
 namespace day0::app {
@@ -94,6 +98,56 @@ Status bench_decode_attention(CudaContext& ctx, const DeviceCeilings& ceil, nloh
       D0_RETURN_IF_ERROR(ctx.synchronize());
       D0_RETURN_IF_ERROR(arena.release(mark));
     }
+  return Status::success();
+}
+
+Status bench_prefill_attention(CudaContext& ctx, const DeviceCeilings& ceil, const std::vector<std::int64_t>& tokens,
+                               nlohmann::json& report) {
+  std::printf("\ngpt-oss prefill attention (one sequence, 64 heads over 8, d 64, bf16 KV and operands, sinks), "
+              "CUDA-graph replays:\n");
+  std::printf("%8s %8s %10s %10s %10s %10s\n", "tokens", "window", "us", "GFLOP", "TFLOP/s", "of bf16");
+  DeviceArena& arena = ctx.arena();
+  std::uint64_t seed = 900;
+  for (const std::int64_t S : tokens) {
+    const AttentionParams p{64, 8, 64, 0, 0.125f};
+    if (!attention_tc_fits(S, p)) continue;  // shorter prompts take the per-query kernel: decode's figures
+    for (int window : {0, 128}) {
+      const DeviceArena::Mark mark = arena.mark();
+      AttentionParams pw = p;
+      pw.sliding_window = window;
+      const std::int64_t blocks = (S + kBlock - 1) / kBlock, width = p.n_kv_heads * p.head_dim;
+      D0_ASSIGN_OR_RETURN(Tensor k_pool, random_operand(ctx, {blocks * kBlock, width}, DType::bf16, 1.f, seed, "bench k"));
+      D0_ASSIGN_OR_RETURN(Tensor v_pool, random_operand(ctx, {blocks * kBlock, width}, DType::bf16, 1.f, seed, "bench v"));
+      D0_ASSIGN_OR_RETURN(Tensor q, random_operand(ctx, {S, p.n_heads * p.head_dim}, DType::f32, 1.f, seed, "bench q"));
+      D0_ASSIGN_OR_RETURN(Tensor sinks, random_operand(ctx, {p.n_heads}, DType::bf16, 1.f, seed, "bench sinks"));
+      D0_ASSIGN_OR_RETURN(Tensor out, arena.allocate({S, p.n_heads * p.head_dim}, DType::f32, "bench out"));
+      Tensor pos = Tensor::zeros({S}, DType::i32), table = Tensor::zeros({1, blocks}, DType::i32);
+      double keys_seen = 0;
+      for (std::int64_t s = 0; s < S; ++s) {
+        pos.data<std::int32_t>()[s] = static_cast<std::int32_t>(s);
+        keys_seen += window > 0 ? std::min<std::int64_t>(s + 1, window) : s + 1;
+      }
+      for (std::int64_t b = 0; b < blocks; ++b) table.data<std::int32_t>()[b] = static_cast<std::int32_t>(b);
+      D0_ASSIGN_OR_RETURN(Tensor q_pos, device_copy(ctx, pos, "bench positions"));
+      D0_ASSIGN_OR_RETURN(Tensor q_seq, device_copy(ctx, Tensor::zeros({S}, DType::i32), "bench sequences"));
+      D0_ASSIGN_OR_RETURN(Tensor bt, device_copy(ctx, table, "bench block table"));
+      const PagedKv kv{bt, q_seq, kBlock};
+      AttentionSplit split;
+      split.tensor_cores = split.bf16_operands = true;
+      auto step = [&] { return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, pw, out, ctx.stream(), split); };
+      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, step, 4));
+      const double flops = 4.0 * p.head_dim * p.n_heads * keys_seen;  // QK^T and PV, 2 FLOPs a multiply-add
+      std::printf("%8lld %8d %10.1f %10.1f %10.1f %9.1f%%\n", static_cast<long long>(S), window, t * 1e6, flops / 1e9,
+                  flops / t / 1e12, 100 * flops / t / ceil.bf16_flops);
+      report["prefill_attention"].push_back({{"tokens", S},
+                                             {"window", window},
+                                             {"seconds", t},
+                                             {"flops", flops},
+                                             {"of_bf16_rate", flops / t / ceil.bf16_flops}});
+      D0_RETURN_IF_ERROR(ctx.synchronize());
+      D0_RETURN_IF_ERROR(arena.release(mark));
+    }
+  }
   return Status::success();
 }
 

@@ -11,6 +11,7 @@
 // that cycle through 8 routings, so successive calls touch different experts and the expert bytes mostly come
 // from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
 // 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h).
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -255,31 +256,35 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         const std::string name = "gate_up fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
-      {  // the same on the warp-specialised form without the SwiGLU epilogue (both halves out, f32 by assignment):
-         // what gate_up would cost with SwiGLU moved into the quantisation of h
+      {  // the same without the SwiGLU epilogue (both halves out, f32 by assignment), on either form: what gate_up
+         // would cost with SwiGLU moved into the quantisation of h
         D0_ASSIGN_OR_RETURN(Tensor gu, arena.allocate({S * m.k, 2 * m.I}, DType::f32, "bench gate_up f32"));
-        auto fp8 = [&] {
-          Routing& r = next();
-          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
-          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
-          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, g, 192, slots, nullptr, gu, ctx.stream());
-        };
-        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
-        report_row("gate_up fp8 192 plain (graph)", t, distinct * gu_bytes, 4 * A * m.H * m.I);
-        // and with that SwiGLU and quantisation pass after it (entry p from row assignments[p]): the whole of what
-        // the SwiGLU epilogue and the quantisation of h do now
         D0_ASSIGN_OR_RETURN(Tensor h8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench h fp8"));
         D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));
-        auto fp8_swiglu_after = [&]() -> Status {
-          Routing& r = next();
-          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
-          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
-          D0_RETURN_IF_ERROR(
-              mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, g, 192, slots, nullptr, gu, ctx.stream()));
-          return gather_swiglu_quantize_fp8_cuda(gu, r.assignments, p, h8, sh, r.flag, ctx.stream());
-        };
-        D0_ASSIGN_OR_RETURN(double t2, time_graph_median(ctx, 9, fp8_swiglu_after, calls));
-        report_row("  + swiglu-quantise (graph)", t2, distinct * gu_bytes, 4 * A * m.H * m.I);
+        for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
+          auto plain = [&, tile = tile, by_token = by_token]() -> Status {
+            Routing& r = next();
+            const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+            const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+            return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, nullptr, gu,
+                                                     ctx.stream());
+          };
+          D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, plain, calls));
+          const std::string name = "gate_up fp8 " + std::to_string(tile) + " plain (graph)";
+          report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
+          // and with that SwiGLU and quantisation pass after it (entry p from row assignments[p]): the whole of
+          // what the SwiGLU epilogue and the quantisation of h do now
+          auto plain_swiglu_after = [&, tile = tile, by_token = by_token]() -> Status {
+            Routing& r = next();
+            const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+            const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+            D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, nullptr,
+                                                                 gu, ctx.stream()));
+            return gather_swiglu_quantize_fp8_cuda(gu, r.assignments, p, h8, sh, r.flag, ctx.stream());
+          };
+          D0_ASSIGN_OR_RETURN(double t2, time_graph_median(ctx, 9, plain_swiglu_after, calls));
+          report_row("  + swiglu-quantise (graph)", t2, distinct * gu_bytes, 4 * A * m.H * m.I);
+        }
       }
     }
     D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
@@ -323,12 +328,19 @@ int bench_moe(const BenchMoeOptions& o) {
   if (!ceil.ok()) return fail(ceil.error().message);
   nlohmann::json report;
   report_ceilings(*ceil, report);
+  auto wanted = [&](const char* part) { return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end(); };
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
-  for (const MoeShape& m : shapes)
-    if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
-  if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
-    return fail(st.error().message);
-  if (Status st = bench_decode_attention(**ctx, *ceil, report); !st.ok()) return fail(st.error().message);
+  if (wanted("moe"))
+    for (const MoeShape& m : shapes)
+      if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
+  if (wanted("linears"))
+    if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
+      return fail(st.error().message);
+  if (wanted("decode-attention"))
+    if (Status st = bench_decode_attention(**ctx, *ceil, report); !st.ok()) return fail(st.error().message);
+  if (wanted("prefill-attention"))
+    if (Status st = bench_prefill_attention(**ctx, *ceil, o.tokens, report); !st.ok())
+      return fail(st.error().message);
   if (Status st = write_json_report(o.json, report); !st.ok()) return fail(st.error().message);
   return 0;
 }

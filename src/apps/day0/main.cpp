@@ -156,6 +156,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
   bm->add_option("--arena-gib", bench_moe.arena_gib, "GPU memory to take (GiB)")->check(CLI::Range(1.0, 1024.0));
   bm->add_option("--json", bench_moe.json, "Also write the figures to this JSON file");
+  bm->add_option("--parts", bench_moe.parts, "What to time (default all)")->delimiter(',')
+      ->check(CLI::IsMember({"moe", "linears", "decode-attention", "prefill-attention"}));
 
   day0::app::ConvertCommandOptions convert;
   auto* v =
