@@ -243,8 +243,8 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
       }
-      // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it,
-      // and the warp-specialised form on rows by entry.
+      // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it
+      // below kWsFp8MinTokensPerExpert tokens an expert, and the warp-specialised form on rows by entry.
       for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
         auto fp8 = [&] {
           Routing& r = next();
@@ -256,8 +256,9 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         const std::string name = "gate_up fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
-      {  // the same without the SwiGLU epilogue (both halves out, f32 by assignment), on either form: what gate_up
-         // would cost with SwiGLU moved into the quantisation of h
+      {  // the same without the SwiGLU epilogue (both halves out, f32 by assignment), on either form, then SwiGLU in
+         // the quantisation of h: the MoE's route on the warp-specialised form (its inputs quantised by entry, not
+         // timed here)
         D0_ASSIGN_OR_RETURN(Tensor gu, arena.allocate({S * m.k, 2 * m.I}, DType::f32, "bench gate_up f32"));
         D0_ASSIGN_OR_RETURN(Tensor h8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench h fp8"));
         D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));

@@ -168,7 +168,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     if (s.compute == ExpertCompute::fp8) {
       D0_ASSIGN_OR_RETURN(ws.fused_x8, arena.allocate({Af, H}, DType::f8_e4m3, "moe workspace fused fp8 tokens"));
       D0_ASSIGN_OR_RETURN(ws.fused_sx, arena.allocate({Af}, DType::f32, "moe workspace fused token scales"));
-      D0_ASSIGN_OR_RETURN(ws.fused_hf, arena.allocate({Af, I}, DType::f32, "moe workspace fused f32 swiglu"));
+      D0_ASSIGN_OR_RETURN(ws.fused_gu, arena.allocate({Af, 2 * I}, DType::f32, "moe workspace fused f32 gate_up"));
       D0_ASSIGN_OR_RETURN(ws.fused_h8, arena.allocate({Af, I}, DType::f8_e4m3, "moe workspace fused fp8 swiglu"));
       D0_ASSIGN_OR_RETURN(ws.fused_sh, arena.allocate({Af}, DType::f32, "moe workspace fused swiglu scales"));
     }
@@ -265,27 +265,39 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   return Status::success();
 }
 
-// fp8 compute, prefill-sized: the tokens quantised (once each, not per assignment), the FP8 wgmma gate_up GEMM with
-// SwiGLU in its epilogue (f32 halves by entry), those quantised, the FP8 wgmma down GEMM into y by assignment. The
-// arithmetic of expert_chunk_fp8's chain (the same epilogue, SwiGLU and quantisation) grouped over experts on the
-// device, f32 sums in MMA order and the row exponent from all groups (moe_mxfp4_wgmma_fp8_cuda.h). The inexact
-// count is not kept: fp8_inexact reads 0 after such a call.
-// gate_up stays on the 2-CTA GEMM's tiles: on the warp-specialised form, its inputs quantised by entry, the layer's
-// gate_up and quantisation took 1,530.7 us against 1,361.9 (120b, 4,096 tokens, H200, v31), so that form takes down
-// only, whose inputs are rows by entry anyway.
+// fp8 compute, prefill-sized: the inputs quantised, the FP8 wgmma gate_up GEMM, SwiGLU, its output quantised by
+// grouped entry, the FP8 wgmma down GEMM into y by assignment. The arithmetic of expert_chunk_fp8's chain (the same
+// epilogue, SwiGLU and quantisation) grouped over experts on the device, f32 sums in MMA order and the row exponent
+// from all groups (moe_mxfp4_wgmma_fp8_cuda.h): both routes below give the same bits. The inexact count is not
+// kept: fp8_inexact reads 0 after such a call.
+// Where experts average enough tokens for the warp-specialised form, gate_up runs on it without SwiGLU (inputs
+// quantised by entry, both halves out in f32 by assignment) and SwiGLU joins the quantisation of h: 120b, 4,096
+// tokens, H200, a layer's gate_up, SwiGLU and quantisations 1,764 us against 1,970 on the 2-CTA GEMM with SwiGLU
+// in its epilogue (`day0 bench --kernels`, v32). Below that, the 2-CTA GEMM on token rows (tokens quantised once
+// each) with SwiGLU in its epilogue, f32 halves by entry.
 Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
-  Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
-  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
-  const int gate_up_tile = mxfp4_wgmma_tile_tokens(A, ws.shape.n_experts);
-  Tensor hf = ws.fused_hf.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(
-      x8, sx, true, gate_up, groups, gate_up_tile, mxfp4_wgmma_launch_slots(slots, A, gate_up_tile), &p, hf, stream));
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
-  D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
+  const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
+  const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);
+  if (gate_up_tile == kWsFp8TileTokens) {
+    Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
+    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, x8, sx, ws.error_flag, stream));
+    Tensor gu = ws.fused_gu.slice_rows(0, A);
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, groups, gate_up_tile,
+                                                         gate_up_slots, nullptr, gu, stream));
+    D0_RETURN_IF_ERROR(gather_swiglu_quantize_fp8_cuda(gu, groups.assignments, p, h8, sh, ws.error_flag, stream));
+  } else {
+    Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
+    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
+    Tensor hf = ws.fused_gu.view({2 * ws.fused_gu.size(0), gate_up.out / 2}).slice_rows(0, A);
+    D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, gate_up_tile,
+                                                         gate_up_slots, &p, hf, stream));
+    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
+  }
   const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, down_tile,
                                            mxfp4_wgmma_launch_slots(slots, A, down_tile), nullptr, y, stream);

@@ -102,9 +102,10 @@ struct MoeWorkspace {
   Tensor group_counts, group_offsets, group_rows, group_assignments, group_experts, group_n_routed;
   Tensor fused_h;  // bf16 [Af, I]  SwiGLU output by grouped entry
   Tensor fused_y;  // f32 [Af, H]   down output by assignment
-  // fp8 compute: prefill-sized fused calls run the FP8 wgmma GEMMs (moe_mxfp4_wgmma_fp8_cuda.h) on these, by grouped
-  // entry: quantised tokens and their scales, the f32 SwiGLU output, it quantised and its scales.
-  Tensor fused_x8, fused_sx, fused_hf, fused_h8, fused_sh;
+  // fp8 compute: prefill-sized fused calls run the FP8 wgmma GEMMs (moe_mxfp4_wgmma_fp8_cuda.h) on these: quantised
+  // inputs (by token or by grouped entry) and their scales; gate_up's f32 output, [Af, 2I] by assignment without
+  // SwiGLU or the first [Af, I] with it by grouped entry; the SwiGLU output quantised by grouped entry, its scales.
+  Tensor fused_x8, fused_sx, fused_gu, fused_h8, fused_sh;
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;

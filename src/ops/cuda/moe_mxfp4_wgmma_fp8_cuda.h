@@ -35,6 +35,7 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 // 20b 4,096 tokens (512 an expert) 338.9 / 492.0, 3,072 (384) 285.7 / 385.8; 120b 4,096 (128) 445.9 / 602.6,
 // 3,072 (96) 411.0 / 428.9. Fewer tokens an expert were not measured.
 inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
+inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'

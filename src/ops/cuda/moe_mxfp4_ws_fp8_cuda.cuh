@@ -9,12 +9,12 @@
 // width. Every hand-over is an mbarrier, so no CTA-wide barrier sits in the k-loop. setmaxnreg gives the consumers
 // 168 registers (96 accumulators at 192 tokens).
 //
-// The token box needs x8's rows by entry (an expert's tokens contiguous), as the down GEMM's are; the MoE runs only
-// down on it. With SwiGLU (gate_up, its inputs quantised by entry) it ran 1,435.5 us a layer against 1,335.4 for the
-// 2-CTA GEMM on token rows, and its inputs' quantisation 95 us against 26.5 (120b, 4,096 tokens, `day0 bench
-// --kernels`, v31); bench-moe: 1,287.3 us against 444.0 for down, 2.9x for 2x the work (Nsight Compute: 1.74 GB
-// of local traffic from the out-of-line SwiGLU stores' register saves, moe_mxfp4_kernels.cuh). So gate_up stays on
-// the 2-CTA GEMM and this form's SwiGLU epilogue is held only by its tests.
+// The token box needs x8's rows by entry (an expert's tokens contiguous), as the down GEMM's are. The MoE runs both
+// GEMMs on it without SwiGLU (moe_cuda.cu: gate_up's halves out in f32, SwiGLU in the quantisation of h). With
+// SwiGLU, gate_up ran 1,435.5 us a layer against 1,335.4 for the 2-CTA GEMM on token rows (120b, 4,096 tokens,
+// `day0 bench --kernels`, v31; Nsight Compute: 1.74 GB of local traffic from the out-of-line SwiGLU stores'
+// register saves, moe_mxfp4_kernels.cuh), without it 850.6 us in bench-moe (v32); this form's SwiGLU epilogue is
+// held only by its tests.
 //
 // Measured (H200, bench-moe, down shape, v30), 20b 4,096 tokens: 338.9 us (802 TFLOP/s), against 457.8 for the
 // cp.async form before it (v29: its producers' copies and conversion set the pace, ~1.17 us a k-tile) and 492.0 for
@@ -25,10 +25,9 @@
 
 #include "core/status.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
+#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 
 namespace day0 {
-
-inline constexpr int kWsFp8TileTokens = 192;
 
 // grid: (w.out / 128 rounded up, launch slots for 192-token tiles); x8 has x8_rows rows by entry (not by token),
 // w.in / 32 <= kWsFp8MaxGroups (the stages and two scale blocks fill an SM's shared memory), w.out % 64 == 0.

@@ -221,11 +221,12 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   ASSERT_TRUE(ctx);
   std::mt19937 rng(6005);
   // 32 and 48 assignments an expert (from kMxfp4WgmmaMinTokensPerExpert = 24 the fused path takes the GEMMs; below
-  // it the bf16 fused kernels run, as the test above checks), and 512 (from kWsFp8MinTokensPerExpert = 96 the
-  // down GEMM takes the warp-specialised form), out of both matrices multiples of 64 as the FP8 GEMM needs.
+  // it the bf16 fused kernels run, as the test above checks), and 512 (from kWsFp8MinTokensPerExpert = 96 both
+  // GEMMs take the warp-specialised form, gate_up without SwiGLU, which joins the quantisation of h), out of both
+  // matrices multiples of 64 as the FP8 GEMM needs.
   const int E = 8, k = 2;
   const std::int64_t H = 128, I = 96, T = 2048;
-  ASSERT_GE(T * k / E, kWsFp8MinTokensPerExpert);  // the largest call reaches the warp-specialised down GEMM
+  ASSERT_GE(T * k / E, kWsFp8MinTokensPerExpert);  // the largest call reaches the warp-specialised GEMMs
   const ExpertWeights gu_host = encoded_experts(E, int(2 * I), int(H), DType::bf16, rng);
   const ExpertWeights down_host = encoded_experts(E, int(H), int(I), DType::f32, rng);
   const ExpertWeights gu_dev = upload_experts(*ctx, gu_host), down_dev = upload_experts(*ctx, down_host);
