@@ -86,6 +86,13 @@ Status mxfp4_experts_to_fp8_cuda(const ExpertWeights& w, const Tensor& expert_id
 Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
                                 cudaStream_t stream);
 
+// gather_quantize_fp8_cuda(x, rows) by the inverse map, each row of x read and quantised once: q[entries[s, j]] and
+// scales[entries[s, j]] from x[s] for every j; an entry of -1 stores nothing (an ungrouped assignment), one at or
+// past n (q f8_e4m3 [n, H], scales f32 [n]) stores nothing and sets error_flag (i32 [1]) to 1. Rows no entry names
+// are not written. x f32 [S, H] with H a multiple of 4 up to 4,096, entries i32 [S, k] (group_by_expert_cuda's).
+Status quantize_scatter_fp8_cuda(const Tensor& x, const Tensor& entries, Tensor& q, Tensor& scales, Tensor& error_flag,
+                                 cudaStream_t stream);
+
 // y[m, n] += bias[n]; y f32/bf16 [M, N], bias f32/bf16 [N]. The GEMM's fallback when cuBLASLt's bias epilogue
 // does not take this dtype pair.
 Status add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);

@@ -52,7 +52,8 @@ __global__ void __launch_bounds__(kThreads)
     group_kernel(const std::int32_t* idx, int A, int k, int E, std::int32_t* __restrict__ counts,
                  std::int32_t* __restrict__ offsets, std::int32_t* __restrict__ rows,
                  std::int32_t* __restrict__ assignments, std::int32_t* __restrict__ experts,
-                 std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag) {
+                 std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag,
+                 std::int32_t* __restrict__ entries) {
   extern __shared__ std::int32_t shared[];
   std::int32_t* warp_count = shared;  // [kWarps][E]
   std::int32_t* s_count = shared + kWarps * E;
@@ -140,6 +141,9 @@ __global__ void __launch_bounds__(kThreads)
         const int p = s_offset[e] + mine[e] + __popc(same & lanes_below);
         rows[p] = a / k;
         assignments[p] = a;
+        if (entries) entries[a] = p;
+      } else if (entries && a < end) {
+        entries[a] = -1;
       }
       __syncwarp();
       if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(kThreads)
 
 Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
                             Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, Tensor* entries) {
   const char* op = "group_by_expert_cuda";
   if (indices.dim() != 2) return make_error(std::string(op) + ": indices must be [S, k]");
   if (n_experts <= 0 || n_experts > kGroupingMaxExperts)
@@ -168,6 +172,7 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   D0_RETURN_IF_ERROR(check_cuda_tensor(experts, op, "experts", {DType::i32}, {E}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(n_routed, op, "n_routed", {DType::i32}, {1}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  if (entries) D0_RETURN_IF_ERROR(check_cuda_tensor(*entries, op, "entries", {DType::i32}, {S, k}));
   if (k <= 0) return make_error(std::string(op) + ": k must be positive");
   const std::size_t shared = shared_bytes(n_experts);
   if (shared > 48 * 1024) {  // up to 136 KB at 1,024 experts
@@ -178,7 +183,8 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   launch_dependent(group_kernel, 1, kThreads, shared, stream, indices.data<std::int32_t>(), static_cast<int>(A),
                    static_cast<int>(k), n_experts, counts.data<std::int32_t>(), offsets.data<std::int32_t>(),
                    rows.data<std::int32_t>(), assignments.data<std::int32_t>(), experts.data<std::int32_t>(),
-                   n_routed.data<std::int32_t>(), error_flag.data<std::int32_t>());
+                   n_routed.data<std::int32_t>(), error_flag.data<std::int32_t>(),
+                   entries ? entries->data<std::int32_t>() : nullptr);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_kernel");
   return Status::success();
 }

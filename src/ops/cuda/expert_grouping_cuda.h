@@ -14,10 +14,11 @@ namespace day0 {
 inline constexpr int kGroupingMaxExperts = 1024;
 
 // indices i32 [S, k] on the device. Outputs, all i32 on the device: counts [E], offsets [E + 1], rows [S k],
-// assignments [S k], experts [E] (routed experts ascending, then -1), n_routed [1]. An id outside [0, E) is not
-// grouped and sets error_flag (i32 [1]) to 1. E <= kGroupingMaxExperts.
+// assignments [S k], experts [E] (routed experts ascending, then -1), n_routed [1]; with `entries` (i32 [S, k]),
+// the inverse of assignments: the grouped entry of each assignment, -1 for one not grouped. An id outside [0, E) is
+// not grouped and sets error_flag (i32 [1]) to 1. E <= kGroupingMaxExperts.
 Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
                             Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
-                            cudaStream_t stream);
+                            cudaStream_t stream, Tensor* entries = nullptr);
 
 }  // namespace day0

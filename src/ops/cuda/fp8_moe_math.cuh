@@ -65,24 +65,44 @@ __device__ __forceinline__ std::int64_t gathered_row(const std::int32_t* rows, s
 }
 
 // One row quantised from the values its block holds in registers: thread t's v[i] are values 4c .. 4c + 3 for
-// c = t + i kThreads < n4 (zeros past the row). Its amax, scale (into *scale by thread 0) and codes (q_row, 4-byte
-// aligned). Every thread of the block calls it.
+// c = t + i kThreads < n4 (zeros past the row). held_row_scale: the row's scale (from its amax; every thread of
+// the block calls it); held_row_codes: this thread's codes (4 a word); store_held_codes: those into q_row (4-byte
+// aligned); quantize_held_row: all three, the scale into *scale_out by thread 0.
 template <int kThreads, int kVec>
-__device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max,
-                                                  std::uint8_t* q_row, float* scale_out) {
+__device__ __forceinline__ float held_row_scale(const float4 (&v)[kVec], float* warp_max) {
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kVec; ++i)
     amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[i].x), fabsf(v[i].y))), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
-  amax = block_max<kThreads>(amax, warp_max);
-  const float scale = row_scale(amax);
-  if (threadIdx.x == 0) *scale_out = scale;
+  return row_scale(block_max<kThreads>(amax, warp_max));
+}
+
+template <int kThreads, int kVec>
+__device__ __forceinline__ void held_row_codes(const float4 (&v)[kVec], int n4, float scale,
+                                               std::uint32_t (&codes)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i)
+    codes[i] = static_cast<int>(threadIdx.x) + i * kThreads < n4 ? quantize4(v[i], scale) : 0u;
+}
+
+template <int kThreads, int kVec>
+__device__ __forceinline__ void store_held_codes(const std::uint32_t (&codes)[kVec], int n4, std::uint8_t* q_row) {
   auto* qr = reinterpret_cast<std::uint32_t*>(q_row);
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4) qr[c] = quantize4(v[i], scale);
+    if (c < n4) qr[c] = codes[i];
   }
+}
+
+template <int kThreads, int kVec>
+__device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max,
+                                                  std::uint8_t* q_row, float* scale_out) {
+  const float scale = held_row_scale<kThreads>(v, warp_max);
+  if (threadIdx.x == 0) *scale_out = scale;
+  std::uint32_t codes[kVec];
+  held_row_codes<kThreads>(v, n4, scale, codes);
+  store_held_codes<kThreads>(codes, n4, q_row);
 }
 
 }  // namespace day0::fp8_moe

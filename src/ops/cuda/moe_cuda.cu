@@ -166,6 +166,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.fused_h, arena.allocate({Af, I}, DType::bf16, "moe workspace fused swiglu output"));
     D0_ASSIGN_OR_RETURN(ws.fused_y, arena.allocate({Af, H}, DType::f32, "moe workspace fused down output"));
     if (s.compute == ExpertCompute::fp8) {
+      D0_ASSIGN_OR_RETURN(ws.group_entries, arena.allocate({Af}, DType::i32, "moe workspace group entries"));
       D0_ASSIGN_OR_RETURN(ws.fused_x8, arena.allocate({Af, H}, DType::f8_e4m3, "moe workspace fused fp8 tokens"));
       D0_ASSIGN_OR_RETURN(ws.fused_sx, arena.allocate({Af}, DType::f32, "moe workspace fused token scales"));
       D0_ASSIGN_OR_RETURN(ws.fused_gu, arena.allocate({Af, 2 * I}, DType::f32, "moe workspace fused f32 gate_up"));
@@ -271,11 +272,12 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // from all groups (moe_mxfp4_wgmma_fp8_cuda.h): both routes below give the same bits. The inexact count is not
 // kept: fp8_inexact reads 0 after such a call.
 // Where experts average enough tokens for the warp-specialised form, gate_up runs on it without SwiGLU (inputs
-// quantised by entry, both halves out in f32 by assignment) and SwiGLU joins the quantisation of h: 120b, 4,096
+// quantised once a token into their entries' rows, both halves out in f32 by assignment) and SwiGLU joins the
+// quantisation of h: 120b, 4,096
 // tokens, H200, a layer's gate_up, SwiGLU and quantisations 1,764 us against 1,970 on the 2-CTA GEMM with SwiGLU
 // in its epilogue (`day0 bench --kernels`, v32). Below that, the 2-CTA GEMM on token rows (tokens quantised once
 // each) with SwiGLU in its epilogue, f32 halves by entry.
-Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpertGroups& groups,
+Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& entries, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
@@ -285,7 +287,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const DeviceExpe
   const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);
   if (gate_up_tile == kWsFp8TileTokens) {
     Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
-    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, rows, x8, sx, ws.error_flag, stream));
+    D0_RETURN_IF_ERROR(quantize_scatter_fp8_cuda(x, entries, x8, sx, ws.error_flag, stream));
     Tensor gu = ws.fused_gu.slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, groups, gate_up_tile,
                                                          gate_up_slots, nullptr, gu, stream));
@@ -325,8 +327,11 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     return combine(y);
   }
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
+  // fp8 compute: the inverse too, for quantising each token once into its entries' rows
+  Tensor entries = ws.group_entries.defined() ? ws.group_entries.slice_rows(0, A).view({S, ws.shape.k}) : Tensor();
   D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
-                                          assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream));
+                                          assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream,
+                                          entries.defined() ? &entries : nullptr));
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
@@ -334,7 +339,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
   if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
       mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
-    D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, groups, gate_up, down, p, ws, slots, y, stream));
+    D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, y, stream));
     return combine(y);
   }
   Tensor xb = ws.xs.slice_rows(0, S);  // the bf16 paths' inputs (the FP8 one quantises x itself)

@@ -100,6 +100,7 @@ struct MoeWorkspace {
   // outputs (i32) and the two matmuls' outputs.
   std::int64_t fused_tokens = 0;  // min(max_tokens, fused_max_tokens) where the path applies, else 0
   Tensor group_counts, group_offsets, group_rows, group_assignments, group_experts, group_n_routed;
+  Tensor group_entries;  // fp8 compute: [Af] the grouped entry of each assignment (the inverse of assignments)
   Tensor fused_h;  // bf16 [Af, I]  SwiGLU output by grouped entry
   Tensor fused_y;  // f32 [Af, H]   down output by assignment
   // fp8 compute: prefill-sized fused calls run the FP8 wgmma GEMMs (moe_mxfp4_wgmma_fp8_cuda.h) on these: quantised

@@ -3,6 +3,7 @@
 // so codes and scales equal fp8_quantize_row's bit for bit (max is order-free; the divisions are IEEE). Rows of a
 // multiple of 4 values up to kVecValues are read once, as float4s held in registers, and written 4 codes a store
 // (the scalar form read each value twice and stored bytes: 118 us a 16,384 x 2,880 call on the H200).
+// quantize_scatter_fp8_cuda: the same rows by grouped entry, each token read and quantised once.
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -39,6 +40,36 @@ __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, cons
   fp8_moe::quantize_held_row<kThreads>(v, n4, warp_max, q + r * H, scales + r);
 }
 
+// Token row s quantised once, its codes and scale stored at each entry its assignments were grouped to: entries[s
+// k + j] (-1: ungrouped, nothing stored; n_out or more: flagged, nothing stored).
+__global__ void quantize_scatter_fp8_vec_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ entries,
+                                                int k, std::int64_t n_out, std::int64_t H, std::uint8_t* __restrict__ q,
+                                                float* __restrict__ scales, std::int32_t* error_flag) {
+  __shared__ float warp_max[kThreads / 32];
+  const std::int64_t s = blockIdx.x;
+  const float4* xr = reinterpret_cast<const float4*>(x + s * H);
+  const int n4 = static_cast<int>(H / 4);
+  float4 v[kVecPerThread];
+#pragma unroll
+  for (int i = 0; i < kVecPerThread; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    v[i] = c < n4 ? xr[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  const float scale = fp8_moe::held_row_scale<kThreads>(v, warp_max);
+  std::uint32_t codes[kVecPerThread];
+  fp8_moe::held_row_codes<kThreads>(v, n4, scale, codes);
+  for (int j = 0; j < k; ++j) {
+    const std::int32_t p = entries[s * k + j];
+    if (p < 0) continue;
+    if (p >= n_out) {
+      if (threadIdx.x == 0) *error_flag = 1;
+      continue;
+    }
+    if (threadIdx.x == 0) scales[p] = scale;
+    fp8_moe::store_held_codes<kThreads>(codes, n4, q + p * H);
+  }
+}
+
 __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
                                            std::int64_t n_src, std::int64_t H, std::uint8_t* __restrict__ q,
                                            float* __restrict__ scales, std::int32_t* error_flag) {
@@ -55,6 +86,31 @@ __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const st
 }
 
 }  // namespace
+
+Status quantize_scatter_fp8_cuda(const Tensor& x, const Tensor& entries, Tensor& q, Tensor& scales, Tensor& error_flag,
+                                 cudaStream_t stream) {
+  const char* op = "quantize_scatter_fp8_cuda";
+  if (x.dim() != 2 || entries.dim() != 2 || entries.size(0) != x.size(0))
+    return make_error(std::string(op) + ": x must be [S, H] and entries [S, k], got " + shape_to_string(x.shape()) +
+                      " and " + shape_to_string(entries.shape()));
+  if (q.dim() != 2) return make_error(std::string(op) + ": q must be [n, H], got " + shape_to_string(q.shape()));
+  const std::int64_t S = x.size(0), H = x.size(1), k = entries.size(1), n = q.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {S, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(entries, op, "entries", {DType::i32}, {S, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f8_e4m3}, {n, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(scales, op, "scales", {DType::f32}, {n}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
+  if (H % 4 != 0 || H > kVecValues || !aligned_to(x.raw(), 16) || !aligned_to(q.raw(), 4))
+    return make_error(std::string(op) + ": needs H a multiple of 4 up to " + std::to_string(kVecValues) +
+                      " and 16-byte aligned rows, got H " + std::to_string(H));
+  if (S == 0 || H == 0 || k == 0) return Status::success();
+  if (S > 2147483647 || k > 2147483647) return make_error(std::string(op) + ": more than 2^31 rows in one launch");
+  quantize_scatter_fp8_vec_kernel<<<static_cast<unsigned>(S), kThreads, 0, stream>>>(
+      x.data<float>(), entries.data<std::int32_t>(), static_cast<int>(k), n, H, static_cast<std::uint8_t*>(q.raw()),
+      scales.data<float>(), error_flag.data<std::int32_t>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("quantize_scatter_fp8_vec_kernel");
+  return Status::success();
+}
 
 Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
                                 cudaStream_t stream) {

@@ -1,6 +1,7 @@
 // group_by_expert_cuda against the CPU reference, exactly, on fresh random routings: decode (1 token) to prefill
 // (2,048 tokens), top-1/4/8, 8 to 128 experts (gpt-oss-20b and -120b: 32 and 128, top-4), skewed routings where a
-// few experts take most tokens; and a bad id raises the flag.
+// few experts take most tokens; the inverse map (entries) names each assignment's place; and a bad id raises the
+// flag and leaves its entry -1.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -42,9 +43,12 @@ TEST(CudaExpertGrouping, equals_the_cpu_reference_exactly_from_decode_to_prefill
           Tensor counts = poisoned(*ctx, {E}, DType::i32), offsets = poisoned(*ctx, {E + 1}, DType::i32);
           Tensor rows = poisoned(*ctx, {A}, DType::i32), assigns = poisoned(*ctx, {A}, DType::i32);
           Tensor experts = poisoned(*ctx, {E}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
-          Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+          Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32), entries = poisoned(*ctx, {S, k}, DType::i32);
           D0_ASSERT_OK(group_by_expert_cuda(upload(*ctx, idx), E, counts, offsets, rows, assigns, experts, n_routed,
-                                            flag, ctx->stream()));
+                                            flag, ctx->stream(), &entries));
+          const auto got_entries = to_vector(download(*ctx, entries));
+          for (std::int64_t p = 0; p < A; ++p)
+            ASSERT_EQ(got_entries[static_cast<size_t>(want->assignments[p])], p) << "entry of assignment " << p;
           EXPECT_EQ(to_vector(download(*ctx, counts)), want->counts);
           EXPECT_EQ(to_vector(download(*ctx, offsets)), want->offsets);
           EXPECT_EQ(to_vector(download(*ctx, rows)), want->rows);
@@ -66,10 +70,12 @@ TEST(CudaExpertGrouping, an_id_outside_the_experts_raises_the_flag) {
   Tensor counts = poisoned(*ctx, {4}, DType::i32), offsets = poisoned(*ctx, {5}, DType::i32);
   Tensor rows = poisoned(*ctx, {4}, DType::i32), assigns = poisoned(*ctx, {4}, DType::i32);
   Tensor experts = poisoned(*ctx, {4}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
-  Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+  Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32), entries = poisoned(*ctx, {2, 2}, DType::i32);
   D0_ASSERT_OK(group_by_expert_cuda(idx.view({2, 2}), 4, counts, offsets, rows, assigns, experts, n_routed, flag,
-                                    ctx->stream()));
+                                    ctx->stream(), &entries));
   EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+  // Assignment 1 (id 9) is not grouped; the others take entries 0, 1, 2 (experts 0, 1, 2).
+  EXPECT_EQ(to_vector(download(*ctx, entries)), (std::vector<std::int32_t>{0, -1, 1, 2}));
 }
 
 }  // namespace

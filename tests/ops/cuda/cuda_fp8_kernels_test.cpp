@@ -3,6 +3,7 @@
 // gather + per-token quantisation of activations. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -271,6 +272,53 @@ TEST(CudaFp8Quantize, gathered_swiglu_quantise_refuses_a_width_it_cannot_hold_an
                                                ctx->stream()));
   EXPECT_EQ(download_flag(*ctx, flag), 1);
   EXPECT_EQ(cudatest::count_nan(download(*ctx, s)), 0);
+}
+
+// Each token quantised once into its entries' rows equals the gather by the grouping's rows, bit for bit; an entry
+// of -1 leaves nothing, one past the output flags and stores nothing.
+TEST(CudaFp8Quantize, quantise_scatter_by_entries_equals_the_gather_by_rows_bit_for_bit) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4008);
+  for (std::int64_t H : {32, 2880, 4096})
+    for (std::int64_t S : {1, 9, 130}) {
+      SCOPED_TRACE("H " + std::to_string(H) + " S " + std::to_string(S));
+      const int k = 4;
+      const Tensor x = activation_rows(S, H, rng);
+      // A permutation of the S k assignments as the entries, the last assignment left ungrouped (-1).
+      std::vector<std::int32_t> entries(static_cast<size_t>(S * k));
+      for (std::int64_t a = 0; a < S * k; ++a) entries[a] = static_cast<std::int32_t>(a);
+      std::shuffle(entries.begin(), entries.end(), rng);
+      const std::int64_t n = S * k;
+      std::vector<std::int32_t> rows(static_cast<size_t>(n), 0);
+      for (std::int64_t a = 0; a < S * k; ++a) rows[entries[a]] = static_cast<std::int32_t>(a / k);
+      const std::int32_t unused = entries.back();
+      entries.back() = -1;
+      const Tensor d_x = upload(*ctx, x);
+      Tensor q1 = poisoned(*ctx, {n, H}, DType::f8_e4m3), s1 = poisoned(*ctx, {n}, DType::f32);
+      Tensor q2 = poisoned(*ctx, {n, H}, DType::f8_e4m3), s2 = poisoned(*ctx, {n}, DType::f32);
+      Tensor flag = zeroed(*ctx, {1}, DType::i32);
+      D0_ASSERT_OK(gather_quantize_fp8_cuda(d_x, upload(*ctx, optest::i32_tensor(rows)), q1, s1, flag, ctx->stream()));
+      D0_ASSERT_OK(quantize_scatter_fp8_cuda(d_x, upload(*ctx, optest::i32_tensor(entries)).view({S, k}), q2, s2, flag,
+                                             ctx->stream()));
+      EXPECT_EQ(download_flag(*ctx, flag), 0);
+      // The unnamed row stays as poisoned: give both sides its gathered bits before comparing the rest.
+      Tensor g_q = download(*ctx, q1), g_s = download(*ctx, s1), c_q = download(*ctx, q2), c_s = download(*ctx, s2);
+      const Tensor poison_row = download(*ctx, poisoned(*ctx, {1, H}, DType::f8_e4m3));
+      EXPECT_EQ(std::memcmp(c_q.data<std::uint8_t>() + unused * H, poison_row.raw(), H), 0);
+      std::memcpy(c_q.data<std::uint8_t>() + unused * H, g_q.data<std::uint8_t>() + unused * H, H);
+      c_s.data<float>()[unused] = g_s.data<float>()[unused];
+      EXPECT_EQ(std::memcmp(g_s.raw(), c_s.raw(), g_s.nbytes()), 0);
+      EXPECT_EQ(std::memcmp(g_q.raw(), c_q.raw(), g_q.nbytes()), 0);
+    }
+  Tensor q = poisoned(*ctx, {2, 64}, DType::f8_e4m3), s = poisoned(*ctx, {2}, DType::f32);
+  Tensor flag = zeroed(*ctx, {1}, DType::i32);
+  D0_ASSERT_OK(quantize_scatter_fp8_cuda(upload(*ctx, optest::random_f32({1, 64}, rng)),
+                                         upload(*ctx, optest::i32_tensor({1, 2})).view({1, 2}), q, s, flag,
+                                         ctx->stream()));
+  EXPECT_EQ(download_flag(*ctx, flag), 1);
+  EXPECT_EQ(cudatest::count_nan(download(*ctx, s)), 1) << "row 1 written, row 2 (past the end) not, row 0 poisoned";
 }
 
 TEST(CudaFp8Quantize, an_out_of_range_row_is_clamped_and_raises_the_error_flag) {
