@@ -50,7 +50,8 @@ constexpr int kVecOutputs = 4 * kVecPerThread * kThreads;  // 4,096
 
 // Row r of the output from row rows[r] (or r) of gate_up: every SwiGLU value held in registers (4 a float4, from
 // two float4s of interleaved pairs or one of each half), then quantised as gather_quantize_fp8_vec_kernel's rows
-// (fp8_moe::quantize_held_row). A row id outside [0, n_src) is clamped and raises the flag.
+// (fp8_moe::quantize_held_row). A row id outside [0, n_src) is clamped and raises the flag. All of a thread's
+// loads are issued before any SwiGLU: the division's slow-path call in between would hold the next ones back.
 __global__ void gather_swiglu_quantize_fp8_kernel(const float* __restrict__ gate_up, const std::int32_t* __restrict__ rows,
                                                   std::int64_t n_src, std::int64_t I, bool interleaved, float alpha,
                                                   float limit, std::uint8_t* __restrict__ q,
@@ -60,19 +61,24 @@ __global__ void gather_swiglu_quantize_fp8_kernel(const float* __restrict__ gate
   const std::int64_t src = fp8_moe::gathered_row(rows, n_src, r, error_flag);
   const float4* row = reinterpret_cast<const float4*>(gate_up + src * 2 * I);
   const int n4 = static_cast<int>(I / 4);
+  float4 a[kVecPerThread], b[kVecPerThread];  // interleaved: two float4s of pairs; else the gate and up float4s
+#pragma unroll
+  for (int i = 0; i < kVecPerThread; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    a[i] = b[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (c < n4) {
+      a[i] = interleaved ? row[2 * c] : row[c];
+      b[i] = interleaved ? row[2 * c + 1] : row[n4 + c];
+    }
+  }
   float4 h[kVecPerThread];
 #pragma unroll
   for (int i = 0; i < kVecPerThread; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
     h[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (c < n4) {
-      float4 g, u;
-      if (interleaved) {
-        const float4 a = row[2 * c], b = row[2 * c + 1];
-        g = make_float4(a.x, a.z, b.x, b.z), u = make_float4(a.y, a.w, b.y, b.w);
-      } else {
-        g = row[c], u = row[n4 + c];
-      }
+      const float4 g = interleaved ? make_float4(a[i].x, a[i].z, b[i].x, b[i].z) : a[i];
+      const float4 u = interleaved ? make_float4(a[i].y, a[i].w, b[i].y, b[i].w) : b[i];
       h[i] = make_float4(swiglu_clamped_pair(g.x, u.x, alpha, limit), swiglu_clamped_pair(g.y, u.y, alpha, limit),
                          swiglu_clamped_pair(g.z, u.z, alpha, limit), swiglu_clamped_pair(g.w, u.w, alpha, limit));
     }
