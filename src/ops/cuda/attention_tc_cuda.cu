@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     // Keys with a readable row.
     const int valid_to = table && first_bad_s != INT_MAX ? min(hi, first_bad_s * L.block_size - 1) : hi;
+    const KeyRows key_rows(table, L.block_size);
 
     // Per-lane row facts for masking.
     const bool live_lo = !bad_s[r_lo] && seq_s[r_lo] == seq && s0 + r_lo < a.S;
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int n = 0; n < kCopies; ++n) {
         const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8), key = k0 + r;
         const bool in = key >= lo && key <= valid_to;
-        const std::int64_t off = (in ? key_row(table, L.block_size, key) : 0) * kv_width + kvh * kD + 8 * c;
+        const std::int64_t off = (in ? key_rows(key) : 0) * kv_width + kvh * kD + 8 * c;
         wgmma::copy_16(&ks[b][r][8 * c], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
         wgmma::copy_16(&vs[b][r][8 * c], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
       }
@@ -218,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
           kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
           if (key >= lo && key <= valid_to) {
-            const std::int64_t row = key_row(table, L.block_size, key);
+            const std::int64_t row = key_rows(key);
             kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
             vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
           }
