@@ -64,6 +64,7 @@ __device__ __forceinline__ std::int64_t key_row(const std::int32_t* table, int b
   return static_cast<std::int64_t>(table[t / block_size]) * block_size + t % block_size;
 }
 
+#ifdef __CUDACC__
 // key_row for a kernel that looks up many keys of one table: a power-of-two block size (the pool's 16) by a shift
 // and a mask instead of an integer division (~20 instructions each: ~10% of the tensor-core prefill kernel's
 // instructions went to them), others by key_row.
@@ -71,14 +72,16 @@ struct KeyRows {
   const std::int32_t* table;
   int block_size, shift;  // shift: log2(block_size) for a power of two, else -1
 
-  __device__ __forceinline__ KeyRows(const std::int32_t* t, int bs)
-      : table(t), block_size(bs), shift((bs & (bs - 1)) == 0 ? __ffs(bs) - 1 : -1) {}
+  __device__ __forceinline__ KeyRows(const std::int32_t* t, int bs) : table(t), block_size(bs), shift(-1) {
+    if (bs > 0 && (bs & (bs - 1)) == 0) shift = __ffs(bs) - 1;
+  }
   __device__ __forceinline__ std::int64_t operator()(int t) const {
     if (!table) return t;
     if (shift < 0) return key_row(table, block_size, t);
     return (static_cast<std::int64_t>(table[t >> shift]) << shift) | (t & (block_size - 1));
   }
 };
+#endif
 
 // Split spans are shared out in whole chunks of this many keys where there are enough (every kernel that splits).
 constexpr int kSplitChunk = 128;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -46,10 +47,24 @@ __device__ __forceinline__ std::uint8_t quantize(float x, float scale) {
   return isnan(v) ? kE4m3PositiveNaN : e4m3_rne(v);
 }
 
-// Four values' codes in one word, the first in the low byte.
+// Two quotients' codes (a in the low byte) by the hardware conversion (round to nearest even, subnormals kept): the
+// codes of e4m3_rne wherever |a|, |b| <= 464 (448's rounding boundary), where saturation never acts. One
+// instruction for two values against ~25 each for e4m3_rne's integer arithmetic (which it replaces in the
+// quantisation kernels: their rows' quotients are at most 448 but for NaN, infinity or a zero scale).
+__device__ __forceinline__ std::uint32_t e4m3x2_in_range(float a, float b) {
+  return static_cast<std::uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3));
+}
+
+// Four values' codes in one word, the first in the low byte: quantize's codes, by e4m3x2_in_range where all four
+// quotients are in its range.
 __device__ __forceinline__ std::uint32_t quantize4(float4 v, float scale) {
-  return std::uint32_t(quantize(v.x, scale)) | std::uint32_t(quantize(v.y, scale)) << 8 |
-         std::uint32_t(quantize(v.z, scale)) << 16 | std::uint32_t(quantize(v.w, scale)) << 24;
+  const float a = __fdiv_rn(v.x, scale), b = __fdiv_rn(v.y, scale), c = __fdiv_rn(v.z, scale),
+              d = __fdiv_rn(v.w, scale);
+  constexpr float kRange = 464.0f;  // false for NaN
+  if (fabsf(a) <= kRange && fabsf(b) <= kRange && fabsf(c) <= kRange && fabsf(d) <= kRange)
+    return e4m3x2_in_range(a, b) | e4m3x2_in_range(c, d) << 16;
+  auto code = [](float q) -> std::uint32_t { return isnan(q) ? kE4m3PositiveNaN : e4m3_rne(q); };
+  return code(a) | code(b) << 8 | code(c) << 16 | code(d) << 24;
 }
 
 // The source row of output row r of a gather: rows[r] (r without a list), a bad id clamped into [0, n_src) and
