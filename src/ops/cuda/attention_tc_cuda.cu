@@ -255,6 +255,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
 
       // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
+      // Each lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
+      constexpr unsigned kRowBytes = kStride * 2;
+      const unsigned k_base =
+          static_cast<unsigned>(__cvta_generic_to_shared(&ks[buf][lane % 8][8 * (lane / 8)]));
+      const unsigned v_base = static_cast<unsigned>(
+          __cvta_generic_to_shared(&vs[buf][8 * ((lane / 8) & 1) + lane % 8][8 * (lane / 16)]));
       float sc[kKeys / 8][4];
 #pragma unroll
       for (int j = 0; j < kKeys / 8; ++j) {
@@ -262,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
           std::uint32_t b[4];
-          ldmatrix_x4(b, &ks[buf][8 * j + lane % 8][32 * half + 8 * (lane / 8)]);
+          ldmatrix_x4_at(b, k_base + 8 * j * kRowBytes + 32 * half * 2);
           mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
           mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2], qf[2 * half + 1][3],
                            b[2], b[3]);
@@ -322,10 +328,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       const float o_lo = shift == 0 ? keep_lo : ldexpf(keep_lo, shift);
       const float o_hi = shift == 0 ? keep_hi : ldexpf(keep_hi, shift);
       ev = ev_tile;
+      // Once the rows' maxima settle (most tiles of a long prompt) every factor is 1: skip the multiplications
+      // (by 1: the same bits).
+      if (!__all_sync(0xffffffffu, o_lo == 1.f && o_hi == 1.f)) {
 #pragma unroll
-      for (int i = 0; i < kD / 8; ++i) {
-        o[i][0] *= o_lo, o[i][1] *= o_lo;
-        o[i][2] *= o_hi, o[i][3] *= o_hi;
+        for (int i = 0; i < kD / 8; ++i) {
+          o[i][0] *= o_lo, o[i][1] *= o_lo;
+          o[i][2] *= o_hi, o[i][3] *= o_hi;
+        }
       }
       // O += P V: P's accumulators of key steps 2kk, 2kk + 1 are the A fragment of k-step kk; V's B fragments by
       // transposed ldmatrix, two dim tiles (16 dims) per load.
@@ -338,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int i2 = 0; i2 < kD / 16; ++i2) {
           std::uint32_t b[4];
-          ldmatrix_x4_trans(b, &vs[buf][16 * kk + 8 * ((lane / 8) & 1) + lane % 8][16 * i2 + 8 * (lane / 16)]);
+          ldmatrix_x4_trans_at(b, v_base + 16 * kk * kRowBytes + 16 * i2 * 2);
           mma_16816<kBf16>(o[2 * i2], p0, p1, p2, p3, b[0], b[1]);
           mma_16816<kBf16>(o[2 * i2 + 1], p0, p1, p2, p3, b[2], b[3]);
         }

@@ -45,6 +45,21 @@ __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* r
                : "memory");
 }
 
+// ldmatrix_x4 and ldmatrix_x4_trans at a shared-memory address (a kernel that steps through a tile from one base
+// address adds constant offsets, which the instruction takes as immediates: no address arithmetic a load).
+__device__ __forceinline__ void ldmatrix_x4_at(std::uint32_t (&r)[4], unsigned shared_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans_at(std::uint32_t (&r)[4], unsigned shared_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address)
+               : "memory");
+}
+
 // As ldmatrix_x4, transposed: lane 4 g + t receives rows 2t and 2t + 1 of column g (a B fragment from a
 // row-major [k][n] tile).
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
