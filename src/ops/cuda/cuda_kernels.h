@@ -19,9 +19,10 @@ Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tenso
 
 // Fused residual add and RMSNorm: x += residual (if residual is defined), then
 // out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].
+// With out_bf16 (bf16 [S, H]), also convert_f32_to_bf16_cuda(out) into it, written with out where it can be.
 // A dependent launch: w is read before the kernel waits for the one before it, so that kernel must not write w.
 Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one,
-                              Tensor& out, cudaStream_t stream);
+                              Tensor& out, cudaStream_t stream, Tensor* out_bf16 = nullptr);
 
 // rms_norm_residual_cuda with the residual of row s the MoE's weighted expert sum: sum over j, in ascending expert
 // order, of weights[s, j] * y[s k + j] (y f32 [S k, H] by assignment, as moe_combine_cuda reads it; indices i32 /

@@ -103,6 +103,9 @@ class CudaOps final : public Ops {
  private:
   CudaOps() = default;
   Result<Tensor> to_bf16(const Tensor& x, const char* what);
+  // linears' GEMM path for targets the small-M kernel does not take: x as bf16 (xb, or converted here), one GEMM a
+  // target.
+  Status gemm_linears(const Tensor& x, const Tensor* xb, const std::vector<LinearTarget>& targets);
   std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;
   Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                          std::int64_t max_keys);

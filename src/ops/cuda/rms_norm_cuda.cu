@@ -114,7 +114,7 @@ constexpr int kVecPerThread = kNormVecPerThread;  // float4s per thread: rows of
 template <class W>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_residual_vec_kernel(float* __restrict__ x, Residual residual, const W* __restrict__ w, int H, float eps,
-                                 float w_offset, float* __restrict__ out) {
+                                 float w_offset, float* __restrict__ out, __nv_bfloat162* __restrict__ out_bf16) {
   __shared__ int order[kMaxSlots];
   __shared__ float weight[kMaxSlots];
   const int n4 = H / 4;
@@ -144,11 +144,17 @@ __global__ void __launch_bounds__(kThreads)
   }
   sum_sq = block_sum(sum_sq);
   const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
+  __nv_bfloat162* brow = out_bf16 ? out_bf16 + s * H / 2 : nullptr;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    orow[i] = normalised(wv[j], w_offset, v[j], inv_rms);
+    const float4 o = normalised(wv[j], w_offset, v[j], inv_rms);
+    orow[i] = o;
+    if (brow) {  // convert_f32_to_bf16_cuda's rounding: the same bits
+      brow[2 * i] = __floats2bfloat162_rn(o.x, o.y);
+      brow[2 * i + 1] = __floats2bfloat162_rn(o.z, o.w);
+    }
   }
 }
 
@@ -200,10 +206,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // The checks both entry points share and the launch; `what` names the caller in errors.
 Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residual_16b_aligned, const Tensor& w,
-                   float eps, bool plus_one, Tensor& out, cudaStream_t stream) {
+                   float eps, bool plus_one, Tensor& out, cudaStream_t stream, Tensor* out_bf16 = nullptr) {
   const std::int64_t S = x.size(0), H = x.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(w, what, "weight", {DType::bf16, DType::f32}, {H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, what, "out", {DType::f32}, {S, H}));
+  if (out_bf16) D0_RETURN_IF_ERROR(check_cuda_tensor(*out_bf16, what, "out_bf16", {DType::bf16}, {S, H}));
   if (out.raw() == x.raw() && (res.rows || res.k > 0))
     return make_error(std::string(what) + ": out must not alias x when a residual is added (x keeps the sum)");
   if (S == 0 || H == 0) return Status::success();
@@ -212,6 +219,11 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
   const unsigned grid = static_cast<unsigned>(S);
   const bool vec = H % 4 == 0 && H <= 4 * kVecPerThread * kThreads && aligned_to(x.raw(), 16) &&
                    aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && residual_16b_aligned;
+  // The residual vector kernels write the bf16 copy as they go (4-byte aligned pairs); the others leave it to a
+  // conversion after.
+  auto* bf16_pairs = out_bf16 && vec && res.k == 0 && aligned_to(out_bf16->raw(), 8)
+                         ? static_cast<__nv_bfloat162*>(out_bf16->raw())
+                         : nullptr;
   if (vec && res.k > 0 && res.k <= kMoeFastSlots && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_moe_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
                      static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
@@ -222,11 +234,12 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<f32>");
   } else if (vec && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
+                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>(),
+                     bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_vec_kernel<bf16>");
   } else if (vec) {
     launch_dependent(rms_norm_residual_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     w.data<float>(), static_cast<int>(H), eps, w_offset, out.data<float>());
+                     w.data<float>(), static_cast<int>(H), eps, w_offset, out.data<float>(), bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_vec_kernel<f32>");
   } else if (w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
@@ -237,13 +250,14 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
                      H, eps, w_offset, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_kernel<f32>");
   }
+  if (out_bf16 && !bf16_pairs) return convert_f32_to_bf16_cuda(out, *out_bf16, stream);
   return Status::success();
 }
 
 }  // namespace
 
 Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w, float eps, bool plus_one, Tensor& out,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, Tensor* out_bf16) {
   const char* what = "rms_norm_residual_cuda";
   if (x.dim() != 2) return make_error(std::string(what) + ": x must be 2-D, got " + shape_to_string(x.shape()));
   const std::int64_t S = x.size(0), H = x.size(1);
@@ -253,7 +267,8 @@ Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w
     D0_RETURN_IF_ERROR(check_cuda_tensor(residual, what, "residual", {DType::f32}, {S, H}));
     res.rows = residual.data<float>();
   }
-  return launch_norm(what, x, res, res.rows == nullptr || aligned_to(res.rows, 16), w, eps, plus_one, out, stream);
+  return launch_norm(what, x, res, res.rows == nullptr || aligned_to(res.rows, 16), w, eps, plus_one, out, stream,
+                     out_bf16);
 }
 
 Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -86,6 +87,8 @@ TEST(CudaKernels, embedding_rejects_host_tensors_with_a_message_naming_the_argum
   EXPECT_TRUE(optest::contains(st.error().message, "on cuda")) << st.error().message;
 }
 
+// And its bf16 copy (written by the vector kernels as they go, converted after by the others) is the RNE of its f32
+// output, bit for bit.
 TEST(CudaKernels, rms_norm_with_residual_matches_cpu_add_then_rms_norm) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
@@ -103,12 +106,16 @@ TEST(CudaKernels, rms_norm_with_residual_matches_cpu_add_then_rms_norm) {
           D0_ASSERT_OK(cpu.add(x_ref, y));
           D0_ASSERT_OK(cpu.rms_norm(x_ref, w, 1e-5f, plus_one, want));
           Tensor d_x = upload(*ctx, x), d_out = poisoned(*ctx, {S, H}, DType::f32);
+          Tensor d_out_bf16 = poisoned(*ctx, {S, H}, DType::bf16);
           D0_ASSERT_OK(rms_norm_residual_cuda(d_x, upload(*ctx, y), upload(*ctx, w), 1e-5f, plus_one, d_out,
-                                              ctx->stream()));
+                                              ctx->stream(), &d_out_bf16));
           // The residual sum is one f32 add on both sides: exact.
           EXPECT_TRUE(all_close(download(*ctx, d_x), to_double(x_ref), 0, 0)) << "x, H " << H << " S " << S;
           // The sum of squares is reduced in another order (tree vs sequential): a few f32 ulps, ~sqrt(H) eps.
-          EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 1e-5, 1e-6)) << "H " << H << " S " << S;
+          const Tensor got = download(*ctx, d_out);
+          EXPECT_TRUE(all_close(got, to_double(want), 1e-5, 1e-6)) << "H " << H << " S " << S;
+          const Tensor want_bf16 = to_bf16(got), got_bf16 = download(*ctx, d_out_bf16);
+          EXPECT_EQ(std::memcmp(got_bf16.raw(), want_bf16.raw(), want_bf16.nbytes()), 0) << "H " << H << " S " << S;
         }
 }
 

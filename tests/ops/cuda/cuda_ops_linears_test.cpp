@@ -1,8 +1,11 @@
 // CudaOps::linears picks a kernel per row count and weight size: every target on the small-M kernel (decode
 // sizes), the medium ones on it and the rest on cuBLASLt (k and v beside q at 17-64 rows), or every target on
-// cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. Skipped visibly without a GPU.
+// cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. And the MoE block's norm + router, whose norm
+// hands the router's GEMM its bf16 rows at prefill sizes: the bits of the norm and the router one after the other.
+// Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -57,6 +60,44 @@ TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
       ASSERT_TRUE(got.ok());
       // The same bf16 products summed in f32 in another order (split-K partials, MMA trees, cuBLASLt's tiles).
       EXPECT_LE(cudatest::relative_norm_error(*got, want), 1e-5);
+    }
+  }
+}
+
+TEST(CudaOpsLinears, norm_and_router_give_the_bits_of_the_norm_then_the_router_at_every_size) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  BackendOptions bo;
+  bo.memory_fraction = 0.05;
+  auto created = CudaOps::create(bo);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  CudaOps& cuda = **created;
+  std::mt19937 rng(7302);
+  const std::int64_t H = 2880, E = 128;
+  const int k = 4;
+  auto up = [&](const Tensor& t) {
+    auto d = cuda.upload(t, "operand");
+    EXPECT_TRUE(d.ok());
+    return d.ok() ? *d : Tensor();
+  };
+  const Tensor norm_w = up(optest::to_bf16(optest::random_f32({H}, rng, 0.5f, 1.5f)));
+  const Tensor router_w = up(optest::to_bf16(optest::random_f32({E, H}, rng)));
+  const Tensor router_b = up(optest::random_f32({E}, rng));
+  for (const std::int64_t S : {std::int64_t{1}, std::int64_t{64}, std::int64_t{600}}) {  // decode to GEMM sizes
+    SCOPED_TRACE("S " + std::to_string(S));
+    const Tensor x = optest::random_f32({S, H}, rng, -3.f, 3.f), y = optest::random_f32({S, H}, rng);
+    Tensor x1 = up(x), x2 = up(x), d_y = up(y);
+    Tensor out1 = up(Tensor::zeros({S, H}, DType::f32)), out2 = up(Tensor::zeros({S, H}, DType::f32));
+    Tensor logits1 = up(Tensor::zeros({S, E}, DType::f32)), logits2 = up(Tensor::zeros({S, E}, DType::f32));
+    Tensor idx1 = up(Tensor::zeros({S, k}, DType::i32)), idx2 = up(Tensor::zeros({S, k}, DType::i32));
+    Tensor wts1 = up(Tensor::zeros({S, k}, DType::f32)), wts2 = up(Tensor::zeros({S, k}, DType::f32));
+    D0_ASSERT_OK(cuda.add_rms_norm_router(x1, d_y, norm_w, 1e-5f, false, out1, router_w, router_b, k, logits1, idx1,
+                                          wts1));
+    D0_ASSERT_OK(cuda.add_rms_norm(x2, d_y, norm_w, 1e-5f, false, out2));
+    D0_ASSERT_OK(cuda.router(out2, router_w, router_b, k, logits2, idx2, wts2));
+    for (const auto& [a, b] : {std::pair{&out1, &out2}, {&logits1, &logits2}, {&idx1, &idx2}, {&wts1, &wts2}}) {
+      auto ga = cuda.download(*a), gb = cuda.download(*b);
+      ASSERT_TRUE(ga.ok() && gb.ok());
+      EXPECT_EQ(std::memcmp(ga->raw(), gb->raw(), ga->nbytes()), 0);
     }
   }
 }
