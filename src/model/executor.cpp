@@ -217,13 +217,16 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
   }
   const AttentionParams params{a.n_heads, a.n_kv_heads, a.head_dim, a.sliding_window, a.scale};
   D0_ASSIGN_OR_RETURN(Tensor mixed, ops_.scratch({S, q_width}, DType::f32, "attention out"));
-  {
+  const Tensor sinks = a.sinks ? weights_.get(a.sinks_weight) : Tensor();
+  const LinearTarget o{weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out};
+  if (!ops_.profiling())  // the backend may hand the output to the projection without a conversion between
+    return ops_.paged_attention_linear(q, k_pool_[layer], v_pool_[layer], positions, kv, sinks, params, mixed, o);
+  {  // profiled: each part timed alone
     ProfileSpan span(ops_, a.sliding_window > 0 ? "attention: kernel (sliding window)" : "attention: kernel (full)");
-    D0_RETURN_IF_ERROR(ops_.paged_attention(q, k_pool_[layer], v_pool_[layer], positions, kv,
-                                            a.sinks ? weights_.get(a.sinks_weight) : Tensor(), params, mixed));
+    D0_RETURN_IF_ERROR(ops_.paged_attention(q, k_pool_[layer], v_pool_[layer], positions, kv, sinks, params, mixed));
   }
   ProfileSpan span(ops_, "attention: o projection");
-  return ops_.linear(mixed, weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out);
+  return ops_.linear(mixed, o.w, o.bias, out);
 }
 
 Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,

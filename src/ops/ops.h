@@ -197,6 +197,15 @@ class Ops {
   // sequence kv.q_seq[s]; queries of many sequences of different lengths in one call.
   virtual Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                  const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
+  // paged_attention into `mixed`, then linear(mixed, o.w, o.bias, o.out): a backend may hand the attention output
+  // to the projection in its GEMM's input precision.
+  virtual Status paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                        const Tensor& q_pos, const PagedKv& kv, const Tensor& sinks,
+                                        const AttentionParams& p, Tensor& mixed, const LinearTarget& o) {
+    D0_RETURN_IF_ERROR(paged_attention(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed));
+    Tensor out = o.out;  // a handle: linear writes the target's storage
+    return linear(mixed, o.w, o.bias, out);
+  }
   // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
   virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
   // The MoE router: logits = linear(x, w, bias), then router_topk_softmax(logits, k, indices, weights); a backend

@@ -26,6 +26,7 @@
 #include "ops/cuda/attention_keys.cuh"
 #include "ops/cuda/attention_tc_cuda.h"
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 
@@ -357,6 +358,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
   const bool kv_bf16 = k.dtype() == DType::bf16;
   D0_RETURN_IF_ERROR(check_cuda_tensor(q_pos, op, "q_pos", {DType::i32}, {S}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {S, q_width}));
+  const bool copy_bf16 = split.out_bf16.defined();
+  if (copy_bf16) D0_RETURN_IF_ERROR(check_cuda_tensor(split.out_bf16, op, "out_bf16", {DType::bf16}, {S, q_width}));
   int sink_kind = kNoSink;
   if (has_values(sinks)) {
     D0_RETURN_IF_ERROR(
@@ -397,7 +400,8 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              static_cast<int>(S),
                              static_cast<int>(T),
                              layout,
-                             split.bf16_operands};
+                             split.bf16_operands,
+                             copy_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr};
     return attention_tc_cuda(ta, p, stream);
   }
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
@@ -416,6 +420,10 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                      sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim, sink_ptr,
                      sink_kind, blocks <= kMergeFewMaxBlocks, out.data<float>());
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
+  }
+  if (copy_bf16) {
+    Tensor copy = split.out_bf16;  // a handle: the conversion writes its storage
+    return convert_f32_to_bf16_cuda(out, copy, stream);
   }
   return Status::success();
 }

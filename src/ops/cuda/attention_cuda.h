@@ -29,6 +29,9 @@ struct AttentionSplit {
   // 0: each query's keys are shared out over the splits. > 0: split y takes keys [y n, (y + 1) n) of the query's
   // range whatever the splits (those past its keys are empty), so its sums do not depend on the other queries.
   int keys_per_split = 0;
+  // Defined (bf16 [S, nH*d]): also out rounded to bf16 (convert_f32_to_bf16_cuda's bits), the o projection's GEMM
+  // input. The tensor-core kernel writes it with out; the others convert after.
+  Tensor out_bf16;
 };
 
 // Batch-invariant attention: fixed-length splits, at least 2 so every query takes the merge (one code path).

@@ -376,17 +376,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     mul_lo = ldexpf(mul_lo, ev), mul_hi = ldexpf(mul_hi, ev);  // O back from the V units
   }
   const bool bad_lo = bad_s[r_lo] != 0, bad_hi = bad_s[r_hi] != 0;
+  auto* out_bf16 = static_cast<__nv_bfloat162*>(a.out_bf16);
+  auto store = [&](int r, float2 v, int col) {  // out, and its bf16 copy (convert_f32_to_bf16_cuda's rounding)
+    const std::int64_t at = static_cast<std::int64_t>(s0 + r) * q_width + col;
+    *reinterpret_cast<float2*>(a.out + at) = v;
+    if (out_bf16) out_bf16[at / 2] = __floats2bfloat162_rn(v.x, v.y);
+  };
 #pragma unroll
   for (int i = 0; i < kD / 8; ++i) {
     const int col = h * kD + 8 * i + 2 * t;
-    if (s0 + r_lo < a.S) {
-      float2 v = bad_lo ? make_float2(NAN, NAN) : make_float2(o[i][0] * mul_lo, o[i][1] * mul_lo);
-      *reinterpret_cast<float2*>(a.out + static_cast<std::int64_t>(s0 + r_lo) * q_width + col) = v;
-    }
-    if (s0 + r_hi < a.S) {
-      float2 v = bad_hi ? make_float2(NAN, NAN) : make_float2(o[i][2] * mul_hi, o[i][3] * mul_hi);
-      *reinterpret_cast<float2*>(a.out + static_cast<std::int64_t>(s0 + r_hi) * q_width + col) = v;
-    }
+    if (s0 + r_lo < a.S)
+      store(r_lo, bad_lo ? make_float2(NAN, NAN) : make_float2(o[i][0] * mul_lo, o[i][1] * mul_lo), col);
+    if (s0 + r_hi < a.S)
+      store(r_hi, bad_hi ? make_float2(NAN, NAN) : make_float2(o[i][2] * mul_hi, o[i][3] * mul_hi), col);
   }
 }
 

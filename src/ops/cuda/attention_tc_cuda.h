@@ -47,6 +47,8 @@ struct AttentionTcArgs {
   // With kv_bf16: bf16 MMA operands, the pool's K and V as they are (copied raw, double-buffered), Q and P rounded
   // to bf16: 8 significant bits where the f16 form keeps 11 with a power of two per block.
   bool bf16_operands = false;
+  // Where given ([S, n_heads d] bf16, 4-byte aligned): out rounded to nearest even as well, as it is written.
+  void* out_bf16 = nullptr;
 };
 
 Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cudaStream_t stream);

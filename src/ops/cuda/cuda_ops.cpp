@@ -465,12 +465,32 @@ Status CudaOps::linears_rope_kv_write(const Tensor& x, const std::vector<LinearT
   return Ops::linears_rope_kv_write(x, qkv, r);
 }
 
-Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
-                                const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
+Result<AttentionSplit> CudaOps::paged_attention_split(const Tensor& q, const PagedKv& kv, const AttentionParams& p) {
   const std::int64_t max_keys = kv.block_tables.dim() == 2 ? kv.block_tables.size(1) * kv.block_size : 0;
   const std::int64_t sequences = kv.block_tables.dim() == 2 ? kv.block_tables.size(0) : 1;
-  D0_ASSIGN_OR_RETURN(AttentionSplit split, attention_split(q.dim() == 2 ? q.size(0) : 0, sequences, p, max_keys));
+  return attention_split(q.dim() == 2 ? q.size(0) : 0, sequences, p, max_keys);
+}
+
+Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) {
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(q, kv, p));
   return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream(), split);
+}
+
+// Where the tensor-core kernel serves the attention and cuBLASLt the projection (prefill), the kernel writes the
+// projection's bf16 input with its f32 output: no conversion between (the same bits; 25 us a 120b layer at 4,096
+// tokens on the H200).
+Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                       const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
+                                       const LinearTarget& o) {
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(q, kv, p));
+  const bool o_gemm = !options_.batch_invariant && mixed.dim() == 2 && o.w.dtype() == DType::bf16 &&
+                      !linear_small_fits(mixed, {o}, small_m_max_rows({o}));
+  if (!(o_gemm && split.tensor_cores))
+    return Ops::paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, o);
+  D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
+  D0_RETURN_IF_ERROR(paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, ctx_->stream(), split));
+  return gemm_linears(mixed, &split.out_bf16, {o});
 }
 
 Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {

@@ -73,6 +73,9 @@ class CudaOps final : public Ops {
   Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) override;
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
+  Status paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
+                                const LinearTarget& o) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
   Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
                 Tensor& weights) override;
@@ -109,6 +112,7 @@ class CudaOps final : public Ops {
   std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;
   Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                          std::int64_t max_keys);
+  Result<AttentionSplit> paged_attention_split(const Tensor& q, const PagedKv& kv, const AttentionParams& p);
 
   BackendOptions options_;
   std::unique_ptr<CudaContext> ctx_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "core/dtype.h"
@@ -106,6 +107,32 @@ TEST(CudaAttentionTc, bf16_operands_over_a_bf16_pool_match_the_cpu_reference) {
       EXPECT_LE(err, 1e-2);
       EXPECT_GT(err, err_f16) << "8-bit Q and P leave more than 11-bit ones: the f16 kernel ran";
     }
+}
+
+// The output's bf16 copy (AttentionSplit::out_bf16, the o projection's GEMM input) is its rounding to nearest even,
+// bit for bit, from the tensor-core kernel (written as it goes) and from the others (converted after); the f32
+// output is the same either way.
+TEST(CudaAttentionTc, the_bf16_copy_of_the_output_is_its_rounding_on_every_kernel) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7306);
+  const cudatest::PagedCase c{{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}};
+  auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, true, /*bf16_kv=*/true);
+  sc.k_pool = bf16_pool(sc.k_pool);
+  sc.v_pool = bf16_pool(sc.v_pool);
+  for (bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "tensor cores " << tensor_cores);
+    AttentionSplit split;
+    split.tensor_cores = split.bf16_operands = tensor_cores;
+    const Tensor alone = cudatest::run_paged_attention(*ctx, sc, true, split);
+    split.out_bf16 = poisoned(*ctx, sc.want.shape(), DType::bf16);
+    const Tensor with_copy = cudatest::run_paged_attention(*ctx, sc, true, split);
+    EXPECT_EQ(std::memcmp(alone.raw(), with_copy.raw(), alone.nbytes()), 0);
+    const Tensor copy = download(*ctx, split.out_bf16), want = optest::to_bf16(with_copy);
+    EXPECT_EQ(std::memcmp(copy.raw(), want.raw(), want.nbytes()), 0);
+    EXPECT_EQ(count_nan(with_copy), 0);
+  }
 }
 
 TEST(CudaAttentionTc, contiguous_prefill_matches_the_cpu_attention) {
