@@ -1,8 +1,8 @@
 // CudaOps::linears picks a kernel per row count and weight size: every target on the small-M kernel (decode
 // sizes), the medium ones on it and the rest on cuBLASLt (k and v beside q at 17-64 rows), or every target on
-// cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. And the MoE block's norm + router, whose norm
-// hands the router's GEMM its bf16 rows at prefill sizes: the bits of the norm and the router one after the other.
-// Skipped visibly without a GPU.
+// cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. And the ops that hand a GEMM its bf16 rows at
+// prefill sizes (the MoE block's norm + router, attention + o projection): the bits of their two parts one after
+// the other. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,6 +15,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/linear_small_cuda.h"
 #include "ops/op_test_util.h"
+#include "ops/paged_kv_scenario.h"
 
 namespace day0 {
 namespace {
@@ -95,6 +96,45 @@ TEST(CudaOpsLinears, norm_and_router_give_the_bits_of_the_norm_then_the_router_a
     D0_ASSERT_OK(cuda.add_rms_norm(x2, d_y, norm_w, 1e-5f, false, out2));
     D0_ASSERT_OK(cuda.router(out2, router_w, router_b, k, logits2, idx2, wts2));
     for (const auto& [a, b] : {std::pair{&out1, &out2}, {&logits1, &logits2}, {&idx1, &idx2}, {&wts1, &wts2}}) {
+      auto ga = cuda.download(*a), gb = cuda.download(*b);
+      ASSERT_TRUE(ga.ok() && gb.ok());
+      EXPECT_EQ(std::memcmp(ga->raw(), gb->raw(), ga->nbytes()), 0);
+    }
+  }
+}
+
+TEST(CudaOpsLinears, attention_and_o_projection_give_the_bits_of_the_attention_then_the_projection) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  BackendOptions bo;
+  bo.memory_fraction = 0.05;
+  auto created = CudaOps::create(bo);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  CudaOps& cuda = **created;
+  std::mt19937 rng(7303);
+  auto up = [&](const Tensor& t) {
+    auto d = cuda.upload(t, "operand");
+    EXPECT_TRUE(d.ok());
+    return d.ok() ? *d : Tensor();
+  };
+  const AttentionParams p{64, 8, 64, 0, 0.125f};
+  const std::int64_t width = p.n_heads * p.head_dim, N = 256;
+  const Tensor o_w = up(optest::to_bf16(optest::random_f32({N, width}, rng))), o_b = up(optest::random_f32({N}, rng));
+  // One prompt (the tensor-core kernel and the projection's GEMM), and a few decode rows (neither).
+  for (const auto& [lengths, queries] :
+       {std::pair{std::vector<std::int64_t>{300}, std::vector<std::int64_t>{300}},
+        std::pair{std::vector<std::int64_t>{40, 9}, std::vector<std::int64_t>{1, 1}}}) {
+    auto sc = optest::make_paged_scenario(rng, p, 16, lengths, queries, true, /*bf16_kv=*/true);
+    const std::int64_t S = sc.q.size(0);
+    SCOPED_TRACE("rows " + std::to_string(S));
+    const PagedKv kv{up(sc.tables), up(sc.q_seq), sc.block_size};
+    const Tensor q = up(sc.q), q_pos = up(sc.q_pos), sinks = up(sc.sinks);
+    const Tensor k_pool = up(optest::to_bf16(sc.k_pool)), v_pool = up(optest::to_bf16(sc.v_pool));
+    Tensor mixed1 = up(Tensor::zeros({S, width}, DType::f32)), mixed2 = up(Tensor::zeros({S, width}, DType::f32));
+    Tensor out1 = up(Tensor::zeros({S, N}, DType::f32)), out2 = up(Tensor::zeros({S, N}, DType::f32));
+    D0_ASSERT_OK(cuda.paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed1, {o_w, o_b, out1}));
+    D0_ASSERT_OK(cuda.paged_attention(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed2));
+    D0_ASSERT_OK(cuda.linear(mixed2, o_w, o_b, out2));
+    for (const auto& [a, b] : {std::pair{&mixed1, &mixed2}, {&out1, &out2}}) {
       auto ga = cuda.download(*a), gb = cuda.download(*b);
       ASSERT_TRUE(ga.ok() && gb.ok());
       EXPECT_EQ(std::memcmp(ga->raw(), gb->raw(), ga->nbytes()), 0);
