@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,13 +21,26 @@
 namespace day0 {
 namespace {
 
-TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+// A CudaOps on 5% of the GPU, and uploads into its step scratch (a failed one fails the test, giving no tensor).
+std::unique_ptr<CudaOps> make_cuda_ops() {
   BackendOptions bo;
   bo.memory_fraction = 0.05;
   auto created = CudaOps::create(bo);
-  ASSERT_TRUE(created.ok()) << created.error().message;
-  CudaOps& cuda = **created;
+  EXPECT_TRUE(created.ok()) << created.error().message;
+  return created.ok() ? std::move(*created) : nullptr;
+}
+
+Tensor upload(CudaOps& cuda, const Tensor& t) {
+  auto d = cuda.upload(t, "operand");
+  EXPECT_TRUE(d.ok()) << d.error().message;
+  return d.ok() ? *d : Tensor();
+}
+
+TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  const std::unique_ptr<CudaOps> ops = make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(7301);
   // q 12 MiB (large), k and v 1.5 MiB each (medium: alone they take up to kLinearSmallMediumMaxRows rows).
   const std::int64_t K = 1536;
@@ -67,19 +81,13 @@ TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
 
 TEST(CudaOpsLinears, norm_and_router_give_the_bits_of_the_norm_then_the_router_at_every_size) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto created = CudaOps::create(bo);
-  ASSERT_TRUE(created.ok()) << created.error().message;
-  CudaOps& cuda = **created;
+  const std::unique_ptr<CudaOps> ops = make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(7302);
   const std::int64_t H = 2880, E = 128;
   const int k = 4;
-  auto up = [&](const Tensor& t) {
-    auto d = cuda.upload(t, "operand");
-    EXPECT_TRUE(d.ok());
-    return d.ok() ? *d : Tensor();
-  };
+  auto up = [&](const Tensor& t) { return upload(cuda, t); };
   const Tensor norm_w = up(optest::to_bf16(optest::random_f32({H}, rng, 0.5f, 1.5f)));
   const Tensor router_w = up(optest::to_bf16(optest::random_f32({E, H}, rng)));
   const Tensor router_b = up(optest::random_f32({E}, rng));
@@ -105,17 +113,11 @@ TEST(CudaOpsLinears, norm_and_router_give_the_bits_of_the_norm_then_the_router_a
 
 TEST(CudaOpsLinears, attention_and_o_projection_give_the_bits_of_the_attention_then_the_projection) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto created = CudaOps::create(bo);
-  ASSERT_TRUE(created.ok()) << created.error().message;
-  CudaOps& cuda = **created;
+  const std::unique_ptr<CudaOps> ops = make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(7303);
-  auto up = [&](const Tensor& t) {
-    auto d = cuda.upload(t, "operand");
-    EXPECT_TRUE(d.ok());
-    return d.ok() ? *d : Tensor();
-  };
+  auto up = [&](const Tensor& t) { return upload(cuda, t); };
   const AttentionParams p{64, 8, 64, 0, 0.125f};
   const std::int64_t width = p.n_heads * p.head_dim, N = 256;
   const Tensor o_w = up(optest::to_bf16(optest::random_f32({N, width}, rng))), o_b = up(optest::random_f32({N}, rng));
