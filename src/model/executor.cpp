@@ -152,10 +152,10 @@ Status Executor::emit(const TapFn& tap, std::string_view name, const Tensor& val
   return Status::success();
 }
 
-Status Executor::token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
-                             const PagedKv& kv, Tensor& out) {
+Status Executor::token_mixer(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions,
+                             const Tensor& slots, const PagedKv& kv, Tensor& out) {
   switch (spec_.layers[layer].mixer.kind) {
-    case TokenMixerKind::gqa_attention: return attention_block(layer, h, positions, slots, kv, out);
+    case TokenMixerKind::gqa_attention: return attention_block(layer, h, h_bf16, positions, slots, kv, out);
   }
   return make_error("layer " + std::to_string(layer) + ": token mixer kind not implemented");
 }
@@ -190,8 +190,8 @@ Status Executor::channel_mixer(int layer, const Tensor& h, const Routing& routin
   return make_error("layer " + std::to_string(layer) + ": channel mixer kind not implemented");
 }
 
-Status Executor::attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
-                                 const PagedKv& kv, Tensor& out) {
+Status Executor::attention_block(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions,
+                                 const Tensor& slots, const PagedKv& kv, Tensor& out) {
   const AttentionSpec& a = spec_.layers[layer].mixer.attention;
   const std::int64_t S = h.size(0), q_width = std::int64_t(a.n_heads) * a.head_dim;
   const std::int64_t kv_width = std::int64_t(a.n_kv_heads) * a.head_dim;
@@ -206,7 +206,7 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor& posit
     const RopeKvArgs rope{a.n_heads, a.n_kv_heads,     a.head_dim,
                           positions, inv_freq_[layer], static_cast<float>(a.rope.attention_factor),
                           slots,     k_pool_[layer],   v_pool_[layer]};
-    D0_RETURN_IF_ERROR(ops_.linears_rope_kv_write(h, qkv, rope));
+    D0_RETURN_IF_ERROR(ops_.linears_rope_kv_write(h, qkv, rope, h_bf16));
   } else {
     {
       ProfileSpan span(ops_, "attention: q/k/v projections");
@@ -241,7 +241,7 @@ Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, T
   const ExpertWeights down = expert_weights(weights_, m.down, m.n_experts);
   if (after)
     return ops_.moe_experts_add_rms_norm(h, indices, route, gate_up, down, swiglu, *after->x, *after->w, after->eps,
-                                         after->plus_one, *after->normed);
+                                         after->plus_one, *after->normed, after->normed_bf16);
   return ops_.moe_experts(h, indices, route, gate_up, down, swiglu, out);
 }
 

@@ -112,10 +112,11 @@ class Executor {
     return static_cast<std::int32_t>(table[pos / block_size_] * block_size_ + pos % block_size_);
   }
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
-  Status token_mixer(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots, const PagedKv& kv,
-                     Tensor& out);
-  Status attention_block(int layer, const Tensor& h, const Tensor& positions, const Tensor& slots,
-                         const PagedKv& kv, Tensor& out);
+  // h_bf16 (or null): h rounded to bf16, made with it (Ops::linear_inputs_bf16).
+  Status token_mixer(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions, const Tensor& slots,
+                     const PagedKv& kv, Tensor& out);
+  Status attention_block(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions,
+                         const Tensor& slots, const PagedKv& kv, Tensor& out);
   // A norm's weight, epsilon and whether it scales by 1 + weight.
   std::tuple<const Tensor&, float, bool> norm_args(const NormSpec& n) const;
   // A MoE block's router outputs, computed with the norm before it (channel_norm).
@@ -132,6 +133,7 @@ class Executor {
     float eps;
     bool plus_one;
     Tensor* normed;
+    Tensor* normed_bf16;  // or null: normed rounded to bf16 as well
   };
   // With `after`, out is not written: the experts' sum goes into after's residual add and norm.
   Status moe_block(int layer, const Tensor& h, const Routing& routing, Tensor& out, const TapFn& tap,

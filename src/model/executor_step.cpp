@@ -113,6 +113,13 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   D0_ASSIGN_OR_RETURN(Tensor x, ops_.scratch({T, H}, DType::f32, "residual stream"));
   D0_ASSIGN_OR_RETURN(Tensor h, ops_.scratch({T, H}, DType::f32, "normed"));
   D0_ASSIGN_OR_RETURN(Tensor y, ops_.scratch({T, H}, DType::f32, "block out"));
+  // h rounded to bf16 by the norm that makes h (a MoE block's residual add and next norm), for the next layer's
+  // q/k/v GEMMs: h_bf16_valid says whether the last norm wrote it.
+  Tensor h_bf16;
+  bool h_bf16_valid = false;
+  if (ops_.linear_inputs_bf16(T)) {
+    D0_ASSIGN_OR_RETURN(h_bf16, ops_.scratch({T, H}, DType::bf16, "normed bf16"));
+  }
   {
     ProfileSpan span(ops_, "embedding");
     D0_RETURN_IF_ERROR(ops_.embedding(weights_.get(spec_.embedding), ids, x));
@@ -128,7 +135,7 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   for (int i = 0; i < n_layers; ++i) {
     const LayerSpec& L = spec_.layers[i];
     ScratchScope layer_scope(ops_);  // a layer's temporaries (q, k, v, bf16 copies, router) die with it
-    D0_RETURN_IF_ERROR(token_mixer(i, h, positions, slots, kv, y));
+    D0_RETURN_IF_ERROR(token_mixer(i, h, h_bf16_valid ? &h_bf16 : nullptr, positions, slots, kv, y));
     D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "attn"), y));
     Routing routing;
     D0_RETURN_IF_ERROR(channel_norm(i, x, y, h, routing));
@@ -136,9 +143,11 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
     // takes it in (its experts' weighted sum then goes straight into the norm's kernel).
     auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
     if (!tap && L.channel.kind == ChannelMixerKind::moe) {
-      const NormAfter after{&x, &w, eps, plus_one, &h};
+      const NormAfter after{&x, &w, eps, plus_one, &h, h_bf16.defined() ? &h_bf16 : nullptr};
       D0_RETURN_IF_ERROR(moe_block(i, h, routing, y, tap, &after));
+      h_bf16_valid = h_bf16.defined();
     } else {
+      h_bf16_valid = false;
       D0_RETURN_IF_ERROR(channel_mixer(i, h, routing, y, tap));
       D0_RETURN_IF_ERROR(emit(tap, layer_tap(i, "moe"), y));
       ProfileSpan span(ops_, "norms (with the residual adds)");

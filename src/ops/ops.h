@@ -184,9 +184,14 @@ class Ops {
     D0_RETURN_IF_ERROR(rope(k, n_kv_heads, head_dim, positions, inv_freq, attention_factor));
     return kv_write(k, v, slots, k_pool, v_pool);
   }
+  // Whether linears over `rows` rows take their input as bf16 on every target (GEMMs): then the op that makes the
+  // input may hand over a bf16 copy of it too (moe_experts_add_rms_norm's out_bf16 to linears_rope_kv_write's
+  // x_bf16), and no conversion runs between. The CPU backend: never.
+  virtual bool linear_inputs_bf16(std::int64_t /*rows*/) const { return false; }
   // linears(x, qkv) on the three targets q, k, v, then rope_kv_write of their outputs: a backend may run them as
-  // one kernel (decode).
-  virtual Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) {
+  // one kernel (decode). x_bf16 (or null): x rounded to bf16, given where linear_inputs_bf16 says so.
+  virtual Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                                       const Tensor* /*x_bf16*/) {
     if (qkv.size() != 3) return make_error("linears_rope_kv_write: takes the three targets q, k and v");
     D0_RETURN_IF_ERROR(linears(x, qkv));
     Tensor q = qkv[0].out, k = qkv[1].out, k_pool = r.k_pool, v_pool = r.v_pool;  // handles: their storage
@@ -225,10 +230,12 @@ class Ops {
                              Tensor& out) = 0;
   // moe_experts on h, then add_rms_norm(x, its output, w, eps, plus_one, out): the MoE block's residual add and the
   // next norm, which a backend may run with the experts' weighted sum inside the norm's kernel. out may be h.
+  // out_bf16 (or null; bf16 [S, H]): out rounded to bf16 as well, asked for only where linear_inputs_bf16 says so.
   virtual Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                           const ExpertWeights& gate_up, const ExpertWeights& down,
                                           const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
-                                          Tensor& out) {
+                                          Tensor& out, Tensor* out_bf16) {
+    if (out_bf16) return make_error("moe_experts_add_rms_norm: this backend hands over no bf16 copies");
     D0_ASSIGN_OR_RETURN(Tensor y, scratch(x.shape(), DType::f32, "moe out"));
     D0_RETURN_IF_ERROR(moe_experts(h, indices, weights, gate_up, down, p, y));
     return add_rms_norm(x, y, w, eps, plus_one, out);

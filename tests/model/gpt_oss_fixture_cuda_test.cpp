@@ -6,9 +6,12 @@
 // the bf16 KV cache (K and V rounded once more, 2^-9).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "model/load.h"
 #include "model/reference_compare.h"
@@ -105,6 +108,40 @@ TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_p
     ref += double(last_b.data<float>()[v]) * last_b.data<float>()[v];
   }
   // Same kernels, different row batching in the GEMMs (cuBLASLt may pick other algorithms per M): ~1e-6.
+  EXPECT_LE(std::sqrt(diff / ref), 1e-3);
+}
+
+// A prompt past the small-M kernel's rows: each MoE block's next norm hands the next layer's q/k/v GEMMs its bf16
+// rows (Ops::linear_inputs_bf16). The same prompt in chunks of 100 rows (no hand-over) gives its logits within the
+// GEMMs' row batching (~1e-6; a stale or wrong layer's rows would be off by O(1)).
+TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equals_it_in_small_chunks) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  std::vector<std::int32_t> tokens(200);
+  for (int i = 0; i < 200; ++i) tokens[i] = (i * 53 + 7) % 256;
+  auto logits_of = [&](std::int64_t max_step_tokens) -> Tensor {
+    LoadOptions o;
+    o.backend = "cuda";
+    o.max_tokens = 256;
+    o.max_step_tokens = max_step_tokens;
+    o.backend_options.kv_cache_dtype = DType::bf16;
+    o.backend_options.memory_fraction = 0.2;
+    auto m = load_model(kModel, o);
+    EXPECT_TRUE(m.ok()) << m.error().message;
+    if (!m.ok()) return Tensor();
+    // A step's rows: the whole prompt, or a chunk.
+    EXPECT_EQ(m->ops->linear_inputs_bf16(std::min<std::int64_t>(200, max_step_tokens)), max_step_tokens >= 200);
+    auto all = m->executor->forward(tokens, /*all_logits=*/true);
+    EXPECT_TRUE(all.ok()) << all.error().message;
+    return all.ok() ? all->slice_rows(199, 200).clone() : Tensor();
+  };
+  const Tensor whole = logits_of(256), chunked = logits_of(100);
+  ASSERT_TRUE(whole.defined() && chunked.defined());
+  double diff = 0, ref = 0;
+  for (std::int64_t v = 0; v < whole.numel(); ++v) {
+    const double d = double(whole.data<float>()[v]) - chunked.data<float>()[v];
+    diff += d * d;
+    ref += double(chunked.data<float>()[v]) * chunked.data<float>()[v];
+  }
   EXPECT_LE(std::sqrt(diff / ref), 1e-3);
 }
 

@@ -368,6 +368,15 @@ std::int64_t CudaOps::small_m_max_rows(const std::vector<LinearTarget>& targets)
 // Decode sizes: one small-M kernel for every target; else the targets small enough for this row count alone
 // (q/k/v at batch 64: k and v) in one small-M kernel, and x converted to bf16 once and a GEMM per other target.
 Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
+  return linears_from(x, nullptr, targets);
+}
+
+// Every target's weight is over the small-M kernel's tiny-weight limit, or the rows are past all its limits.
+bool CudaOps::linear_inputs_bf16(std::int64_t rows) const {
+  return !options_.batch_invariant && rows > kLinearSmallTinyMaxRows;
+}
+
+Status CudaOps::linears_from(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets) {
   for (const LinearTarget& t : targets)
     if (t.w.dtype() != DType::bf16)
       return make_error("cuda linear: weight must be bf16 (place_weights converts), got " +
@@ -385,7 +394,7 @@ Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& target
     (fits ? small : gemm_targets).push_back(t);
   }
   if (!small.empty()) D0_RETURN_IF_ERROR(linear_small_cuda(x, small, ctx_->sm_count(), ctx_->stream()));
-  return gemm_linears(x, nullptr, gemm_targets);
+  return gemm_linears(x, x_bf16, gemm_targets);
 }
 
 Status CudaOps::gemm_linears(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets) {
@@ -458,11 +467,16 @@ Status CudaOps::rope_kv_write(Tensor& q, int n_heads, Tensor& k, int n_kv_heads,
 }
 
 // Steps whose q/k/v the small-M kernel takes (decode): the rope and the KV write in its epilogue, one launch
-// instead of two, the same bits (linear_small_rope_kv_cuda).
-Status CudaOps::linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) {
+// instead of two, the same bits (linear_small_rope_kv_cuda). Others: the GEMMs on x_bf16 where given.
+Status CudaOps::linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                                      const Tensor* x_bf16) {
   if (linear_small_rope_kv_fits(x, qkv, r, small_m_max_rows(qkv)))
     return linear_small_rope_kv_cuda(x, qkv, r, error_flag_, ctx_->sm_count(), ctx_->stream());
-  return Ops::linears_rope_kv_write(x, qkv, r);
+  if (qkv.size() != 3) return make_error("linears_rope_kv_write: takes the three targets q, k and v");
+  D0_RETURN_IF_ERROR(linears_from(x, x_bf16, qkv));
+  Tensor q = qkv[0].out, k = qkv[1].out, k_pool = r.k_pool, v_pool = r.v_pool;  // handles: their storage
+  return rope_kv_write(q, r.n_heads, k, r.n_kv_heads, qkv[2].out, r.head_dim, r.positions, r.inv_freq,
+                       r.attention_factor, r.slots, k_pool, v_pool);
 }
 
 Result<AttentionSplit> CudaOps::paged_attention_split(const Tensor& q, const PagedKv& kv, const AttentionParams& p) {
@@ -572,14 +586,18 @@ Status CudaOps::moe_experts(const Tensor& x, const Tensor& indices, const Tensor
   return moe_experts_cuda(x, indices, weights, gate_up, down, p, *moe_, *gemms_, out, ctx_->stream());
 }
 
-// On the fused MXFP4 path the experts' weighted sum runs inside the norm's kernel; elsewhere as Ops does.
+// On the fused MXFP4 path the experts' weighted sum runs inside the norm's kernel (and the bf16 copy is written with
+// its output); elsewhere as Ops does, the copy converted after.
 Status CudaOps::moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                          const ExpertWeights& gate_up, const ExpertWeights& down,
                                          const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
-                                         Tensor& out) {
-  if (!moe_ || h.dim() != 2 || !moe_takes_fused_path(*moe_, h.size(0), indices, gate_up, p))
-    return Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, out);
-  const MoeNormAfter norm{&x, w, eps, plus_one, &out};
+                                         Tensor& out, Tensor* out_bf16) {
+  if (!moe_ || h.dim() != 2 || !moe_takes_fused_path(*moe_, h.size(0), indices, gate_up, p)) {
+    D0_RETURN_IF_ERROR(Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, out,
+                                                     nullptr));
+    return out_bf16 ? convert_f32_to_bf16_cuda(out, *out_bf16, ctx_->stream()) : Status::success();
+  }
+  const MoeNormAfter norm{&x, w, eps, plus_one, &out, out_bf16};
   return moe_experts_add_rms_norm_cuda(h, indices, weights, gate_up, down, p, *moe_, *gemms_, norm, ctx_->stream());
 }
 

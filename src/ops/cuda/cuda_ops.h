@@ -70,7 +70,9 @@ class CudaOps final : public Ops {
   Status rope_kv_write(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
                        const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
                        Tensor& k_pool, Tensor& v_pool) override;
-  Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r) override;
+  bool linear_inputs_bf16(std::int64_t rows) const override;
+  Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                               const Tensor* x_bf16) override;
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                          const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) override;
   Status paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
@@ -86,7 +88,8 @@ class CudaOps final : public Ops {
   Status add(Tensor& x, const Tensor& y) override;
   Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                   const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
-                                  Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
+                                  Tensor& x, const Tensor& w, float eps, bool plus_one, Tensor& out,
+                                  Tensor* out_bf16) override;
   Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,
                              const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits, Tensor& indices,
@@ -109,6 +112,8 @@ class CudaOps final : public Ops {
   // linears' GEMM path for targets the small-M kernel does not take: x as bf16 (xb, or converted here), one GEMM a
   // target.
   Status gemm_linears(const Tensor& x, const Tensor* xb, const std::vector<LinearTarget>& targets);
+  // linears, with x's bf16 copy (or null) for the targets that take the GEMM path.
+  Status linears_from(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets);
   std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;
   Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                          std::int64_t max_keys);

@@ -314,7 +314,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
                      const MoeNormAfter* norm, cudaStream_t stream) {
   auto combine = [&](const Tensor& y) {
     return norm ? rms_norm_moe_residual_cuda(*norm->x, y, indices, weights, norm->w, norm->eps, norm->plus_one,
-                                             *norm->out, stream)
+                                             *norm->out, stream, norm->out_bf16)
                 : moe_combine_cuda(y, indices, weights, out, stream);
   };
   const std::int64_t S = x.size(0), A = S * ws.shape.k;

@@ -155,6 +155,7 @@ struct MoeNormAfter {
   float eps = 0.f;
   bool plus_one = false;
   Tensor* out = nullptr;  // f32 [S, H]; may be the MoE's input
+  Tensor* out_bf16 = nullptr;  // or bf16 [S, H]: out rounded to bf16 as well (rms_norm_moe_residual_cuda)
 };
 
 // Whether moe_experts_cuda takes the fused MXFP4 path for this call (S tokens, device routing, MXFP4 experts).

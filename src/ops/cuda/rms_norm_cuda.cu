@@ -76,6 +76,16 @@ __device__ float block_sum(float v) {
   return rms_norm_math::block_sum<kThreads / 32>(v, warp_sums);
 }
 
+// Output float4 i of a row, and where a bf16 copy is asked for (brow: the row's bf16 pairs), its rounding to nearest
+// even (convert_f32_to_bf16_cuda's: the same bits).
+__device__ __forceinline__ void store_normed(float4* orow, __nv_bfloat162* brow, int i, float4 o) {
+  orow[i] = o;
+  if (brow) {
+    brow[2 * i] = __floats2bfloat162_rn(o.x, o.y);
+    brow[2 * i + 1] = __floats2bfloat162_rn(o.z, o.w);
+  }
+}
+
 template <class W>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_residual_kernel(float* __restrict__ x, Residual residual, const W* __restrict__ w, std::int64_t H,
@@ -149,12 +159,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    const float4 o = normalised(wv[j], w_offset, v[j], inv_rms);
-    orow[i] = o;
-    if (brow) {  // convert_f32_to_bf16_cuda's rounding: the same bits
-      brow[2 * i] = __floats2bfloat162_rn(o.x, o.y);
-      brow[2 * i + 1] = __floats2bfloat162_rn(o.z, o.w);
-    }
+    store_normed(orow, brow, i, normalised(wv[j], w_offset, v[j], inv_rms));
   }
 }
 
@@ -164,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class W>
 __global__ void __launch_bounds__(kThreads)
     rms_norm_moe_vec_kernel(float* __restrict__ x, Residual r, const W* __restrict__ w, int H, float eps,
-                            float w_offset, float* __restrict__ out) {
+                            float w_offset, float* __restrict__ out, __nv_bfloat162* __restrict__ out_bf16) {
   const int n4 = H / 4;
   float4 v[kVecPerThread], wv[kVecPerThread], ys[kVecPerThread][kMoeFastSlots];
 #pragma unroll
@@ -196,11 +201,12 @@ __global__ void __launch_bounds__(kThreads)
   sum_sq = block_sum(sum_sq);
   const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
   float4* orow = reinterpret_cast<float4*>(out + s * H);
+  __nv_bfloat162* brow = out_bf16 ? out_bf16 + s * H / 2 : nullptr;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * kThreads;
     if (i >= n4) break;
-    orow[i] = normalised(wv[j], w_offset, v[j], inv_rms);
+    store_normed(orow, brow, i, normalised(wv[j], w_offset, v[j], inv_rms));
   }
 }
 
@@ -219,18 +225,19 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
   const unsigned grid = static_cast<unsigned>(S);
   const bool vec = H % 4 == 0 && H <= 4 * kVecPerThread * kThreads && aligned_to(x.raw(), 16) &&
                    aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && residual_16b_aligned;
-  // The residual vector kernels write the bf16 copy as they go (4-byte aligned pairs); the others leave it to a
+  // The vector kernels write the bf16 copy as they go (8-byte aligned rows of pairs); the others leave it to a
   // conversion after.
-  auto* bf16_pairs = out_bf16 && vec && res.k == 0 && aligned_to(out_bf16->raw(), 8)
+  auto* bf16_pairs = out_bf16 && vec && res.k <= kMoeFastSlots && aligned_to(out_bf16->raw(), 8)
                          ? static_cast<__nv_bfloat162*>(out_bf16->raw())
                          : nullptr;
   if (vec && res.k > 0 && res.k <= kMoeFastSlots && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_moe_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>());
+                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>(),
+                     bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<bf16>");
   } else if (vec && res.k > 0 && res.k <= kMoeFastSlots) {
     launch_dependent(rms_norm_moe_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res, w.data<float>(),
-                     static_cast<int>(H), eps, w_offset, out.data<float>());
+                     static_cast<int>(H), eps, w_offset, out.data<float>(), bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<f32>");
   } else if (vec && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
@@ -272,7 +279,8 @@ Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w
 }
 
 Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
-                                  const Tensor& w, float eps, bool plus_one, Tensor& out, cudaStream_t stream) {
+                                  const Tensor& w, float eps, bool plus_one, Tensor& out, cudaStream_t stream,
+                                  Tensor* out_bf16) {
   const char* what = "rms_norm_moe_residual_cuda";
   if (x.dim() != 2 || indices.dim() != 2) return make_error(std::string(what) + ": x and indices must be 2-D");
   const std::int64_t S = x.size(0), H = x.size(1), k = indices.size(1);
@@ -283,7 +291,7 @@ Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indi
   D0_RETURN_IF_ERROR(check_cuda_tensor(y, what, "y", {DType::f32}, {S * k, H}));
   const Residual res{nullptr, y.data<float>(), indices.data<std::int32_t>(), weights.data<float>(),
                      static_cast<int>(k)};
-  return launch_norm(what, x, res, aligned_to(y.raw(), 16), w, eps, plus_one, out, stream);
+  return launch_norm(what, x, res, aligned_to(y.raw(), 16), w, eps, plus_one, out, stream, out_bf16);
 }
 
 }  // namespace day0

@@ -53,12 +53,16 @@ TEST(CudaMoeNorm, combine_inside_the_norm_gives_the_combine_then_norm_bits) {
       Tensor out2 = poisoned(*ctx, {c.S, c.H}, DType::f32);
       D0_ASSERT_OK(moe_combine_cuda(d_y, d_idx, d_wts, moe, ctx->stream()));
       D0_ASSERT_OK(rms_norm_residual_cuda(x2, moe, d_w, 1e-5f, plus_one, out2, ctx->stream()));
-      // One kernel.
+      // One kernel, with the bf16 copy of its output (written as it goes, or converted after: the RNE of out).
       Tensor x1 = upload(*ctx, x), out1 = poisoned(*ctx, {c.S, c.H}, DType::f32);
-      D0_ASSERT_OK(rms_norm_moe_residual_cuda(x1, d_y, d_idx, d_wts, d_w, 1e-5f, plus_one, out1, ctx->stream()));
+      Tensor out1_bf16 = poisoned(*ctx, {c.S, c.H}, DType::bf16);
+      D0_ASSERT_OK(rms_norm_moe_residual_cuda(x1, d_y, d_idx, d_wts, d_w, 1e-5f, plus_one, out1, ctx->stream(),
+                                              &out1_bf16));
       EXPECT_TRUE(same_bits(download(*ctx, x1), download(*ctx, x2))) << "residual stream";
-      EXPECT_TRUE(same_bits(download(*ctx, out1), download(*ctx, out2))) << "normed";
-      EXPECT_EQ(cudatest::count_nan(download(*ctx, out1)), 0);
+      const Tensor got = download(*ctx, out1);
+      EXPECT_TRUE(same_bits(got, download(*ctx, out2))) << "normed";
+      EXPECT_TRUE(same_bits(download(*ctx, out1_bf16), optest::to_bf16(got))) << "normed, bf16";
+      EXPECT_EQ(cudatest::count_nan(got), 0);
     }
   }
 }
