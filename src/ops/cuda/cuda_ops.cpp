@@ -365,17 +365,19 @@ std::int64_t CudaOps::small_m_max_rows(const std::vector<LinearTarget>& targets)
   return options_.batch_invariant ? std::numeric_limits<std::int64_t>::max() : linear_small_max_rows(targets);
 }
 
-// Decode sizes: one small-M kernel for every target; else the targets small enough for this row count alone
-// (q/k/v at batch 64: k and v) in one small-M kernel, and x converted to bf16 once and a GEMM per other target.
 Status CudaOps::linears(const Tensor& x, const std::vector<LinearTarget>& targets) {
   return linears_from(x, nullptr, targets);
 }
 
-// Every target's weight is over the small-M kernel's tiny-weight limit, or the rows are past all its limits.
+// Past kLinearSmallTinyMaxRows rows no target takes the small-M kernel (linear_small_max_rows is at most that for
+// any weight): every one is a GEMM on bf16 rows.
 bool CudaOps::linear_inputs_bf16(std::int64_t rows) const {
   return !options_.batch_invariant && rows > kLinearSmallTinyMaxRows;
 }
 
+// Decode sizes: one small-M kernel for every target; else the targets small enough for this row count alone
+// (q/k/v at batch 64: k and v) in one small-M kernel, and x in bf16 (x_bf16, or converted once) and a GEMM per
+// other target.
 Status CudaOps::linears_from(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets) {
   for (const LinearTarget& t : targets)
     if (t.w.dtype() != DType::bf16)
