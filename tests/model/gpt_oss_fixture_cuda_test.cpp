@@ -33,6 +33,17 @@ Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f
   return load_model(kModel, o);
 }
 
+// ||a - b|| / ||b|| over two f32 host tensors of one size.
+double relative_difference(const Tensor& a, const Tensor& b) {
+  double diff = 0, ref = 0;
+  for (std::int64_t v = 0; v < b.numel(); ++v) {
+    const double d = double(a.data<float>()[v]) - b.data<float>()[v];
+    diff += d * d;
+    ref += double(b.data<float>()[v]) * b.data<float>()[v];
+  }
+  return std::sqrt(diff / ref);
+}
+
 // (prompt, KV cache dtype)
 class CudaGptOssFixture : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
@@ -101,14 +112,8 @@ TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_p
   ASSERT_TRUE(all.ok()) << all.error().message;
   ASSERT_EQ(all->size(0), 32);
   const Tensor last_b = all->slice_rows(31, 32);
-  double diff = 0, ref = 0;
-  for (std::int64_t v = 0; v < last_a.numel(); ++v) {
-    const double d = double(last_a.data<float>()[v]) - last_b.data<float>()[v];
-    diff += d * d;
-    ref += double(last_b.data<float>()[v]) * last_b.data<float>()[v];
-  }
   // Same kernels, different row batching in the GEMMs (cuBLASLt may pick other algorithms per M): ~1e-6.
-  EXPECT_LE(std::sqrt(diff / ref), 1e-3);
+  EXPECT_LE(relative_difference(last_a, last_b), 1e-3);
 }
 
 // A prompt past the small-M kernel's rows: each MoE block's next norm hands the next layer's q/k/v GEMMs its bf16
@@ -136,13 +141,7 @@ TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equa
   };
   const Tensor whole = logits_of(256), chunked = logits_of(100);
   ASSERT_TRUE(whole.defined() && chunked.defined());
-  double diff = 0, ref = 0;
-  for (std::int64_t v = 0; v < whole.numel(); ++v) {
-    const double d = double(whole.data<float>()[v]) - chunked.data<float>()[v];
-    diff += d * d;
-    ref += double(chunked.data<float>()[v]) * chunked.data<float>()[v];
-  }
-  EXPECT_LE(std::sqrt(diff / ref), 1e-3);
+  EXPECT_LE(relative_difference(whole, chunked), 1e-3);
 }
 
 TEST(CudaGptOssFixtureDecode, an_out_of_vocabulary_token_is_an_error_and_the_sequence_is_unchanged) {
