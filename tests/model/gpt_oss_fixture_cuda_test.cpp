@@ -24,10 +24,12 @@ namespace {
 const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
 constexpr double kTolerance = 2e-2;
 
-Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32) {
+// max_step_tokens 0: LoadOptions' default.
+Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32, std::int64_t max_step_tokens = 0) {
   LoadOptions o;
   o.backend = "cuda";
   o.max_tokens = max_tokens;
+  if (max_step_tokens > 0) o.max_step_tokens = max_step_tokens;
   o.backend_options.kv_cache_dtype = kv_cache;
   o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
   return load_model(kModel, o);
@@ -101,12 +103,7 @@ TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_p
     ASSERT_TRUE(l.ok()) << l.error().message;
     last_a = *l;
   }
-  LoadOptions o;
-  o.backend = "cuda";
-  o.max_tokens = 64;
-  o.max_step_tokens = 7;
-  o.backend_options.memory_fraction = 0.2;
-  auto b = load_model(kModel, o);
+  auto b = load_cuda(64, DType::f32, 7);
   ASSERT_TRUE(b.ok()) << b.error().message;
   auto all = b->executor->forward(tokens, /*all_logits=*/true);
   ASSERT_TRUE(all.ok()) << all.error().message;
@@ -124,13 +121,7 @@ TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equa
   std::vector<std::int32_t> tokens(200);
   for (int i = 0; i < 200; ++i) tokens[i] = (i * 53 + 7) % 256;
   auto logits_of = [&](std::int64_t max_step_tokens) -> Tensor {
-    LoadOptions o;
-    o.backend = "cuda";
-    o.max_tokens = 256;
-    o.max_step_tokens = max_step_tokens;
-    o.backend_options.kv_cache_dtype = DType::bf16;
-    o.backend_options.memory_fraction = 0.2;
-    auto m = load_model(kModel, o);
+    auto m = load_cuda(256, DType::bf16, max_step_tokens);
     EXPECT_TRUE(m.ok()) << m.error().message;
     if (!m.ok()) return Tensor();
     // A step's rows: the whole prompt, or a chunk.

@@ -399,6 +399,12 @@ Status CudaOps::linears_from(const Tensor& x, const Tensor* x_bf16, const std::v
   return gemm_linears(x, x_bf16, gemm_targets);
 }
 
+// Whether linears would send target t over rows x to cuBLASLt (a bf16 weight the small-M kernel does not take).
+bool CudaOps::gemm_takes(const Tensor& x, const LinearTarget& t) const {
+  return !options_.batch_invariant && x.dim() == 2 && t.w.dtype() == DType::bf16 &&
+         !linear_small_fits(x, {t}, small_m_max_rows({t}));
+}
+
 Status CudaOps::gemm_linears(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets) {
   if (targets.empty()) return Status::success();
   // Profiled runs time the GEMM path's parts too (nested spans: their time is also in the caller's span).
@@ -500,9 +506,7 @@ Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, co
                                        const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                        const LinearTarget& o) {
   D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(q, kv, p));
-  const bool o_gemm = !options_.batch_invariant && mixed.dim() == 2 && o.w.dtype() == DType::bf16 &&
-                      !linear_small_fits(mixed, {o}, small_m_max_rows({o}));
-  if (!(o_gemm && split.tensor_cores))
+  if (!(gemm_takes(mixed, o) && split.tensor_cores))
     return Ops::paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, o);
   D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
   D0_RETURN_IF_ERROR(paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, ctx_->stream(), split));
@@ -534,10 +538,7 @@ Status CudaOps::add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w,
   const LinearTarget target{router_w, router_bias, logits};
   if (norm_router_fits(x, y, w, out, target, k) && linear_small_router_fits(out, target, k, small_m_max_rows({target})))
     return norm_router_cuda(x, y, w, eps, plus_one, out, target, k, indices, weights, ctx_->stream());
-  const bool router_gemm = !options_.batch_invariant && out.dim() == 2 &&
-                           !linear_small_router_fits(out, target, k, small_m_max_rows({target})) &&
-                           !linear_small_fits(out, {target}, small_m_max_rows({target}));
-  if (router_gemm && router_w.dtype() == DType::bf16) {
+  if (!linear_small_router_fits(out, target, k, small_m_max_rows({target})) && gemm_takes(out, target)) {
     D0_ASSIGN_OR_RETURN(Tensor out_bf16, scratch(out.shape(), DType::bf16, "normed rows bf16"));
     D0_RETURN_IF_ERROR(rms_norm_residual_cuda(x, y, w, eps, plus_one, out, ctx_->stream(), &out_bf16));
     D0_RETURN_IF_ERROR(gemm_linears(out, &out_bf16, {target}));

@@ -112,6 +112,7 @@ class CudaOps final : public Ops {
   // linears' GEMM path for targets the small-M kernel does not take: x as bf16 (xb, or converted here), one GEMM a
   // target.
   Status gemm_linears(const Tensor& x, const Tensor* xb, const std::vector<LinearTarget>& targets);
+  bool gemm_takes(const Tensor& x, const LinearTarget& t) const;
   // linears, with x's bf16 copy (or null) for the targets that take the GEMM path.
   Status linears_from(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets);
   std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;

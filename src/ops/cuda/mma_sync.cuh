@@ -37,16 +37,8 @@ __device__ __forceinline__ void mma_f16_16816(float (&c)[4], std::uint32_t a0, s
 // Four 8x8 b16 matrices from shared memory in one instruction: lane L gives the address of row L % 8 of matrix
 // L / 8 (16 contiguous bytes, 16-byte aligned); register i receives matrix i in the fragment layout above (lane
 // 4 g + t: row g, columns 2t, 2t + 1). Same values as four 32-bit loads per lane, a quarter of the instructions.
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
-
-// ldmatrix_x4 and ldmatrix_x4_trans at a shared-memory address (a kernel that steps through a tile from one base
-// address adds constant offsets, which the instruction takes as immediates: no address arithmetic a load).
+// The _at forms take the shared-memory address itself: a kernel that steps through a tile from one base address
+// adds constant offsets, which the instruction takes as immediates (no address arithmetic a load).
 __device__ __forceinline__ void ldmatrix_x4_at(std::uint32_t (&r)[4], unsigned shared_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -60,14 +52,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans_at(std::uint32_t (&r)[4], unsi
                : "memory");
 }
 
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+  ldmatrix_x4_at(r, static_cast<unsigned>(__cvta_generic_to_shared(row)));
+}
+
 // As ldmatrix_x4, transposed: lane 4 g + t receives rows 2t and 2t + 1 of column g (a B fragment from a
 // row-major [k][n] tile).
 __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
+  ldmatrix_x4_trans_at(r, static_cast<unsigned>(__cvta_generic_to_shared(row)));
 }
 
 }  // namespace day0
