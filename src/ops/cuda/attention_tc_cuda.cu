@@ -253,6 +253,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them all).
       if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
+      // Nor does one whose rows all see none of the tile's keys (a sliding window's first or last tile for half the
+      // warps, the causal diagonal's last for the first ones): such a tile would add weight 0 and rescale by 1.
+      const bool none_lo = !live_lo || k0 + kKeys - 1 < first_lo || k0 > min(pos_lo, valid_to);
+      const bool none_hi = !live_hi || k0 + kKeys - 1 < first_hi || k0 > min(pos_hi, valid_to);
+      if (__all_sync(0xffffffffu, none_lo && none_hi)) continue;
 
       // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
       // Each lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
