@@ -1,5 +1,6 @@
 // day0 bench-moe: the routed-expert kernels at gpt-oss-20b and -120b shapes (random MXFP4 experts, random top-k
-// routing) from decode to prefill token counts, against the ceilings measured on the same GPU. Per point:
+// routing, uniform or with --skew uneven) from decode to prefill token counts, against the ceilings measured on the
+// same GPU. Per point its routing's load, then:
 //   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure,
 //           and the tiled grouped GEMM (prefill sizes) on the same shape; the FP8 GEMMs also on the gate_up shape
 //           (2I x H, SwiGLU epilogue);
@@ -12,11 +13,12 @@
 // from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
 // 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <string>
+#include <vector>
 
 #include "apps/day0/bench_attention.h"
 #include "apps/day0/bench_linear.h"
@@ -70,28 +72,55 @@ Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, 
 
 double mxfp4_bytes(std::int64_t out, std::int64_t in) { return double(out) * in * (0.5 + 1.0 / kMxfp4GroupSize); }
 
-// One routing of S tokens: indices/weights on the device and its grouping, and how many experts it touches.
+// One routing of S tokens: indices/weights on the device and its grouping, how many experts it touches, and its
+// tokens an expert (host copy).
 struct Routing {
   Tensor indices, weights;
   Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
   int distinct = 0;
+  std::vector<int> per_expert;
 };
 
-Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape& m, std::mt19937& rng) {
+// Each token's k distinct experts: uniformly, or with skew > 0 in proportion to popularities exp(skew x), x standard
+// normal, drawn once for the routing: an uneven load like a trained (or random-weight) router's. skew 0.75 gives
+// 120b at 4,096 tokens ~10-550 tokens an expert and ~150 tiles of 192 tokens, as the synthetic 120b's layers 5-6
+// route (v33); uniform routing gives 128 +- 11 and 128 tiles.
+Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape& m, double skew, std::mt19937& rng) {
   Routing r;
   Tensor idx = Tensor::zeros({S, m.k}, DType::i32), wts = Tensor::zeros({S, m.k}, DType::f32);
-  std::set<int> used;
+  std::vector<double> popularity(m.E, 1.0);
+  std::normal_distribution<double> normal;
+  if (skew > 0)
+    for (double& p : popularity) p = std::exp(skew * normal(rng));
+  std::uniform_real_distribution<double> uniform;
+  r.per_expert.assign(m.E, 0);
   std::vector<int> order(m.E);
+  std::vector<double> left(m.E);
   for (std::int64_t s = 0; s < S; ++s) {
     for (int e = 0; e < m.E; ++e) order[e] = e;
+    left = popularity;
     for (int j = 0; j < m.k; ++j) {
-      std::swap(order[j], order[j + rng() % (m.E - j)]);
-      idx.data<std::int32_t>()[s * m.k + j] = order[j];
+      int pick = 0;
+      if (skew > 0) {  // in proportion to what is left: k distinct (the last one left if rounding runs past)
+        double total = 0;
+        for (double p : left) total += p;
+        double x = uniform(rng) * total;
+        for (int e = 0; e < m.E; ++e)
+          if (left[e] > 0) {
+            pick = e;
+            if ((x -= left[e]) < 0) break;
+          }
+        left[pick] = 0;
+      } else {  // a partial shuffle
+        std::swap(order[j], order[j + rng() % (m.E - j)]);
+        pick = order[j];
+      }
+      idx.data<std::int32_t>()[s * m.k + j] = pick;
       wts.data<float>()[s * m.k + j] = 1.0f / m.k;
-      used.insert(order[j]);
+      ++r.per_expert[pick];
     }
   }
-  r.distinct = static_cast<int>(used.size());
+  r.distinct = static_cast<int>(std::count_if(r.per_expert.begin(), r.per_expert.end(), [](int n) { return n > 0; }));
   DeviceArena& arena = ctx.arena();
   const std::int64_t A = S * m.k;
   D0_ASSIGN_OR_RETURN(r.indices, device_copy(ctx, idx, "routing indices"));
@@ -109,7 +138,24 @@ Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape&
   return r;
 }
 
-Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts,
+// The routings' load: tokens an expert (smallest, median, largest over the routings) and token tiles of the
+// warp-specialised FP8 GEMM's width, each taking a tile's fixed cost (its weights converted again).
+void report_load(std::int64_t S, const std::vector<Routing>& routings, nlohmann::json& report, const char* shape) {
+  std::vector<int> all;
+  double tiles = 0;
+  for (const Routing& r : routings) {
+    all.insert(all.end(), r.per_expert.begin(), r.per_expert.end());
+    for (int n : r.per_expert) tiles += (n + kWsFp8TileTokens - 1) / kWsFp8TileTokens / double(routings.size());
+  }
+  std::sort(all.begin(), all.end());
+  const int lo = all.front(), median = all[all.size() / 2], hi = all.back();
+  std::printf("%7lld routing: tokens an expert %d / %d / %d (least / median / most), %.1f tiles of %d\n",
+              static_cast<long long>(S), lo, median, hi, tiles, kWsFp8TileTokens);
+  report["moe_routing"].push_back({{"shape", shape}, {"tokens", S}, {"least", lo}, {"median", median}, {"most", hi},
+                                   {"tiles", tiles}});
+}
+
+Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts, double skew,
                    const DeviceCeilings& ceil, nlohmann::json& report) {
   std::mt19937 rng(77);
   DeviceArena& arena = ctx.arena();
@@ -139,10 +185,11 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     std::vector<Routing> routings;
     double distinct = 0;
     for (int r = 0; r < kRoutings; ++r) {
-      D0_ASSIGN_OR_RETURN(Routing rt, random_routing(ctx, S, m, rng));
+      D0_ASSIGN_OR_RETURN(Routing rt, random_routing(ctx, S, m, skew, rng));
       distinct += rt.distinct / double(kRoutings);
       routings.push_back(std::move(rt));
     }
+    report_load(S, routings, report, m.name);
     D0_ASSIGN_OR_RETURN(Tensor x, arena.allocate({S, m.H}, DType::f32, "bench x"));
     D0_ASSIGN_OR_RETURN(Tensor xb, arena.allocate({S, m.I}, DType::bf16, "bench x bf16"));
     D0_ASSIGN_OR_RETURN(Tensor y, arena.allocate({S * m.k, m.H}, DType::f32, "bench y"));
@@ -330,7 +377,7 @@ int bench_moe(const BenchMoeOptions& o) {
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   if (wanted("moe"))
     for (const MoeShape& m : shapes)
-      if (Status st = bench_shape(**ctx, m, o.tokens, *ceil, report); !st.ok()) return fail(st.error().message);
+      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, *ceil, report); !st.ok()) return fail(st.error().message);
   if (wanted("linears"))
     if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
       return fail(st.error().message);

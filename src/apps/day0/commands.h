@@ -121,6 +121,7 @@ struct BenchMoeOptions {
   std::string json;       // also write the figures here
   // What to time: the expert kernels ("moe"), the dense linears ("linears"), decode and prefill attention.
   std::vector<std::string> parts = {"moe", "linears", "decode-attention", "prefill-attention"};
+  double skew = 0;  // routing: 0 uniform, else experts' popularities exp(skew x), x standard normal
 };
 int bench_moe(const BenchMoeOptions& o);
 

@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
   bm->add_option("--json", bench_moe.json, "Also write the figures to this JSON file");
   bm->add_option("--parts", bench_moe.parts, "What to time (default all)")->delimiter(',')
       ->check(CLI::IsMember({"moe", "linears", "decode-attention", "prefill-attention"}));
+  bm->add_option("--skew", bench_moe.skew,
+                 "Uneven routing: experts drawn in proportion to exp(SKEW x), x standard normal (0: uniform; 0.75: "
+                 "the synthetic gpt-oss-120b's deeper layers at 4,096 tokens)")
+      ->check(CLI::Range(0.0, 4.0));
 
   day0::app::ConvertCommandOptions convert;
   auto* v =
