@@ -422,6 +422,34 @@ TEST(Day0CliTinyModel, KvCacheDtypeAutoIsF32OnTheCpu) {
   EXPECT_EQ(json::parse(in).at("kv_cache_dtype"), "f32");
 }
 
+// --expert-load: one more prefill of each size, its routers' load layer by layer (tokens x top-k routed, each expert
+// taking at most every token once), in the table and the JSON.
+TEST(Day0CliTinyModel, BenchExpertLoadReportsEveryMoeLayer) {
+  TempDir d;
+  const std::string report = d.file("bench.json").string();
+  const Proc p = day0({"bench", kTiny, "--backend", "cpu", "--prefill", "24", "--batches", "1", "--contexts", "16",
+                       "--decode-steps", "1", "--expert-load", "--json", report});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(p.out.find("expert load (tokens an expert"), std::string::npos) << p.out;
+  std::ifstream config_in(kTiny + "/config.json"), report_in(report);
+  const json config = json::parse(config_in), r = json::parse(report_in);
+  const int layers = config.at("num_hidden_layers"), k = config.at("num_experts_per_tok");
+  const int experts = config.at("num_local_experts");
+  const json& load = r.at("prefill").at(0).at("expert_load");
+  ASSERT_EQ(int(load.size()), layers) << load.dump();
+  for (int i = 0; i < layers; ++i) {
+    SCOPED_TRACE(load[i].dump());
+    EXPECT_EQ(load[i].at("layer"), i);
+    EXPECT_EQ(load[i].at("assignments"), 24 * k);
+    const int least = load[i].at("least"), median = load[i].at("median"), most = load[i].at("most");
+    EXPECT_LE(least, median);
+    EXPECT_LE(median, most);
+    EXPECT_LE(most, 24);
+    EXPECT_GE(most * experts, 24 * k);  // the busiest expert takes at least the average
+    EXPECT_LE(load[i].at("tiles").get<int>(), experts);  // 24 tokens fill at most one 192-token tile an expert
+  }
+}
+
 TEST(Day0CliTinyModel, InspectFindsZeroProblems) {
   const Proc p = day0({"inspect", kTiny});
   EXPECT_EQ(p.exit_code, 0) << p.err;

@@ -10,15 +10,20 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "apps/day0/bench_report.h"
 #include "apps/day0/commands.h"
+#include "apps/day0/expert_load.h"
 #include "apps/day0/model_loading.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernel_trace.h"
+#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "quant/mxfp4.h"
 
 namespace day0::app {
@@ -217,6 +222,22 @@ int bench(const BenchOptions& o) {
       if (auto r = ex.forward(prompt); !r.ok()) return fail(r.error().message);
       const std::string what = "one prefill of " + std::to_string(n) + " tokens";
       if (Status st = report_trace(**t, what, report["prefill"].back()); !st.ok()) return fail(st.error().message);
+    }
+    if (o.expert_load) {  // one more run, its routers' indices downloaded layer by layer
+      std::vector<ExpertLoad> loads;
+      Status bad = Status::success();
+      auto tap = [&](std::string_view name, const Tensor& value) {
+        constexpr std::string_view kPrefix = "layers.", kSuffix = ".router_indices";
+        if (!bad.ok() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return;
+        const int layer = std::stoi(std::string(name.substr(kPrefix.size())));
+        auto load = expert_load(layer, value, spec.layers[layer].channel.moe.n_experts, kWsFp8TileTokens);
+        if (load.ok()) loads.push_back(*load);
+        else bad = load.error();
+      };
+      ex.reset();
+      if (auto r = ex.forward(prompt, false, tap); !r.ok()) return fail(r.error().message);
+      if (!bad.ok()) return fail(bad.error().message);
+      report_expert_load(loads, kWsFp8TileTokens, report["prefill"].back());
     }
   }
   std::printf("\n%-8s %8s %8s %12s %14s %16s\n", "decode", "context", "batch", "ms/step", "tok/s", "of copy bw");
