@@ -231,8 +231,11 @@ int bench(const BenchOptions& o) {
         if (!bad.ok() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return;
         const int layer = std::stoi(std::string(name.substr(kPrefix.size())));
         auto load = expert_load(layer, value, spec.layers[layer].channel.moe.n_experts, kWsFp8TileTokens);
-        if (load.ok()) loads.push_back(*load);
-        else bad = load.error();
+        if (!load.ok()) {
+          bad = load.error();
+          return;
+        }
+        loads.push_back(*load);
       };
       ex.reset();
       if (auto r = ex.forward(prompt, false, tap); !r.ok()) return fail(r.error().message);

@@ -109,9 +109,9 @@ struct BenchOptions {
   std::vector<std::int64_t> batches = {1, 8, 32, 128};
   std::vector<std::int64_t> contexts = {1024, 8192};
   int decode_steps = 16;
-  std::string json;  // also write the figures here
-  bool synthetic = false;  // random weights made in memory from DIR/config.json (no checkpoint read)
-  bool kernels = false;    // cuda: after each point's timed runs, one prefill / as many decode steps again, traced
+  std::string json;          // also write the figures here
+  bool synthetic = false;    // random weights made in memory from DIR/config.json (no checkpoint read)
+  bool kernels = false;      // cuda: after each point's timed runs, one prefill / as many decode steps again, traced
   bool expert_load = false;  // after each prefill size's timed runs, one more: its routers' load layer by layer
 };
 int bench(const BenchOptions& o);

@@ -30,6 +30,10 @@ Result<ExpertLoad> expert_load(int layer, const Tensor& indices, int n_experts, 
 }
 
 void report_expert_load(const std::vector<ExpertLoad>& layers, int tile_tokens, nlohmann::ordered_json& node) {
+  if (layers.empty()) {
+    std::printf("\nexpert load: the model has no routed experts\n");
+    return;
+  }
   std::printf("\nexpert load (tokens an expert; tiles: of %d tokens, filled expert by expert)\n", tile_tokens);
   std::printf("%8s %10s %8s %8s %8s %8s\n", "layer", "routed", "least", "median", "most", "tiles");
   for (const ExpertLoad& l : layers) {

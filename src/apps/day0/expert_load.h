@@ -16,9 +16,9 @@ namespace day0::app {
 
 struct ExpertLoad {
   int layer = 0;
-  std::int64_t assignments = 0;    // tokens x top-k
+  std::int64_t assignments = 0;         // tokens x top-k
   int least = 0, median = 0, most = 0;  // tokens an expert
-  std::int64_t tiles = 0;          // tiles of tile_tokens tokens the experts' tokens fill, expert by expert
+  std::int64_t tiles = 0;               // tiles of tile_tokens tokens the experts' tokens fill, expert by expert
 };
 
 // One layer's load from its router's indices ([tokens, k] i32 on the host); an id outside [0, n_experts) is an
