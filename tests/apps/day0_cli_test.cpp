@@ -294,6 +294,7 @@ TEST(Day0CliBadArguments, PerformanceOptionsOutOfRangeAreRefused) {
   expect_one_error({"run", kTiny, "--prompt-ids", "1", "--fused-moe-tokens", "-5"}, {"--fused-moe-tokens"});
   expect_one_error({"bench-moe", "--tokens", "0"}, {"--tokens"});
   expect_one_error({"bench-moe", "--arena-gib", "0"}, {"--arena-gib"});
+  expect_one_error({"bench-moe", "--skew", "-0.5"}, {"--skew"});
   // Decode rows start at the context's end: a context that is not whole KV blocks is refused before any load.
   expect_one_error({"bench", kTiny, "--backend", "cpu", "--contexts", "30"}, {"--contexts", "multiple of 16", "30"});
   expect_one_error({"run", kTiny, "--prompt-ids", "1", "--kv-cache-dtype", "f16"}, {"--kv-cache-dtype"});
