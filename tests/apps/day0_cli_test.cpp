@@ -295,6 +295,7 @@ TEST(Day0CliBadArguments, PerformanceOptionsOutOfRangeAreRefused) {
   expect_one_error({"bench-moe", "--tokens", "0"}, {"--tokens"});
   expect_one_error({"bench-moe", "--arena-gib", "0"}, {"--arena-gib"});
   expect_one_error({"bench-moe", "--skew", "-0.5"}, {"--skew"});
+  expect_one_error({"bench-moe", "--parts", "gemms"}, {"--parts"});
   // Decode rows start at the context's end: a context that is not whole KV blocks is refused before any load.
   expect_one_error({"bench", kTiny, "--backend", "cpu", "--contexts", "30"}, {"--contexts", "multiple of 16", "30"});
   expect_one_error({"run", kTiny, "--prompt-ids", "1", "--kv-cache-dtype", "f16"}, {"--kv-cache-dtype"});
@@ -304,6 +305,8 @@ TEST(Day0CliBadArguments, PerformanceOptionsOutOfRangeAreRefused) {
 TEST(Day0CliBadArguments, BenchMoeWithoutAUsableGpuIsOneClearError) {
   if (cuda_device_available()) GTEST_SKIP() << "a GPU is here: bench-moe would run";
   expect_one_error({"bench-moe", "--tokens", "1"}, {"CUDA"});
+  // Every part name is accepted: the error is the GPU's, not the option's.
+  expect_one_error({"bench-moe", "--tokens", "1", "--parts", "fp8-gemms", "--skew", "0.75"}, {"CUDA"});
 }
 
 TEST(Day0CliBadArguments, HelpStillPrintsUsageAndSucceeds) {

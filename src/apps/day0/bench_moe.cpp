@@ -7,6 +7,8 @@
 //   group   the device token-to-expert grouping (once per layer, shared by both matmuls);
 //   moe     the whole expert block (gate_up, SwiGLU, down, weighted sum) per path: fused MXFP4, online BF16
 //           (convert routed experts + cuBLASLt), online FP8 (convert + quantise + cuBLASLt FP8).
+// `--parts fp8-gemms` times the FP8 GEMMs' rows alone, for comparing builds of those kernels (all of `moe` took
+// 80-90 s a run at 4,096 tokens on the H200, v33; its two warp-specialised rows ~8 s).
 // The fused rows are also timed as replays of a CUDA graph of the same calls ("graph": device time without the
 // host's launch cost, as a captured decode step runs them). Timed as the median of samples of back-to-back calls
 // that cycle through 8 routings, so successive calls touch different experts and the expert bytes mostly come
@@ -156,7 +158,7 @@ void report_load(std::int64_t S, const std::vector<Routing>& routings, nlohmann:
 }
 
 Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts, double skew,
-                   const DeviceCeilings& ceil, nlohmann::json& report) {
+                   bool fp8_gemms_only, const DeviceCeilings& ceil, nlohmann::json& report) {
   std::mt19937 rng(77);
   DeviceArena& arena = ctx.arena();
   const DeviceArena::Mark mark = arena.mark();
@@ -227,52 +229,54 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       Routing& r = next();
       return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, ws_fused, gemms, out, ctx.stream());
     };
-    // "graph": the same calls replayed from a CUDA graph (device time; how a captured decode step runs them).
-    D0_ASSIGN_OR_RETURN(double t_matmul_graph, time_graph_median(ctx, 9, matmul, calls));
-    report_row("matmul fused (graph)", t_matmul_graph, distinct * down_bytes, 2 * A * m.H * m.I);
-    if (wide) {  // the 4-warp form at one token: what batch-invariant mode runs, and fused_moe_wide_split's check
-      wide = false;
-      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
-      report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
-      wide = true;
-    }
-    if (!wide) {  // both pass widths of the 4-warp form
-      for (int pass : {8, 16}) {
-        pass_tokens = pass;
+    if (!fp8_gemms_only) {  // the bf16 and fused kernels
+      // "graph": the same calls replayed from a CUDA graph (device time; how a captured decode step runs them).
+      D0_ASSIGN_OR_RETURN(double t_matmul_graph, time_graph_median(ctx, 9, matmul, calls));
+      report_row("matmul fused (graph)", t_matmul_graph, distinct * down_bytes, 2 * A * m.H * m.I);
+      if (wide) {  // the 4-warp form at one token: what batch-invariant mode runs, and fused_moe_wide_split's check
+        wide = false;
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
-        const std::string name = "  " + std::to_string(pass) + "-token passes";
-        report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+        report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
+        wide = true;
       }
-      pass_tokens = 0;
-    }
-    if (S == 1) {  // the token kernel (no grouping), what moe_experts runs for one token: a row per slot
-      D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
-      auto token = [&] {
-        Routing& r = next();
-        return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true});
-      };
-      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
-      report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
-    }
-    auto tiled = [&] {
-      Routing& r = next();
-      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
-      const std::int64_t slots = mxfp4_gemm_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k);
-      return mxfp4_grouped_gemm_cuda(xb, true, down, g, slots, nullptr, y, ctx.stream());
-    };
-    D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
-    report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
-    for (int tile : {32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
-      auto wgmma = [&] {
+      if (!wide) {  // both pass widths of the 4-warp form
+        for (int pass : {8, 16}) {
+          pass_tokens = pass;
+          D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
+          const std::string name = "  " + std::to_string(pass) + "-token passes";
+          report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+        }
+        pass_tokens = 0;
+      }
+      if (S == 1) {  // the token kernel (no grouping), what moe_experts runs for one token: a row per slot
+        D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));
+        D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
+        auto token = [&] {
+          Routing& r = next();
+          return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true});
+        };
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
+        report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
+      }
+      auto tiled = [&] {
         Routing& r = next();
         const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
-        const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
-        return mxfp4_grouped_gemm_wgmma_cuda(xb, true, down, g, tile, slots, nullptr, y, ctx.stream());
+        const std::int64_t slots = mxfp4_gemm_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k);
+        return mxfp4_grouped_gemm_cuda(xb, true, down, g, slots, nullptr, y, ctx.stream());
       };
-      D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, wgmma, calls));
-      const std::string name = "matmul wgmma " + std::to_string(tile) + " (graph)";
-      report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      D0_ASSIGN_OR_RETURN(double t_tiled, time_graph_median(ctx, 9, tiled, calls));
+      report_row("matmul tiled (graph)", t_tiled, distinct * down_bytes, 2 * A * m.H * m.I);
+      for (int tile : {32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
+        auto wgmma = [&] {
+          Routing& r = next();
+          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+          return mxfp4_grouped_gemm_wgmma_cuda(xb, true, down, g, tile, slots, nullptr, y, ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, wgmma, calls));
+        const std::string name = "matmul wgmma " + std::to_string(tile) + " (graph)";
+        report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
+      }
     }
     {  // the FP8 warpgroup-MMA GEMM on quantised token rows (E4M3 1.0, scales 0: timing only)
       D0_ASSIGN_OR_RETURN(Tensor x8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench x fp8"));
@@ -332,28 +336,30 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         }
       }
     }
-    D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
-    report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
-    D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));
-    report_row("group (graph)", t_group_graph, 0, 0);
-    D0_ASSIGN_OR_RETURN(double t_group, time_median(ctx, 9, group, calls));
-    report_row("group (device)", t_group, 0, 0);
+    if (!fp8_gemms_only) {  // the grouping and the whole expert block by path
+      D0_ASSIGN_OR_RETURN(double t_matmul, time_median(ctx, 9, matmul, calls));
+      report_row("matmul fused mxfp4", t_matmul, distinct * down_bytes, 2 * A * m.H * m.I);
+      D0_ASSIGN_OR_RETURN(double t_group_graph, time_graph_median(ctx, 9, group, calls));
+      report_row("group (graph)", t_group_graph, 0, 0);
+      D0_ASSIGN_OR_RETURN(double t_group, time_median(ctx, 9, group, calls));
+      report_row("group (device)", t_group, 0, 0);
 
-    const double moe_bytes = distinct * (gu_bytes + down_bytes), moe_flops = 2 * A * 3 * m.H * m.I;
-    D0_RETURN_IF_ERROR(fused_moe());  // zeroes the error flag outside the capture
-    D0_ASSIGN_OR_RETURN(double t_moe_graph, time_graph_median(ctx, 9, fused_moe, calls));
-    report_row("moe fused (graph)", t_moe_graph, moe_bytes, moe_flops);
-    struct Path {
-      const char* name;
-      MoeWorkspace* ws;
-    };
-    for (const Path& path : {Path{"moe fused mxfp4", &ws_fused}, Path{"moe online bf16", &ws_bf16},
-                             Path{"moe online fp8", &ws_fp8}}) {
-      D0_ASSIGN_OR_RETURN(double t, time_median(ctx, 9, [&] {
-        Routing& r = next();
-        return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, *path.ws, gemms, out, ctx.stream());
-      }, calls));
-      report_row(path.name, t, moe_bytes, moe_flops);
+      const double moe_bytes = distinct * (gu_bytes + down_bytes), moe_flops = 2 * A * 3 * m.H * m.I;
+      D0_RETURN_IF_ERROR(fused_moe());  // zeroes the error flag outside the capture
+      D0_ASSIGN_OR_RETURN(double t_moe_graph, time_graph_median(ctx, 9, fused_moe, calls));
+      report_row("moe fused (graph)", t_moe_graph, moe_bytes, moe_flops);
+      struct Path {
+        const char* name;
+        MoeWorkspace* ws;
+      };
+      for (const Path& path : {Path{"moe fused mxfp4", &ws_fused}, Path{"moe online bf16", &ws_bf16},
+                               Path{"moe online fp8", &ws_fp8}}) {
+        D0_ASSIGN_OR_RETURN(double t, time_median(ctx, 9, [&] {
+          Routing& r = next();
+          return moe_experts_cuda(x, r.indices, r.weights, gate_up, down, p, *path.ws, gemms, out, ctx.stream());
+        }, calls));
+        report_row(path.name, t, moe_bytes, moe_flops);
+      }
     }
     D0_RETURN_IF_ERROR(ctx.synchronize());
     D0_RETURN_IF_ERROR(arena.release(point));
@@ -375,9 +381,10 @@ int bench_moe(const BenchMoeOptions& o) {
   report_ceilings(*ceil, report);
   auto wanted = [&](const char* part) { return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end(); };
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
-  if (wanted("moe"))
+  if (wanted("moe") || wanted("fp8-gemms"))
     for (const MoeShape& m : shapes)
-      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, *ceil, report); !st.ok()) return fail(st.error().message);
+      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, !wanted("moe"), *ceil, report); !st.ok())
+        return fail(st.error().message);
   if (wanted("linears"))
     if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
       return fail(st.error().message);

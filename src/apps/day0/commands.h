@@ -120,7 +120,8 @@ struct BenchMoeOptions {
   std::vector<std::int64_t> tokens = {1, 4, 8, 64, 512};
   double arena_gib = 40;  // device memory taken for experts, workspaces and routings
   std::string json;       // also write the figures here
-  // What to time: the expert kernels ("moe"), the dense linears ("linears"), decode and prefill attention.
+  // What to time: the expert kernels ("moe", or their FP8 GEMMs alone: "fp8-gemms"), the dense linears ("linears"),
+  // decode and prefill attention.
   std::vector<std::string> parts = {"moe", "linears", "decode-attention", "prefill-attention"};
   double skew = 0;  // routing: 0 uniform, else experts' popularities exp(skew x), x standard normal
 };
