@@ -3,7 +3,6 @@
 // Prompts are prefilled in chunks that share steps with other sequences' decode rows.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "cache/sequence_cache.h"
 #include "model/greedy.h"
 #include "model/load.h"
+#include "ops/cuda/cuda_test_util.h"
 #include "ops/cuda/dependent_launch.h"
 #include "quant/mxfp4.h"
 
@@ -23,16 +23,6 @@ std::vector<std::int32_t> prompt(int n, int seed) {
   std::vector<std::int32_t> p(n);
   for (int i = 0; i < n; ++i) p[i] = (i * 31 + seed * 17 + 3) % 256;
   return p;
-}
-
-double rel_error(const Tensor& a, const Tensor& b) {
-  double num = 0, den = 0;
-  for (std::int64_t i = 0; i < b.numel(); ++i) {
-    const double d = double(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += double(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return std::sqrt(num / den);
 }
 
 // Greedy continuations of each prompt run alone (solo forward), logits of every generated step kept.
@@ -107,7 +97,7 @@ void check_batched_equals_solo(const LoadOptions& base, double tolerance,
       ++row;
       const auto& want = solo[who[j]];
       const size_t g = s.generated.size();
-      EXPECT_LE(rel_error(r, want.step_logits[g]), tolerance) << "sequence " << who[j] << " token " << g;
+      EXPECT_LE(cudatest::relative_norm_error(r, want.step_logits[g]), tolerance) << "sequence " << who[j] << " token " << g;
       const std::int32_t token = argmax_token(r);
       EXPECT_EQ(token, want.tokens[g]) << "sequence " << who[j] << " token " << g;
       s.generated.push_back(token);
@@ -207,7 +197,7 @@ TEST(CudaExecutorBatch, step_graphs_are_captured_and_replay_what_op_by_op_steps_
     // 1e-2 as above: the graph's block tables are as wide as max_tokens, so attention may split its keys
     // differently and the GEMMs see 4 rows instead of 3 (another cuBLASLt algorithm may round differently).
     for (int i = 0; i < 3; ++i) {
-      EXPECT_LE(rel_error(a.slice_rows(i, i + 1), b.slice_rows(i, i + 1)), 1e-2) << "step " << step << " seq " << i;
+      EXPECT_LE(cudatest::relative_norm_error(a.slice_rows(i, i + 1), b.slice_rows(i, i + 1)), 1e-2) << "step " << step << " seq " << i;
       EXPECT_EQ(argmax_token(a.slice_rows(i, i + 1)), argmax_token(b.slice_rows(i, i + 1))) << "step " << step;
     }
   }

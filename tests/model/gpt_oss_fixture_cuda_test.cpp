@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -15,6 +14,7 @@
 
 #include "model/load.h"
 #include "model/reference_compare.h"
+#include "ops/cuda/cuda_test_util.h"
 #include "ops/cuda/cuda_ops.h"
 #include "quant/mxfp4.h"
 
@@ -33,17 +33,6 @@ Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f
   o.backend_options.kv_cache_dtype = kv_cache;
   o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
   return load_model(kModel, o);
-}
-
-// ||a - b|| / ||b|| over two f32 host tensors of one size.
-double relative_difference(const Tensor& a, const Tensor& b) {
-  double diff = 0, ref = 0;
-  for (std::int64_t v = 0; v < b.numel(); ++v) {
-    const double d = double(a.data<float>()[v]) - b.data<float>()[v];
-    diff += d * d;
-    ref += double(b.data<float>()[v]) * b.data<float>()[v];
-  }
-  return std::sqrt(diff / ref);
 }
 
 // (prompt, KV cache dtype)
@@ -110,7 +99,7 @@ TEST(CudaGptOssFixtureDecode, decode_over_the_device_kv_cache_equals_a_chunked_p
   ASSERT_EQ(all->size(0), 32);
   const Tensor last_b = all->slice_rows(31, 32);
   // Same kernels, different row batching in the GEMMs (cuBLASLt may pick other algorithms per M): ~1e-6.
-  EXPECT_LE(relative_difference(last_a, last_b), 1e-3);
+  EXPECT_LE(cudatest::relative_norm_error(last_a, last_b), 1e-3);
 }
 
 // A prompt past the small-M kernel's rows: each MoE block's next norm hands the next layer's q/k/v GEMMs its bf16
@@ -132,7 +121,7 @@ TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equa
   };
   const Tensor whole = logits_of(256), chunked = logits_of(100);
   ASSERT_TRUE(whole.defined() && chunked.defined());
-  EXPECT_LE(relative_difference(whole, chunked), 1e-3);
+  EXPECT_LE(cudatest::relative_norm_error(whole, chunked), 1e-3);
 }
 
 TEST(CudaGptOssFixtureDecode, an_out_of_vocabulary_token_is_an_error_and_the_sequence_is_unchanged) {

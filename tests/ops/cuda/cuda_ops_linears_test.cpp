@@ -5,7 +5,6 @@
 // the other. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -34,6 +33,13 @@ Tensor upload(CudaOps& cuda, const Tensor& t) {
   auto d = cuda.upload(t, "operand");
   EXPECT_TRUE(d.ok()) << d.error().message;
   return d.ok() ? *d : Tensor();
+}
+
+// Two device tensors hold the same bytes (the fused op's result against its parts run one after the other).
+void expect_same_bits(CudaOps& cuda, const Tensor& a, const Tensor& b) {
+  auto ga = cuda.download(a), gb = cuda.download(b);
+  ASSERT_TRUE(ga.ok() && gb.ok());
+  EXPECT_TRUE(cudatest::same_bits(*ga, *gb));
 }
 
 TEST(CudaOpsLinears, q_k_v_give_the_cpu_products_on_every_kernel_split) {
@@ -103,11 +109,8 @@ TEST(CudaOpsLinears, norm_and_router_give_the_bits_of_the_norm_then_the_router_a
                                           wts1));
     D0_ASSERT_OK(cuda.add_rms_norm(x2, d_y, norm_w, 1e-5f, false, out2));
     D0_ASSERT_OK(cuda.router(out2, router_w, router_b, k, logits2, idx2, wts2));
-    for (const auto& [a, b] : {std::pair{&out1, &out2}, {&logits1, &logits2}, {&idx1, &idx2}, {&wts1, &wts2}}) {
-      auto ga = cuda.download(*a), gb = cuda.download(*b);
-      ASSERT_TRUE(ga.ok() && gb.ok());
-      EXPECT_EQ(std::memcmp(ga->raw(), gb->raw(), ga->nbytes()), 0);
-    }
+    for (const auto& [a, b] : {std::pair{&out1, &out2}, {&logits1, &logits2}, {&idx1, &idx2}, {&wts1, &wts2}})
+      expect_same_bits(cuda, *a, *b);
   }
 }
 
@@ -136,11 +139,7 @@ TEST(CudaOpsLinears, attention_and_o_projection_give_the_bits_of_the_attention_t
     D0_ASSERT_OK(cuda.paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed1, {o_w, o_b, out1}));
     D0_ASSERT_OK(cuda.paged_attention(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed2));
     D0_ASSERT_OK(cuda.linear(mixed2, o_w, o_b, out2));
-    for (const auto& [a, b] : {std::pair{&mixed1, &mixed2}, {&out1, &out2}}) {
-      auto ga = cuda.download(*a), gb = cuda.download(*b);
-      ASSERT_TRUE(ga.ok() && gb.ok());
-      EXPECT_EQ(std::memcmp(ga->raw(), gb->raw(), ga->nbytes()), 0);
-    }
+    for (const auto& [a, b] : {std::pair{&mixed1, &mixed2}, {&out1, &out2}}) expect_same_bits(cuda, *a, *b);
   }
 }
 
