@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/day0/bench_attention.h"
@@ -27,6 +28,7 @@
 #include "apps/day0/bench_operands.h"
 #include "apps/day0/bench_report.h"
 #include "apps/day0/commands.h"
+#include "apps/day0/expert_load.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
@@ -144,17 +146,17 @@ Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape&
 // warp-specialised FP8 GEMM's width, each taking a tile's fixed cost (its weights converted again).
 void report_load(std::int64_t S, const std::vector<Routing>& routings, nlohmann::json& report, const char* shape) {
   std::vector<int> all;
-  double tiles = 0;
-  for (const Routing& r : routings) {
-    all.insert(all.end(), r.per_expert.begin(), r.per_expert.end());
-    for (int n : r.per_expert) tiles += (n + kWsFp8TileTokens - 1) / kWsFp8TileTokens / double(routings.size());
-  }
-  std::sort(all.begin(), all.end());
-  const int lo = all.front(), median = all[all.size() / 2], hi = all.back();
+  for (const Routing& r : routings) all.insert(all.end(), r.per_expert.begin(), r.per_expert.end());
+  const ExpertLoad load = expert_load_of(std::move(all), kWsFp8TileTokens);
+  const double tiles = double(load.tiles) / double(routings.size());  // a routing's, on average
   std::printf("%7lld routing: tokens an expert %d / %d / %d (least / median / most), %.1f tiles of %d\n",
-              static_cast<long long>(S), lo, median, hi, tiles, kWsFp8TileTokens);
-  report["moe_routing"].push_back(
-      {{"shape", shape}, {"tokens", S}, {"least", lo}, {"median", median}, {"most", hi}, {"tiles", tiles}});
+              static_cast<long long>(S), load.least, load.median, load.most, tiles, kWsFp8TileTokens);
+  report["moe_routing"].push_back({{"shape", shape},
+                                   {"tokens", S},
+                                   {"least", load.least},
+                                   {"median", load.median},
+                                   {"most", load.most},
+                                   {"tiles", tiles}});
 }
 
 Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts, double skew,

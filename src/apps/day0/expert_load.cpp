@@ -4,8 +4,22 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace day0::app {
+
+ExpertLoad expert_load_of(std::vector<int> per_expert, int tile_tokens) {
+  ExpertLoad load;
+  for (int n : per_expert) {
+    load.assignments += n;
+    load.tiles += (n + tile_tokens - 1) / tile_tokens;
+  }
+  std::sort(per_expert.begin(), per_expert.end());
+  load.least = per_expert.front();
+  load.median = per_expert[per_expert.size() / 2];
+  load.most = per_expert.back();
+  return load;
+}
 
 Result<ExpertLoad> expert_load(int layer, const Tensor& indices, int n_experts, int tile_tokens) {
   if (indices.dtype() != DType::i32 || indices.device() != Device::cpu || n_experts <= 0 || tile_tokens <= 0)
@@ -18,14 +32,8 @@ Result<ExpertLoad> expert_load(int layer, const Tensor& indices, int n_experts, 
                         " of " + std::to_string(n_experts));
     ++per_expert[static_cast<std::size_t>(ids[i])];
   }
-  ExpertLoad load;
+  ExpertLoad load = expert_load_of(std::move(per_expert), tile_tokens);
   load.layer = layer;
-  load.assignments = indices.numel();
-  for (int n : per_expert) load.tiles += (n + tile_tokens - 1) / tile_tokens;
-  std::sort(per_expert.begin(), per_expert.end());
-  load.least = per_expert.front();
-  load.median = per_expert[per_expert.size() / 2];
-  load.most = per_expert.back();
   return load;
 }
 

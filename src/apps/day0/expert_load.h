@@ -21,6 +21,9 @@ struct ExpertLoad {
   std::int64_t tiles = 0;               // tiles of tile_tokens tokens the experts' tokens fill, expert by expert
 };
 
+// The load of tokens-an-expert counts (at least one): least, median, most and tiles; assignments is their sum.
+ExpertLoad expert_load_of(std::vector<int> per_expert, int tile_tokens);
+
 // One layer's load from its router's indices ([tokens, k] i32 on the host); an id outside [0, n_experts) is an
 // error that names the layer and the id.
 Result<ExpertLoad> expert_load(int layer, const Tensor& indices, int n_experts, int tile_tokens);
