@@ -285,8 +285,25 @@ struct EpilogueStage {
   template <bool kSwiglu>
   __device__ __forceinline__ void fill(const KernelArgs& a, int begin, int live, std::int64_t block_row0, int rows,
                                        int t = static_cast<int>(threadIdx.x)) {
-    if (t < live) entry_row[t] = kSwiglu ? begin + t : a.assignments[begin + t];
-    if (t < kBM) row_bias[t] = t < rows ? bias_at(a, block_row0 + t) : 0.f;
+    put(t, fetch<kSwiglu>(a, begin, live, block_row0, rows, t));
+  }
+
+  // fill in two steps, so that a k-loop runs between the loads and the stores that wait on them.
+  struct Values {
+    int entry_row;
+    float row_bias;
+  };
+  template <bool kSwiglu>
+  __device__ __forceinline__ static Values fetch(const KernelArgs& a, int begin, int live, std::int64_t block_row0,
+                                                 int rows, int t) {
+    Values v{0, 0.f};
+    if (t < live) v.entry_row = kSwiglu ? begin + t : a.assignments[begin + t];
+    if (t < kBM && t < rows) v.row_bias = bias_at(a, block_row0 + t);
+    return v;
+  }
+  __device__ __forceinline__ void put(int t, const Values& v) {
+    if (t < kBN) entry_row[t] = v.entry_row;
+    if (t < kBM) row_bias[t] = v.row_bias;
   }
 };
 

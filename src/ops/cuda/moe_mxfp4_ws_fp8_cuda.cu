@@ -31,7 +31,10 @@ constexpr int kProducers = 256, kConverters = kProducers - 32, kConsumers = 256;
 static_assert(kConverters % 4 == 0);
 constexpr int kThreads = kProducers + kConsumers;
 constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
-constexpr int kStages = 4;  // operand stages (raw weight bytes, converted A, tokens)
+constexpr int kStages = 4;
+// Experts whose offsets every warp reads from shared memory, copied once a CTA (an item's tile is found at its start,
+// each warp alone: from global memory that was a chain of L2 round trips an item); past it, from global memory.
+constexpr int kSharedOffsets = 256;  // operand stages (raw weight bytes, converted A, tokens)
 
 // Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes: row t's
 // four groups at 64 t), then two scale blocks (items of even and odd count: the issuer copies the next item's while
@@ -43,7 +46,7 @@ struct Layout {
   __host__ __device__ static constexpr int scale_block(int groups) { return (kBM * groups + 15) / 16 * 16; }
   __host__ __device__ static constexpr int bytes(int groups) { return 1024 + kScales + 2 * scale_block(groups); }
 };
-static_assert(Layout::bytes(kWsFp8MaxGroups) + 4 * 1024 <= 227 * 1024, "shared memory of an H100 / H200 SM");
+static_assert(Layout::bytes(kWsFp8MaxGroups) + 5 * 1024 <= 227 * 1024, "shared memory of an H100 / H200 SM");
 
 // The threads of one named barrier (1: the converters, 2: the consumers) wait for each other.
 __device__ __forceinline__ void named_barrier(int id, int threads) {
@@ -52,7 +55,7 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
 
 // Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (each warp of a role finds its
 // own: no barrier), and how many slots hold work (`total`). Every lane of the warp calls it.
-__device__ TokenTile warp_token_tile(const KernelArgs& a, int n_experts, int y, int& total) {
+__device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, int& total) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   TokenTile tile{-1, 0, 0};
   int before = 0;
@@ -60,8 +63,8 @@ __device__ TokenTile warp_token_tile(const KernelArgs& a, int n_experts, int y, 
     const int i = c0 + lane;
     int b = 0, n = 0;
     if (i < n_experts) {
-      b = a.offsets[i];
-      n = a.offsets[i + 1] - b;
+      b = offsets[i];
+      n = offsets[i + 1] - b;
     }
     const int tiles = (n + kBN - 1) / kBN;
     const int inclusive = warp_inclusive_sum(tiles);
@@ -99,6 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ std::uint64_t shift_codes[kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift + 1];
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
+  __shared__ int shared_offsets[kSharedOffsets + 1];
   // codes_free[i]: row_code[i] stored (consumer warps); scales_full / scales_empty[i]: scale block i copied / read.
   __shared__ std::uint64_t full[kStages], converted[kStages], empty[kStages], codes_free[2], scales_full[2],
       scales_empty[2];
@@ -120,8 +124,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     bulk_copy::fence_barrier_init();
   }
   if (tid <= kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift) shift_codes[tid] = mxfp4_fp8_table(kMxfp4Fp8MinShift + tid).codes;
+  const bool offsets_shared = n_experts <= kSharedOffsets;
+  if (offsets_shared)
+    for (int i = tid; i <= n_experts; i += kThreads) shared_offsets[i] = a.offsets[i];
+  const int* offsets = offsets_shared ? shared_offsets : a.offsets;
   __syncthreads();
   const int lane = tid % 32;
+  int total;  // slots with work, the same for every item
+  warp_token_tile(offsets, n_experts, 0, total);
+  const int items = total * row_blocks;
 
   if (tid < kProducers) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegisters));
@@ -129,10 +140,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // ---- Issuer: one lane copies each item's scale block, then its k-tiles' weight box and token boxes into
       // each stage once the MMAs that read it last are done.
       int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
-      for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
-        int total;
-        const TokenTile tile = warp_token_tile(a, n_experts, item / row_blocks, total);
-        if (item >= total * row_blocks) break;
+      for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
+        const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
         if (lane == 0) {
           const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
           const int block_row0 = tile.e * a.out_rows + row0;
@@ -162,10 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // are not stored), groups past the row its zeros.
     const int ct = tid - 32;
     int kg = 0;
-    for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
-      int total;
-      warp_token_tile(a, n_experts, item / row_blocks, total);
-      if (item >= total * row_blocks) break;
+    for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
       const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
       const int b = count % 2;
       bulk_copy::wait(&scales_full[b], (count / 2) & 1);
@@ -227,16 +233,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegisters));
   const int ct = tid - kProducers, c = ct / 128, warp = ct / 32;
   int kg = 0;
-  for (int item = blockIdx.x, count = 0;; item += gridDim.x, ++count) {
-    int total;
-    const TokenTile tile = warp_token_tile(a, n_experts, item / row_blocks, total);
-    if (item >= total * row_blocks) break;
+  for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
+    const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
     const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
     const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
+    // What the epilogue reads besides the accumulators: loaded now, stored to shared memory after the k-loop (the
+    // stores would wait an L2 round trip before the first MMA).
+    using Stage = EpilogueStage<kBN, kBM>;
+    const Stage::Values staged = Stage::fetch<kSwiglu>(a, tile.begin, live, block_row0, rows, ct);
+    const float token_scale = ct < live ? f.sx[tile.begin + ct] : 0.f;  // rows of x8 by entry (the launch checks)
     named_barrier(2, kConsumers);  // the last item's stores read the staged values
-    stage.template fill<kSwiglu>(a, tile.begin, live, block_row0, rows, ct);
-    if (ct < live) entry_scale[ct] = f.sx[tile.begin + ct];  // rows of x8 by entry (the launch checks)
     wgmma::at_width<kBN>(cols, [&](auto width) {
       constexpr int N = decltype(width)::value;
       float acc[N / 2];
@@ -257,6 +264,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma::wait<0>();
         if (lane == 0) bulk_copy::arrive(&empty[s]);
       }
+      stage.put(ct, staged);
+      if (ct < live) entry_scale[ct] = token_scale;
       named_barrier(2, kConsumers);  // the staged values written
       // Rows past the matrix (out = 64 mod 128: the second warpgroup's) store nothing.
       if (row0 + c * 64 < a.out_rows)
