@@ -31,10 +31,10 @@ constexpr int kProducers = 256, kConverters = kProducers - 32, kConsumers = 256;
 static_assert(kConverters % 4 == 0);
 constexpr int kThreads = kProducers + kConsumers;
 constexpr int kProducerRegisters = 88, kConsumerRegisters = 168;  // 256 x (88 + 168) = the 65,536 registers
-constexpr int kStages = 4;
+constexpr int kStages = 4;  // operand stages (raw weight bytes, converted A, tokens)
 // Experts whose offsets every warp reads from shared memory, copied once a CTA (an item's tile is found at its start,
 // each warp alone: from global memory that was a chain of L2 round trips an item); past it, from global memory.
-constexpr int kSharedOffsets = 256;  // operand stages (raw weight bytes, converted A, tokens)
+constexpr int kSharedOffsets = 256;
 
 // Shared memory from a 1,024-byte aligned base: kStages x (converted A tile, token tile, raw weight bytes: row t's
 // four groups at 64 t), then two scale blocks (items of even and odd count: the issuer copies the next item's while
