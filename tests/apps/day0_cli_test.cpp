@@ -444,6 +444,7 @@ TEST(Day0CliTinyModel, BenchExpertLoadReportsEveryMoeLayer) {
   for (int i = 0; i < layers; ++i) {
     SCOPED_TRACE(load[i].dump());
     EXPECT_EQ(load[i].at("layer"), i);
+    EXPECT_EQ(load[i].at("step"), 0);
     EXPECT_EQ(load[i].at("assignments"), 24 * k);
     const int least = load[i].at("least"), median = load[i].at("median"), most = load[i].at("most");
     EXPECT_LE(least, median);
@@ -452,6 +453,28 @@ TEST(Day0CliTinyModel, BenchExpertLoadReportsEveryMoeLayer) {
     EXPECT_GE(most * experts, 24 * k);  // the busiest expert takes at least the average
     EXPECT_LE(load[i].at("tiles").get<int>(), experts);  // 24 tokens fill at most one 192-token tile an expert
   }
+}
+
+// A prompt past the step size prefills in chunks: each layer's load is reported once a step, with the step's tokens.
+TEST(Day0CliTinyModel, BenchExpertLoadReportsEachChunkOfAPromptPastTheStepSize) {
+  TempDir d;
+  const std::string report = d.file("bench.json").string();
+  const Proc p = day0({"bench", kTiny, "--backend", "cpu", "--prefill", "24", "--max-step-tokens", "16", "--batches",
+                       "1", "--contexts", "16", "--decode-steps", "1", "--expert-load", "--json", report});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  std::ifstream config_in(kTiny + "/config.json"), report_in(report);
+  const json config = json::parse(config_in), r = json::parse(report_in);
+  const int layers = config.at("num_hidden_layers"), k = config.at("num_experts_per_tok");
+  const json& load = r.at("prefill").at(0).at("expert_load");
+  ASSERT_EQ(int(load.size()), 2 * layers) << load.dump();
+  for (int step = 0; step < 2; ++step)
+    for (int i = 0; i < layers; ++i) {
+      const json& l = load[step * layers + i];
+      SCOPED_TRACE(l.dump());
+      EXPECT_EQ(l.at("layer"), i);
+      EXPECT_EQ(l.at("step"), step);
+      EXPECT_EQ(l.at("assignments"), (step == 0 ? 16 : 8) * k);
+    }
 }
 
 TEST(Day0CliTinyModel, InspectFindsZeroProblems) {

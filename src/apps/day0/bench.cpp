@@ -235,6 +235,9 @@ int bench(const BenchOptions& o) {
           bad = load.error();
           return;
         }
+        // The executor taps each step in turn: a layer seen before is the next chunk's.
+        load->step = static_cast<int>(
+            std::count_if(loads.begin(), loads.end(), [&](const ExpertLoad& l) { return l.layer == layer; }));
         loads.push_back(*load);
       };
       ex.reset();

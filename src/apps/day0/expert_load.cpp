@@ -43,11 +43,12 @@ void report_expert_load(const std::vector<ExpertLoad>& layers, int tile_tokens, 
     return;
   }
   std::printf("\nexpert load (tokens an expert; tiles: of %d tokens, filled expert by expert)\n", tile_tokens);
-  std::printf("%8s %10s %8s %8s %8s %8s\n", "layer", "routed", "least", "median", "most", "tiles");
+  std::printf("%8s %6s %10s %8s %8s %8s %8s\n", "layer", "step", "routed", "least", "median", "most", "tiles");
   for (const ExpertLoad& l : layers) {
-    std::printf("%8d %10lld %8d %8d %8d %8lld\n", l.layer, static_cast<long long>(l.assignments), l.least, l.median,
-                l.most, static_cast<long long>(l.tiles));
+    std::printf("%8d %6d %10lld %8d %8d %8d %8lld\n", l.layer, l.step, static_cast<long long>(l.assignments), l.least,
+                l.median, l.most, static_cast<long long>(l.tiles));
     node["expert_load"].push_back({{"layer", l.layer},
+                                   {"step", l.step},
                                    {"assignments", l.assignments},
                                    {"least", l.least},
                                    {"median", l.median},

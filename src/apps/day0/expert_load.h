@@ -16,6 +16,7 @@ namespace day0::app {
 
 struct ExpertLoad {
   int layer = 0;
+  int step = 0;  // a prompt past the step size prefills in chunks: each step's call has its own load
   std::int64_t assignments = 0;         // tokens x top-k
   int least = 0, median = 0, most = 0;  // tokens an expert
   std::int64_t tiles = 0;               // tiles of tile_tokens tokens the experts' tokens fill, expert by expert
