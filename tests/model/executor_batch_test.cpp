@@ -97,7 +97,8 @@ void check_batched_equals_solo(const LoadOptions& base, double tolerance,
       ++row;
       const auto& want = solo[who[j]];
       const size_t g = s.generated.size();
-      EXPECT_LE(cudatest::relative_norm_error(r, want.step_logits[g]), tolerance) << "sequence " << who[j] << " token " << g;
+      EXPECT_LE(cudatest::relative_norm_error(r, want.step_logits[g]), tolerance)
+          << "sequence " << who[j] << " token " << g;
       const std::int32_t token = argmax_token(r);
       EXPECT_EQ(token, want.tokens[g]) << "sequence " << who[j] << " token " << g;
       s.generated.push_back(token);
@@ -197,7 +198,8 @@ TEST(CudaExecutorBatch, step_graphs_are_captured_and_replay_what_op_by_op_steps_
     // 1e-2 as above: the graph's block tables are as wide as max_tokens, so attention may split its keys
     // differently and the GEMMs see 4 rows instead of 3 (another cuBLASLt algorithm may round differently).
     for (int i = 0; i < 3; ++i) {
-      EXPECT_LE(cudatest::relative_norm_error(a.slice_rows(i, i + 1), b.slice_rows(i, i + 1)), 1e-2) << "step " << step << " seq " << i;
+      EXPECT_LE(cudatest::relative_norm_error(a.slice_rows(i, i + 1), b.slice_rows(i, i + 1)), 1e-2)
+          << "step " << step << " seq " << i;
       EXPECT_EQ(argmax_token(a.slice_rows(i, i + 1)), argmax_token(b.slice_rows(i, i + 1))) << "step " << step;
     }
   }
