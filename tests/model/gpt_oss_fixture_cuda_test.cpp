@@ -14,8 +14,8 @@
 
 #include "model/load.h"
 #include "model/reference_compare.h"
-#include "ops/cuda/cuda_test_util.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cuda_test_util.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
