@@ -1,7 +1,8 @@
 // group_by_expert on the device (see ops/expert_grouping.h): the router's choices grouped by expert without a
-// copy to the host. One block: each warp owns a contiguous segment of the assignments and counts it per expert,
-// the counts are scanned (per expert over the warps, then over the experts), and each warp places its segment in
-// order (stable, so the result equals the CPU reference exactly). The fused MoE path's grouping.
+// copy to the host. A cluster of blocks (one below 2,048 assignments): each warp owns a contiguous segment of the
+// assignments and counts it per expert, the counts are scanned (per expert over the warps and the blocks, then over
+// the experts), and each warp places its segment in order (stable, so the result equals the CPU reference exactly).
+// The fused MoE path's grouping.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -30,7 +30,8 @@ TEST(CudaExpertGrouping, equals_the_cpu_reference_exactly_from_decode_to_prefill
   std::mt19937 rng(31);
   for (int E : {8, 32, 128, 1000})  // 1,000: 32 experts a lane in the offsets scan, the last lane part-filled
     for (int k : {1, 4, 8})
-      for (std::int64_t S : {1, 3, 64, 2048})
+      // 1,031 tokens: 4,124 or 8,248 assignments split over a cluster's blocks in chunks of uneven length
+      for (std::int64_t S : {1, 3, 64, 1031, 2048})
         for (bool skewed : {false, true}) {
           if (k > E) continue;
           SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " S " << S << " skewed " << skewed);
