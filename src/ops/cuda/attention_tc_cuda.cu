@@ -21,10 +21,15 @@ constexpr int kD = kAttentionTcHeadDim;
 constexpr int kWarps = 8;
 constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;           // keys per tile
-constexpr int kStride = kD + 8;     // smem row stride in halves (144 bytes): conflict-free ldmatrix rows
+constexpr int kStride = kD + 8;     // f16 operands: smem row stride in halves (144 bytes), conflict-free ldmatrix
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStage = kKeys * kD / 4 / kThreads;  // float4s of K (and of V) each thread stages per tile
 constexpr int kCopies = kKeys * kD / 8 / kThreads;  // bf16 operands: 16-byte copies of K (and of V) a thread a tile
+// bf16 operands: each warpgroup's 64 Q rows in shared memory (128-byte swizzle), the A operand of its S = Q K^T
+// MMAs, in dynamic shared memory (static is capped at 48 KB) with room to align it to 1,024 bytes. From registers
+// instead, ptxas (CUDA 13.0) gave P's fragments Q's registers inside the loop (SASS), wrong from the second tile on.
+constexpr int kQTileBytes = 64 * kD * 2;
+constexpr int kQBytes = kWarps / 4 * kQTileBytes + 1024;
 
 // The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
 // 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
@@ -82,12 +87,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
   static_assert(!kBf16 || std::is_same_v<KV, __nv_bfloat16>, "bf16 operands read a bf16 pool");
   constexpr int kBuffers = kBf16 ? 2 : 1;
-  __shared__ __align__(16) std::uint16_t ks[kBuffers][kKeys][kStride];
-  __shared__ __align__(16) std::uint16_t vs[kBuffers][kKeys][kStride];
+  // bf16: the warpgroup MMAs' operand tiles, rows of 64 bf16 in the 128-byte swizzle (wgmma.cuh); f16: padded rows.
+  constexpr int kTileStride = kBf16 ? kD : kStride;
+  __shared__ __align__(1024) std::uint16_t ks[kBuffers][kKeys][kTileStride];
+  __shared__ __align__(1024) std::uint16_t vs[kBuffers][kKeys][kTileStride];
   __shared__ int pos_s[kRows], seq_s[kRows], first_s[kRows];
   __shared__ int bad_s[kRows];
   __shared__ int seq_min, seq_max, lo_s, hi_s, any_s, first_bad_s;
+  __shared__ int group_lo_s[kWarps / 4], group_hi_s[kWarps / 4];  // the keys a warpgroup's rows need (bf16)
   __shared__ unsigned tile_max[2][2];  // [tile parity][K, V]: largest magnitude, as f32 bits
+  extern __shared__ unsigned char q_unaligned[];  // bf16: the Q tiles (kQBytes)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.y, kvh = h / group;
@@ -150,6 +159,23 @@ __global__ void __launch_bounds__(kThreads, 2)
       qf[kk][3] = operand_bits<kBf16>(hi[kk][1].x * d_hi, hi[kk][1].y * d_hi);
     }
   }
+  // bf16: the fragments into this warpgroup's Q tile (row g and g + 8 of the warp's 16, dims 16 kk + 8 u + 2 t at
+  // 16-byte chunk 2 kk + u, swizzled), visible to the MMAs after the k-loop's first barrier.
+  unsigned char* q_tile = q_unaligned + (1024 - wgmma::shared_address(q_unaligned) % 1024) % 1024 +
+                          (warp / 4) * kQTileBytes;
+  if constexpr (kBf16) {
+    const int rw_lo = (warp % 4) * 16 + g, rw_hi = rw_lo + 8;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk)
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        *reinterpret_cast<std::uint32_t*>(q_tile + rw_lo * 128 + 16 * wgmma::swizzled_chunk(rw_lo, 2 * kk + u) +
+                                          4 * t) = qf[kk][2 * u];
+        *reinterpret_cast<std::uint32_t*>(q_tile + rw_hi * 128 + 16 * wgmma::swizzled_chunk(rw_hi, 2 * kk + u) +
+                                          4 * t) = qf[kk][2 * u + 1];
+      }
+    wgmma::fence_shared_for_mma();
+  }
   float o[kD / 8][4];  // in units of 2^ev (the V scale of the last tile)
 #pragma unroll
   for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
@@ -159,15 +185,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int seq = seq_min; seq <= seq_max; ++seq) {
     // This sequence's rows in the tile and the keys they need: [lo, hi].
     if (tid == 0) lo_s = INT_MAX, hi_s = -1, any_s = 0, first_bad_s = INT_MAX;
+    if (tid < kWarps / 4) group_lo_s[tid] = INT_MAX, group_hi_s[tid] = -1;
     __syncthreads();
     if (tid < kRows && !bad_s[tid] && seq_s[tid] == seq && s0 + tid < a.S) {
       atomicMin(&lo_s, first_s[tid]);
       atomicMax(&hi_s, pos_s[tid]);
+      atomicMin(&group_lo_s[tid / 64], first_s[tid]);
+      atomicMax(&group_hi_s[tid / 64], pos_s[tid]);
       any_s = 1;
     }
     __syncthreads();
     if (!any_s) continue;  // uniform: read after the barrier by every thread
-    const int lo = lo_s, hi = hi_s;
+    const int lo = lo_s, hi = hi_s, group_lo = group_lo_s[warp / 4], group_hi = group_hi_s[warp / 4];
     const std::int32_t* table = L.tables ? L.tables + static_cast<std::int64_t>(seq) * L.max_blocks : nullptr;
     if (table) {  // a row whose blocks include a negative id or one past the pool gets NaN
       for (int b = tid; b <= hi / L.block_size; b += kThreads)
@@ -193,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8), key = k0 + r;
         const bool in = key >= lo && key <= valid_to;
         const std::int64_t off = (in ? key_rows(key) : 0) * kv_width + kvh * kD + 8 * c;
-        wgmma::copy_16(&ks[b][r][8 * c], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
-        wgmma::copy_16(&vs[b][r][8 * c], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
+        wgmma::copy_16(&ks[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
+        wgmma::copy_16(&vs[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
       }
       wgmma::copy_commit();
     };
@@ -205,6 +234,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       int ek = 0, ev_tile = 0;  // the tile's K and V powers of two (f16 operands)
       if constexpr (kBf16) {
         wgmma::copy_wait<0>();  // this thread's copies of this tile landed
+        wgmma::fence_shared_for_mma();
         // One barrier a tile: every thread's copies of this tile landed, and the tile before (the other buffer)
         // is consumed, so the next tile's copies may go there and land while this one computes.
         __syncthreads();
@@ -251,32 +281,52 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncthreads();
       }
-      // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them all).
-      if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
-      // Nor does one whose rows all see none of the tile's keys (a sliding window's first or last tile for half the
-      // warps, the causal diagonal's last for the first ones): such a tile would add weight 0 and rescale by 1.
-      const bool none_lo = !live_lo || k0 + kKeys - 1 < first_lo || k0 > min(pos_lo, valid_to);
-      const bool none_hi = !live_hi || k0 + kKeys - 1 < first_hi || k0 > min(pos_hi, valid_to);
-      if (__all_sync(0xffffffffu, none_lo && none_hi)) continue;
+      if constexpr (kBf16) {
+        // The warpgroup's MMAs are collective: it skips a tile only as a whole, where none of its rows sees any of
+        // the tile's keys (a sliding window's first or last tile, the causal diagonal's last for the first rows).
+        if (k0 + kKeys - 1 < group_lo || k0 > min(group_hi, valid_to)) continue;
+      } else {
+        // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them
+        // all); nor does one whose rows all see none of the tile's keys: such a tile would add weight 0 and rescale
+        // by 1.
+        if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
+        const bool none_lo = !live_lo || k0 + kKeys - 1 < first_lo || k0 > min(pos_lo, valid_to);
+        const bool none_hi = !live_hi || k0 + kKeys - 1 < first_hi || k0 > min(pos_hi, valid_to);
+        if (__all_sync(0xffffffffu, none_lo && none_hi)) continue;
+      }
 
-      // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3).
-      // Each lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
+      // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3), the
+      // warpgroup MMA's accumulator layout and mma.sync's alike.
       constexpr unsigned kRowBytes = kStride * 2;
-      const unsigned k_base =
-          static_cast<unsigned>(__cvta_generic_to_shared(&ks[buf][lane % 8][8 * (lane / 8)]));
-      const unsigned v_base = static_cast<unsigned>(
-          __cvta_generic_to_shared(&vs[buf][8 * ((lane / 8) & 1) + lane % 8][8 * (lane / 16)]));
       float sc[kKeys / 8][4];
+      if constexpr (kBf16) {  // four k16 steps of the warpgroup's 64 rows against the K tile (K-major)
+        float(&d)[32] = reinterpret_cast<float(&)[32]>(sc);
 #pragma unroll
-      for (int j = 0; j < kKeys / 8; ++j) {
-        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+        for (int i = 0; i < 32; ++i) d[i] = 0.f;
+        const std::uint64_t q_desc = wgmma::sw128_descriptor(q_tile), k_desc = wgmma::sw128_descriptor(&ks[buf][0][0]);
+        wgmma::fence_operands(d);
+        wgmma::fence();
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
-          std::uint32_t b[4];
-          ldmatrix_x4_at(b, k_base + 8 * j * kRowBytes + 32 * half * 2);
-          mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
-          mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2], qf[2 * half + 1][3],
-                           b[2], b[3]);
+        for (int kk = 0; kk < kD / 16; ++kk) wgmma::mma_bf16<64>(d, q_desc + 2 * kk, k_desc + 2 * kk);
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operands(d);
+      } else {
+        // Each lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
+        const unsigned k_base =
+            static_cast<unsigned>(__cvta_generic_to_shared(&ks[buf][lane % 8][8 * (lane / 8)]));
+#pragma unroll
+        for (int j = 0; j < kKeys / 8; ++j) {
+          sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
+            std::uint32_t b[4];
+            ldmatrix_x4_at(b, k_base + 8 * j * kRowBytes + 32 * half * 2);
+            mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0],
+                             b[1]);
+            mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2],
+                             qf[2 * half + 1][3], b[2], b[3]);
+          }
         }
       }
       // Scores in log2 units: the scale, the two powers of two the operands were divided by and log2(e) in one
@@ -342,21 +392,38 @@ __global__ void __launch_bounds__(kThreads, 2)
           o[i][2] *= o_hi, o[i][3] *= o_hi;
         }
       }
-      // O += P V: P's accumulators of key steps 2kk, 2kk + 1 are the A fragment of k-step kk; V's B fragments by
-      // transposed ldmatrix, two dim tiles (16 dims) per load.
+      // O += P V: P's accumulators of key steps 2kk, 2kk + 1 are the A fragment of k-step kk. bf16: the warpgroup's
+      // MMAs read the V tile N-major; f16: V's B fragments by transposed ldmatrix, two dim tiles (16 dims) a load.
+      std::uint32_t pf[kKeys / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
-        const std::uint32_t p0 = operand_bits<kBf16>(sc[2 * kk][0], sc[2 * kk][1]);
-        const std::uint32_t p1 = operand_bits<kBf16>(sc[2 * kk][2], sc[2 * kk][3]);
-        const std::uint32_t p2 = operand_bits<kBf16>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
-        const std::uint32_t p3 = operand_bits<kBf16>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+        pf[kk][0] = operand_bits<kBf16>(sc[2 * kk][0], sc[2 * kk][1]);
+        pf[kk][1] = operand_bits<kBf16>(sc[2 * kk][2], sc[2 * kk][3]);
+        pf[kk][2] = operand_bits<kBf16>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+        pf[kk][3] = operand_bits<kBf16>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      }
+      if constexpr (kBf16) {
+        float(&d)[32] = reinterpret_cast<float(&)[32]>(o);
+        const std::uint64_t v_desc = wgmma::sw128_n_major_descriptor(&vs[buf][0][0]);
+        wgmma::fence_operands(d);
+        wgmma::fence();
 #pragma unroll
-        for (int i2 = 0; i2 < kD / 16; ++i2) {
-          std::uint32_t b[4];
-          ldmatrix_x4_trans_at(b, v_base + 16 * kk * kRowBytes + 16 * i2 * 2);
-          mma_16816<kBf16>(o[2 * i2], p0, p1, p2, p3, b[0], b[1]);
-          mma_16816<kBf16>(o[2 * i2 + 1], p0, p1, p2, p3, b[2], b[3]);
-        }
+        for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::mma_bf16_rs64_n_major(d, pf[kk], v_desc + 128 * kk);
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operands(d);
+      } else {
+        const unsigned v_base = static_cast<unsigned>(
+            __cvta_generic_to_shared(&vs[buf][8 * ((lane / 8) & 1) + lane % 8][8 * (lane / 16)]));
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+          for (int i2 = 0; i2 < kD / 16; ++i2) {
+            std::uint32_t b[4];
+            ldmatrix_x4_trans_at(b, v_base + 16 * kk * kRowBytes + 16 * i2 * 2);
+            mma_16816<kBf16>(o[2 * i2], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[0], b[1]);
+            mma_16816<kBf16>(o[2 * i2 + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[2], b[3]);
+          }
       }
     }
   }
@@ -406,14 +473,19 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
   const int group = p.n_heads / p.n_kv_heads;
-  if (a.kv_bf16 && a.bf16_operands)
+  if (a.kv_bf16 && a.bf16_operands) {
+    // Once per process (a process drives one device): the Q tiles take the static tiles past 48 KB a block.
+    static const cudaError_t opted_in = cudaFuncSetAttribute(attention_tc_kernel<__nv_bfloat16, true>,
+                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kQBytes);
+    D0_CUDA_RETURN_IF_ERROR(opted_in);
     attention_tc_kernel<__nv_bfloat16, true>
-        <<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
-  else if (a.kv_bf16)
+        <<<grid, kThreads, kQBytes, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
+  } else if (a.kv_bf16) {
     attention_tc_kernel<__nv_bfloat16, false>
         <<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
-  else
+  } else {
     attention_tc_kernel<float, false><<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
+  }
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_tc_kernel");
   return Status::success();
 }

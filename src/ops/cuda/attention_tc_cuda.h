@@ -10,7 +10,9 @@
 // Rows of one tile may belong to different sequences (a mixed batch): the tile walks each sequence present.
 // With a bf16 KV cache and bf16_operands, the MMAs take bf16 operands instead: K and V tiles copied raw (cp.async,
 // the next tile in flight while one computes), Q and P rounded to bf16, no scales (8 significant bits, as a bf16
-// model's own attention; the default, `--f16-attention` the other).
+// model's own attention; the default, `--f16-attention` the other). That form runs on warpgroup MMAs (wgmma,
+// sm_90a): each warpgroup's 64 rows take S = Q K^T from its Q tile and the K tile in shared memory, and O += P V
+// with P from registers and V read N-major; a warpgroup skips a tile none of its rows sees.
 #pragma once
 
 #include <cuda_runtime.h>
