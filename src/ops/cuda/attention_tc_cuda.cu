@@ -164,15 +164,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   unsigned char* q_tile = q_unaligned + (1024 - wgmma::shared_address(q_unaligned) % 1024) % 1024 +
                           (warp / 4) * kQTileBytes;
   if constexpr (kBf16) {
-    const int rw_lo = (warp % 4) * 16 + g, rw_hi = rw_lo + 8;
+    const int rw_lo = (warp % 4) * 16 + g;
+    auto q_at = [&](int row, int chunk) {
+      return reinterpret_cast<std::uint32_t*>(q_tile + row * 128 + 16 * wgmma::swizzled_chunk(row, chunk) + 4 * t);
+    };
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
-        *reinterpret_cast<std::uint32_t*>(q_tile + rw_lo * 128 + 16 * wgmma::swizzled_chunk(rw_lo, 2 * kk + u) +
-                                          4 * t) = qf[kk][2 * u];
-        *reinterpret_cast<std::uint32_t*>(q_tile + rw_hi * 128 + 16 * wgmma::swizzled_chunk(rw_hi, 2 * kk + u) +
-                                          4 * t) = qf[kk][2 * u + 1];
+        *q_at(rw_lo, 2 * kk + u) = qf[kk][2 * u];
+        *q_at(rw_lo + 8, 2 * kk + u) = qf[kk][2 * u + 1];
       }
     wgmma::fence_shared_for_mma();
   }

@@ -19,21 +19,24 @@ using bulk_copy::shared_address;
 // aligned: 16-byte chunk c of row r lives at chunk c ^ (r % 8) of that row.
 __device__ __forceinline__ int swizzled_chunk(int row, int chunk) { return chunk ^ (row & 7); }
 
-// Descriptor of such a tile starting at `tile` (row 0, k 0): 8-row groups 1,024 bytes apart (stride byte offset),
-// the leading byte offset unused by swizzled K-major layouts (1 by convention), swizzle mode 1 = 128 bytes.
-// k16 step s of the tile is the descriptor plus 2 s (the start address is in 16-byte units: 32 bytes on).
-__device__ __forceinline__ std::uint64_t sw128_descriptor(const void* tile) {
+// Descriptor of such a tile starting at `tile` (row 0): start address, leading and stride byte offsets (in 16-byte
+// units), swizzle mode 1 = 128 bytes.
+__device__ __forceinline__ std::uint64_t sw128_descriptor_with(const void* tile, std::uint32_t leading_bytes) {
   const std::uint64_t start = (shared_address(tile) & 0x3FFFFu) >> 4;
-  return start | (std::uint64_t(1) << 16) | (std::uint64_t(1024 >> 4) << 32) | (std::uint64_t(1) << 62);
+  return start | (std::uint64_t(leading_bytes >> 4) << 16) | (std::uint64_t(1024 >> 4) << 32) |
+         (std::uint64_t(1) << 62);
 }
 
-// Descriptor of such a tile read N-major, as B with imm-trans-b (row r = k step r, its 64 N values contiguous, as
-// attention's V tile: keys by dims): 8-row groups 1,024 bytes apart. Both byte-offset fields hold that 1,024: the
-// other stride, between 64-wide N blocks, is never taken at N = 64. k16 step s is the descriptor plus 128 s
-// (2,048 bytes on).
+// Read K-major (row r = row r of the operand, its k values contiguous): 8-row groups 1,024 bytes apart (stride byte
+// offset), the leading byte offset unused by swizzled K-major layouts (16 by convention). k16 step s of the tile is
+// the descriptor plus 2 s (the start address is in 16-byte units: 32 bytes on).
+__device__ __forceinline__ std::uint64_t sw128_descriptor(const void* tile) { return sw128_descriptor_with(tile, 16); }
+
+// Read N-major, as B with imm-trans-b (row r = k step r, its 64 N values contiguous, as attention's V tile: keys by
+// dims): 8-row groups 1,024 bytes apart. Both byte-offset fields hold that 1,024: the other stride, between 64-wide
+// N blocks, is never taken at N = 64. k16 step s is the descriptor plus 128 s (2,048 bytes on).
 __device__ __forceinline__ std::uint64_t sw128_n_major_descriptor(const void* tile) {
-  const std::uint64_t start = (shared_address(tile) & 0x3FFFFu) >> 4;
-  return start | (std::uint64_t(1024 >> 4) << 16) | (std::uint64_t(1024 >> 4) << 32) | (std::uint64_t(1) << 62);
+  return sw128_descriptor_with(tile, 1024);
 }
 
 // Orders this warpgroup's register accesses before the MMAs issued next (before each batch of MMAs).
@@ -72,13 +75,6 @@ __device__ void mma_bf16(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
 // bf16 k16 step, so the same descriptors and tiles).
 template <int N>
 __device__ void mma_e4m3(float (&d)[N / 2], std::uint64_t a, std::uint64_t b);
-
-// D += A . B over one k16 step at N = 64 with A in registers and B N-major: A as bf16 pairs in mma.sync m16n8k16's
-// A fragment per warp (warp w of the warpgroup holds rows 16w .. 16w + 15: a[0] row g, k 2t; a[1] row g + 8; a[2]
-// row g, k 2t + 8; a[3] row g + 8, k 2t + 8), B a 128-byte-swizzled tile read N-major (sw128_n_major_descriptor).
-// A operand produced just before its MMAs only: one live across a loop lost its registers to other values in
-// ptxas 13.0's allocation (attention_tc_cuda.cu).
-__device__ __forceinline__ void mma_bf16_rs64_n_major(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b);
 
 // The instructions' operand lists, 8 accumulators at a time.
 #define D0_WGMMA_D8(i)                                                                                        \
@@ -152,6 +148,12 @@ __device__ __forceinline__ void mma_bf16_rs64_n_major(float (&d)[32], const std:
 // bf16: scale-d 1, scales 1, no transposes (both K-major); FP8 takes no transpose operands.
 D0_WGMMA_SS_ALL_N(mma_bf16, 16, "bf16.bf16", ", 1, 1, 1, 0, 0")
 D0_WGMMA_SS_ALL_N(mma_e4m3, 32, "e4m3.e4m3", ", 1, 1, 1")
+
+// D += A . B over one k16 step at N = 64 with A in registers and B N-major: A as bf16 pairs in mma.sync m16n8k16's
+// A fragment per warp (warp w of the warpgroup holds rows 16w .. 16w + 15: a[0] row g, k 2t; a[1] row g + 8; a[2]
+// row g, k 2t + 8; a[3] row g + 8, k 2t + 8), B a 128-byte-swizzled tile read N-major (sw128_n_major_descriptor).
+// A operand produced just before its MMAs only: one live across a loop lost its registers to other values in
+// ptxas 13.0's allocation (attention_tc_cuda.cu).
 __device__ __forceinline__ void mma_bf16_rs64_n_major(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" D0_WGMMA_REGS_64
                "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
