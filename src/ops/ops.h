@@ -203,7 +203,7 @@ class Ops {
   virtual Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                  const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& out) = 0;
   // paged_attention into `mixed`, then linear(mixed, o.w, o.bias, o.out): a backend may hand the attention output
-  // to the projection in its GEMM's input precision.
+  // to the projection in its GEMM's input precision, and then leave `mixed` (scratch) unwritten.
   virtual Status paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
                                         const Tensor& q_pos, const PagedKv& kv, const Tensor& sinks,
                                         const AttentionParams& p, Tensor& mixed, const LinearTarget& o) {

@@ -32,6 +32,9 @@ struct AttentionSplit {
   // Defined (bf16 [S, nH*d]): also out rounded to bf16 (convert_f32_to_bf16_cuda's bits), the o projection's GEMM
   // input. The tensor-core kernel writes it with out; the others convert after.
   Tensor out_bf16;
+  // With out_bf16, where the tensor-core kernel runs: out_bf16 only, out left unwritten (a prefill's o projection
+  // reads only the copy: 67 MB of f32 rows a 120b layer at 4,096 tokens not written).
+  bool bf16_only = false;
 };
 
 // Batch-invariant attention: fixed-length splits, at least 2 so every query takes the merge (one code path).

@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto* out_bf16 = static_cast<__nv_bfloat162*>(a.out_bf16);
   auto store = [&](int r, float2 v, int col) {  // out, and its bf16 copy (convert_f32_to_bf16_cuda's rounding)
     const std::int64_t at = static_cast<std::int64_t>(s0 + r) * q_width + col;
-    *reinterpret_cast<float2*>(a.out + at) = v;
+    if (a.out) *reinterpret_cast<float2*>(a.out + at) = v;
     if (out_bf16) out_bf16[at / 2] = __floats2bfloat162_rn(v.x, v.y);
   };
 #pragma unroll
@@ -471,6 +471,7 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
   if (!attention_tc_fits(a.S, p))
     return make_error("attention_tc_cuda: needs head_dim " + std::to_string(kAttentionTcHeadDim) + " and at least " +
                       std::to_string(kAttentionTcMinQueries) + " queries");
+  if (!a.out && !a.out_bf16) return make_error("attention_tc_cuda: no output (out and out_bf16 both null)");
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
   const int group = p.n_heads / p.n_kv_heads;

@@ -43,7 +43,7 @@ struct AttentionTcArgs {
   const std::int32_t* q_pos;
   const void* sinks;
   int sink_kind;
-  float* out;
+  float* out;  // null: out_bf16 only
   int S, T;
   KeyLayout layout;
   // With kv_bf16: bf16 MMA operands, the pool's K and V as they are (copied raw, double-buffered), Q and P rounded

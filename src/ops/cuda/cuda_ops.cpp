@@ -500,8 +500,8 @@ Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Ten
 }
 
 // Where the tensor-core kernel serves the attention and cuBLASLt the projection (prefill), the kernel writes the
-// projection's bf16 input with its f32 output: no conversion between (the same bits; 25 us a 120b layer at 4,096
-// tokens on the H200).
+// projection's bf16 input instead of its f32 output: no conversion between (the same bits; 25 us a 120b layer at
+// 4,096 tokens on the H200), and `mixed` (scratch) left unwritten.
 Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                        const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                        const LinearTarget& o) {
@@ -509,6 +509,7 @@ Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, co
   if (!(gemm_takes(mixed, o) && split.tensor_cores))
     return Ops::paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, o);
   D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
+  split.bf16_only = true;
   D0_RETURN_IF_ERROR(paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, ctx_->stream(), split));
   return gemm_linears(mixed, &split.out_bf16, {o});
 }

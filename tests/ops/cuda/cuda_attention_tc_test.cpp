@@ -130,6 +130,12 @@ TEST(CudaAttentionTc, the_bf16_copy_of_the_output_is_its_rounding_on_every_kerne
     EXPECT_TRUE(cudatest::same_bits(alone, with_copy));
     EXPECT_TRUE(cudatest::same_bits(download(*ctx, split.out_bf16), optest::to_bf16(with_copy)));
     EXPECT_EQ(count_nan(with_copy), 0);
+    // The copy alone: the same bits; the tensor-core kernel leaves out as it was (poisoned), the others write it.
+    split.bf16_only = true;
+    split.out_bf16 = poisoned(*ctx, sc.want.shape(), DType::bf16);
+    const Tensor copy_only = cudatest::run_paged_attention(*ctx, sc, true, split);
+    EXPECT_TRUE(cudatest::same_bits(download(*ctx, split.out_bf16), optest::to_bf16(with_copy)));
+    EXPECT_EQ(count_nan(copy_only), tensor_cores ? copy_only.numel() : 0);
   }
 }
 
