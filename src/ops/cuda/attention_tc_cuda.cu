@@ -216,19 +216,33 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool live_hi = !bad_s[r_hi] && seq_s[r_hi] == seq && s0 + r_hi < a.S;
     const int pos_lo = pos_s[r_lo], pos_hi = pos_s[r_hi], first_lo = first_s[r_lo], first_hi = first_s[r_hi];
 
-    // bf16 operands: tile k0's K and V rows (zeros outside [lo, valid_to]) copied raw into buffer b, one commit.
-    auto copy_tile = [&](int k0, int b) {
+    // bf16 operands: the pool rows of this thread's keys of tile k0 (-1 outside [lo, valid_to]), read a tile before
+    // their copies so the block table's latency is not on the way to them; then the copies into buffer b, raw (zeros
+    // for -1), one commit.
+    int key_row[kCopies];
+    auto tile_rows = [&](int k0) {
 #pragma unroll
       for (int n = 0; n < kCopies; ++n) {
-        const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8), key = k0 + r;
-        const bool in = key >= lo && key <= valid_to;
-        const std::int64_t off = (in ? key_rows(key) : 0) * kv_width + kvh * kD + 8 * c;
+        const int key = k0 + tid / (kD / 8) + n * (kThreads / (kD / 8));
+        key_row[n] = key >= lo && key <= valid_to ? static_cast<int>(key_rows(key)) : -1;  // rows < T <= INT_MAX
+      }
+    };
+    auto copy_tile = [&](int b) {
+#pragma unroll
+      for (int n = 0; n < kCopies; ++n) {
+        const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8);
+        const bool in = key_row[n] >= 0;
+        const std::int64_t off = static_cast<std::int64_t>(in ? key_row[n] : 0) * kv_width + kvh * kD + 8 * c;
         wgmma::copy_16(&ks[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
         wgmma::copy_16(&vs[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
       }
       wgmma::copy_commit();
     };
-    if constexpr (kBf16) copy_tile(lo - lo % kKeys, 0);
+    if constexpr (kBf16) {
+      tile_rows(lo - lo % kKeys);
+      copy_tile(0);
+      tile_rows(lo - lo % kKeys + kKeys);
+    }
 
     int buf = 0;  // the buffer of this tile (always 0 with f16 operands)
     for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys, buf ^= kBuffers - 1) {
@@ -239,7 +253,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         // One barrier a tile: every thread's copies of this tile landed, and the tile before (the other buffer)
         // is consumed, so the next tile's copies may go there and land while this one computes.
         __syncthreads();
-        if (k0 + kKeys <= hi) copy_tile(k0 + kKeys, buf ^ 1);
+        if (k0 + kKeys <= hi) {
+          copy_tile(buf ^ 1);
+          tile_rows(k0 + 2 * kKeys);
+        }
       } else {
         // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
         // two per tile (its largest magnitude first: loads, then a block maximum).
@@ -333,7 +350,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       // Scores in log2 units: the scale, the two powers of two the operands were divided by and log2(e) in one
       // factor, so each weight is one FFMA and one ex2 (the masked ones -inf, weight 0). The row maxima are taken
       // on the raw scores (the factor is positive) and kept in those units.
-      const float f_lo = ldexpf(scale, eq_lo + ek) * kLog2e, f_hi = ldexpf(scale, eq_hi + ek) * kLog2e;
+      // (bf16: no powers of two, so scale log2(e), the same bits as ldexpf(scale, 0) log2(e)).
+      const float f_lo = kBf16 ? scale * kLog2e : ldexpf(scale, eq_lo + ek) * kLog2e;
+      const float f_hi = kBf16 ? scale * kLog2e : ldexpf(scale, eq_hi + ek) * kLog2e;
       // Every key of the tile visible to every row of the warp: no per-key mask.
       const bool full = __all_sync(0xffffffffu, live_lo && live_hi && k0 >= max(first_lo, first_hi) &&
                                                      k0 + kKeys - 1 <= min(min(pos_lo, pos_hi), valid_to));
