@@ -103,10 +103,8 @@ Status bench_decode_attention(CudaContext& ctx, const DeviceCeilings& ceil, nloh
 
 Status bench_prefill_attention(CudaContext& ctx, const DeviceCeilings& ceil, const std::vector<std::int64_t>& tokens,
                                nlohmann::json& report) {
-  std::printf(
-      "\ngpt-oss prefill attention (one sequence, 64 heads over 8, d 64, bf16 KV and operands, sinks, bf16 output "
-      "only), "
-      "CUDA-graph replays:\n");
+  std::printf("\ngpt-oss prefill attention (one sequence, 64 heads over 8, d 64, bf16 KV and operands, sinks, "
+              "bf16 output only), CUDA-graph replays:\n");
   std::printf("%8s %8s %10s %10s %10s %10s\n", "tokens", "window", "us", "GFLOP", "TFLOP/s", "of bf16");
   DeviceArena& arena = ctx.arena();
   std::uint64_t seed = 900;
