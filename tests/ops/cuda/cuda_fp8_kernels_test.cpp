@@ -118,8 +118,36 @@ TEST(CudaFp8Experts, an_out_of_range_expert_id_is_clamped_and_raises_the_error_f
   EXPECT_EQ(cudatest::count_nan(download(*ctx, d_s)), 0);  // still written (experts 0 and 3)
 }
 
+// E4M3's rounding boundaries (midpoints between codes) below 464: (2m + 1) 2^-10 among the subnormals, 2^e (1 +
+// (2m + 1) / 16) from 2^-6 on.
+std::vector<float> e4m3_boundaries() {
+  std::vector<float> b;
+  for (int m = 0; m < 8; ++m) b.push_back(std::ldexp(float(2 * m + 1), -10));
+  for (int e = -6; e <= 8; ++e)
+    for (int m = 0; m < 8; ++m)
+      if (const float v = std::ldexp(1.0f + float(2 * m + 1) / 16.0f, e); v <= 464.0f) b.push_back(v);
+  return b;
+}
+
+// A row whose quotients by its scale land on E4M3's rounding boundaries and up to 4 ulps either side (where a
+// quotient rounded once more would take the other code), signs alternating; its first value sets the scale.
+void fill_boundary_row(float* row, std::int64_t H, std::mt19937& rng) {
+  static const std::vector<float> bounds = e4m3_boundaries();
+  const float amax = 448.0f * std::ldexp(1.0f + float(rng() % 1024) / 1024.0f, static_cast<int>(rng() % 41) - 20);
+  const float scale = amax / kE4m3Max;  // fp8_quantize_row's rule (a normal f32 here)
+  row[0] = amax;
+  for (std::int64_t c = 1; c < H; ++c) {
+    float v = bounds[rng() % bounds.size()] * scale;
+    for (int k = static_cast<int>(c % 9) - 4; k != 0; k += k > 0 ? -1 : 1)
+      v = std::nextafter(v, k > 0 ? INFINITY : 0.0f);
+    v = std::min(v, amax);  // amax stays the row's largest magnitude
+    row[c] = c % 2 ? -v : v;
+  }
+}
+
 // Rows of very different magnitudes (2^-40 .. 2^40), a zero row, a vanishing row (scale 1), a row holding NaNs
-// of both signs and a row holding an infinity (scale inf, inf / inf = NaN).
+// of both signs, a row holding an infinity (scale inf, inf / inf = NaN) and rows of quotients at E4M3's rounding
+// boundaries.
 Tensor activation_rows(std::int64_t S, std::int64_t H, std::mt19937& rng) {
   Tensor x = optest::random_f32({S, H}, rng);
   float* v = x.data<float>();
@@ -133,6 +161,7 @@ Tensor activation_rows(std::int64_t S, std::int64_t H, std::mt19937& rng) {
     v[3 * H] = -NAN;
     v[4 * H + 1] = -INFINITY;
   }
+  for (std::int64_t s = 5; s < std::min<std::int64_t>(S, 9); ++s) fill_boundary_row(v + s * H, H, rng);
   return x;
 }
 
