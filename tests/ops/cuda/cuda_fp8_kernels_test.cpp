@@ -130,7 +130,8 @@ std::vector<float> e4m3_boundaries() {
 }
 
 // A row whose quotients by its scale land on E4M3's rounding boundaries and up to 4 ulps either side (where a
-// quotient rounded once more would take the other code), signs alternating; its first value sets the scale.
+// quotient a rounding off its exact value would take the other code), signs alternating; its first value sets the
+// scale.
 void fill_boundary_row(float* row, std::int64_t H, std::mt19937& rng) {
   static const std::vector<float> bounds = e4m3_boundaries();
   const float amax = 448.0f * std::ldexp(1.0f + float(rng() % 1024) / 1024.0f, static_cast<int>(rng() % 41) - 20);
