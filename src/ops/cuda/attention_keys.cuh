@@ -80,6 +80,12 @@ struct KeyRows {
     if (shift < 0) return key_row(table, block_size, t);
     return (static_cast<std::int64_t>(table[t >> shift]) << shift) | (t & (block_size - 1));
   }
+  // The same in 32 bits, for a pool of at most INT_MAX rows whose table entries the caller has checked against it.
+  __device__ __forceinline__ int row32(int t) const {
+    if (!table) return t;
+    if (shift < 0) return static_cast<int>(key_row(table, block_size, t));
+    return table[t >> shift] << shift | (t & (block_size - 1));
+  }
 };
 #endif
 

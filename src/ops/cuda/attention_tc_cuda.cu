@@ -182,6 +182,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int i = 0; i < kD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
   int ev = 0, parity = 0;
+  // bf16 operands: this thread's copies of a tile, rows copy_row0 + n kCopyRowStep at 16-byte chunk copy_chunk: the
+  // sources of row 0 and their buffer-0 destinations (swizzled), V's kv_from_k bytes after K's.
+  constexpr int kCopyRowStep = kThreads / (kD / 8);
+  constexpr std::uint32_t kKvBufferBytes = sizeof(ks[0]);
+  const int copy_row0 = tid / (kD / 8), copy_chunk = tid % (kD / 8);
+  const int kv_row_bytes = static_cast<int>(kv_width * sizeof(KV));
+  const char* k_src = reinterpret_cast<const char*>(static_cast<const KV*>(a.k) + kvh * kD + 8 * copy_chunk);
+  const char* v_src = reinterpret_cast<const char*>(static_cast<const KV*>(a.v) + kvh * kD + 8 * copy_chunk);
+  const std::uint32_t v_from_k = wgmma::shared_address(&vs[0][0][0]) - wgmma::shared_address(&ks[0][0][0]);
+  std::uint32_t k_dst[kCopies];
+#pragma unroll
+  for (int n = 0; n < kCopies; ++n) {
+    const int r = copy_row0 + n * kCopyRowStep;
+    k_dst[n] = wgmma::shared_address(&ks[0][r][8 * wgmma::swizzled_chunk(r, copy_chunk)]);
+  }
 
   for (int seq = seq_min; seq <= seq_max; ++seq) {
     // This sequence's rows in the tile and the keys they need: [lo, hi].
@@ -218,23 +233,25 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // bf16 operands: the pool rows of this thread's keys of tile k0 (-1 outside [lo, valid_to]), read a tile before
     // their copies so the block table's latency is not on the way to them; then the copies into buffer b, raw (zeros
-    // for -1), one commit.
+    // for -1), one commit. 32-bit rows (T <= INT_MAX, the table checked above) and addresses kept from the set-up:
+    // each copy is one multiply-add from its row (the 64-bit index arithmetic was a quarter of the loop's
+    // instructions).
     int key_row[kCopies];
     auto tile_rows = [&](int k0) {
 #pragma unroll
       for (int n = 0; n < kCopies; ++n) {
-        const int key = k0 + tid / (kD / 8) + n * (kThreads / (kD / 8));
-        key_row[n] = key >= lo && key <= valid_to ? static_cast<int>(key_rows(key)) : -1;  // rows < T <= INT_MAX
+        const int key = k0 + copy_row0 + n * kCopyRowStep;
+        key_row[n] = key >= lo && key <= valid_to ? key_rows.row32(key) : -1;
       }
     };
     auto copy_tile = [&](int b) {
 #pragma unroll
       for (int n = 0; n < kCopies; ++n) {
-        const int r = tid / (kD / 8) + n * (kThreads / (kD / 8)), c = tid % (kD / 8);
         const bool in = key_row[n] >= 0;
-        const std::int64_t off = static_cast<std::int64_t>(in ? key_row[n] : 0) * kv_width + kvh * kD + 8 * c;
-        wgmma::copy_16(&ks[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.k) + off, in ? 16u : 0u);
-        wgmma::copy_16(&vs[b][r][8 * wgmma::swizzled_chunk(r, c)], static_cast<const KV*>(a.v) + off, in ? 16u : 0u);
+        const std::int64_t off = static_cast<std::int64_t>(max(key_row[n], 0)) * kv_row_bytes;
+        const std::uint32_t dst = k_dst[n] + b * kKvBufferBytes;
+        wgmma::copy_16(dst, k_src + off, in ? 16u : 0u);
+        wgmma::copy_16(dst + v_from_k, v_src + off, in ? 16u : 0u);
       }
       wgmma::copy_commit();
     };

@@ -14,6 +14,10 @@ __device__ __forceinline__ void copy_16(void* dst, const void* src, unsigned src
                "r"(src_bytes)
                : "memory");
 }
+// The same to a shared-memory address as shared_address gives it (a kernel that keeps its copies' addresses).
+__device__ __forceinline__ void copy_16(std::uint32_t dst, const void* src, unsigned src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
 // Closes this thread's copies issued since the last commit into one group (an empty group is allowed).
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending of this thread's committed copy groups are still in flight; what the others landed
