@@ -80,11 +80,16 @@ struct KeyRows {
     if (shift < 0) return key_row(table, block_size, t);
     return (static_cast<std::int64_t>(table[t >> shift]) << shift) | (t & (block_size - 1));
   }
-  // The same in 32 bits, for a pool of at most INT_MAX rows whose table entries the caller has checked against it.
-  __device__ __forceinline__ int row32(int t) const {
+  // The same in 32 bits and two steps, for a pool of at most INT_MAX rows whose table entries the caller has checked
+  // against it: entry(t) loads (t's block of a power-of-two size, else the whole row), row32(entry, t) finishes
+  // after, so a caller can put the load's latency behind other work.
+  __device__ __forceinline__ int entry(int t) const {
     if (!table) return t;
     if (shift < 0) return static_cast<int>(key_row(table, block_size, t));
-    return table[t >> shift] << shift | (t & (block_size - 1));
+    return table[t >> shift];
+  }
+  __device__ __forceinline__ int row32(int entry, int t) const {
+    return !table || shift < 0 ? entry : entry << shift | (t & (block_size - 1));
   }
 };
 #endif

@@ -231,24 +231,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     const bool live_hi = !bad_s[r_hi] && seq_s[r_hi] == seq && s0 + r_hi < a.S;
     const int pos_lo = pos_s[r_lo], pos_hi = pos_s[r_hi], first_lo = first_s[r_lo], first_hi = first_s[r_hi];
 
-    // bf16 operands: the pool rows of this thread's keys of tile k0 (-1 outside [lo, valid_to]), read a tile before
-    // their copies so the block table's latency is not on the way to them; then the copies into buffer b, raw (zeros
-    // for -1), one commit. 32-bit rows (T <= INT_MAX, the table checked above) and addresses kept from the set-up:
-    // each copy is one multiply-add from its row (the 64-bit index arithmetic was a quarter of the loop's
-    // instructions).
-    int key_row[kCopies];
+    // bf16 operands: the block-table entries of this thread's keys of tile k0 (-1 outside [lo, valid_to]), loaded a
+    // tile before their copies and turned into rows only there, so the table's latency is behind a tile's work (used
+    // at once, the load stalled the warp every tile: Nsight Compute); then the copies into buffer b, raw (zeros for
+    // -1), one commit. 32-bit rows (T <= INT_MAX, the table checked above) and addresses kept from the set-up (the
+    // 64-bit index arithmetic was a quarter of the loop's instructions).
+    int key_entry[kCopies], entry_k0 = 0;
     auto tile_rows = [&](int k0) {
+      entry_k0 = k0;
 #pragma unroll
       for (int n = 0; n < kCopies; ++n) {
         const int key = k0 + copy_row0 + n * kCopyRowStep;
-        key_row[n] = key >= lo && key <= valid_to ? key_rows.row32(key) : -1;
+        key_entry[n] = key >= lo && key <= valid_to ? key_rows.entry(key) : -1;
       }
     };
     auto copy_tile = [&](int b) {
 #pragma unroll
       for (int n = 0; n < kCopies; ++n) {
-        const bool in = key_row[n] >= 0;
-        const std::int64_t off = static_cast<std::int64_t>(max(key_row[n], 0)) * kv_row_bytes;
+        const bool in = key_entry[n] >= 0;
+        const unsigned row = in ? key_rows.row32(key_entry[n], entry_k0 + copy_row0 + n * kCopyRowStep) : 0u;
+        const std::uint64_t off = static_cast<std::uint64_t>(row) * static_cast<unsigned>(kv_row_bytes);
         const std::uint32_t dst = k_dst[n] + b * kKvBufferBytes;
         wgmma::copy_16(dst, k_src + off, in ? 16u : 0u);
         wgmma::copy_16(dst + v_from_k, v_src + off, in ? 16u : 0u);
