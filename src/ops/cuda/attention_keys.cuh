@@ -39,6 +39,13 @@ __device__ __forceinline__ float load_kv(const float* p) { return *p; }
 __device__ __forceinline__ float load_kv(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ __forceinline__ void store_kv(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_kv(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+// Four consecutive values, store_kv's roundings (16-byte aligned f32, 8-byte aligned bf16).
+__device__ __forceinline__ void store_kv4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void store_kv4(__nv_bfloat16* p, float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  *reinterpret_cast<uint2*>(p) =
+      make_uint2(*reinterpret_cast<const std::uint32_t*>(&lo), *reinterpret_cast<const std::uint32_t*>(&hi));
+}
 
 // Calls f with a null pointer of a KV pool's element type (bf16 where `bf16`, else f32): the launchers pick their
 // kernel instance from its type.

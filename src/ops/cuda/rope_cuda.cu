@@ -88,7 +88,7 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
 
 // The prefill form (steps of kRowsMinTokens or more): block (x, y) takes up to kRowsTokens tokens and a chunk of KV
 // heads with their query heads, so each token's angles are taken once a block by all threads at once, and each
-// thread has kRowsBatch pairs' loads in flight before it stores (one block per (token, KV head) left each block a few
+// thread has kRowsBatch quads of lane pairs in flight before it stores (one block per (token, KV head) left each block a few
 // loads deep and waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Tokens and heads a
 // block shrink until the grid has about kRowsTargetBlocks blocks: 8 tokens and every head gave a 64-token step 8
 // blocks (H200, 20b batch 64: 21.4 us a layer). Same arithmetic, same bits.
@@ -139,47 +139,58 @@ __global__ void __launch_bounds__(kRowsThreads)
   __syncthreads();
   begin_dependent_grid();
   if (threadIdx.x < tokens && slot_s[threadIdx.x] < 0) *error_flag = 1;  // that token's k and v are not written
-  // Rotations of heads [head0, head0 + n) of a token in x [S, heads * head_dim], pair p = (token, head, i):
-  // consecutive threads on consecutive lanes of a head. k's rotated pairs also go to the token's pool slot.
+  // Rotations of heads [head0, head0 + n) of a token in x [S, heads * head_dim], quad p = (token, head, j): lanes
+  // 4j .. 4j + 3 and their partners half on, as float4s, consecutive threads on consecutive quads of a head, each
+  // thread kRowsBatch quads' loads in flight before it stores (one lane pair a load left the kernel waiting on
+  // memory: 60 us a 120b layer at 4,096 tokens, ~2.5 TB/s). k's rotated quads also go to the token's pool slot.
   auto rotate_rows = [&](float* x, int heads, int head0, int n, KV* pool) {
-    const int pairs = n * half, total = tokens * pairs;
+    const int quads_a_head = half / 4, quads = n * quads_a_head, total = tokens * quads;
     for (int p0 = threadIdx.x; p0 < total; p0 += kRowsBatch * kRowsThreads) {
-      float a[kRowsBatch], b[kRowsBatch];
+      float4 a[kRowsBatch], b[kRowsBatch];
 #pragma unroll
       for (int u = 0; u < kRowsBatch; ++u) {
-        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = head0 + p % pairs / half, i = p % half;
+        const int p = p0 + u * kRowsThreads, tt = p / quads, h = head0 + p % quads / quads_a_head;
+        const int i = 4 * (p % quads_a_head);
         if (p >= total) continue;
         const float* row = x + ((s0 + tt) * heads + h) * head_dim;
-        a[u] = row[i];
-        b[u] = row[i + half];
+        a[u] = *reinterpret_cast<const float4*>(row + i);
+        b[u] = *reinterpret_cast<const float4*>(row + i + half);
       }
 #pragma unroll
       for (int u = 0; u < kRowsBatch; ++u) {
-        const int p = p0 + u * kRowsThreads, tt = p / pairs, h = head0 + p % pairs / half, i = p % half;
+        const int p = p0 + u * kRowsThreads, tt = p / quads, h = head0 + p % quads / quads_a_head;
+        const int i = 4 * (p % quads_a_head);
         if (p >= total) continue;
         float* row = x + ((s0 + tt) * heads + h) * head_dim;
-        const float first = rotated_first(a[u], b[u], cs[tt][i], sn[tt][i]);
-        const float second = rotated_second(a[u], b[u], cs[tt][i], sn[tt][i]);
-        row[i] = first;
-        row[i + half] = second;
+        const float4 c = *reinterpret_cast<const float4*>(&cs[tt][i]);
+        const float4 sn4 = *reinterpret_cast<const float4*>(&sn[tt][i]);
+        const float4 first = make_float4(
+            rotated_first(a[u].x, b[u].x, c.x, sn4.x), rotated_first(a[u].y, b[u].y, c.y, sn4.y),
+            rotated_first(a[u].z, b[u].z, c.z, sn4.z), rotated_first(a[u].w, b[u].w, c.w, sn4.w));
+        const float4 second = make_float4(
+            rotated_second(a[u].x, b[u].x, c.x, sn4.x), rotated_second(a[u].y, b[u].y, c.y, sn4.y),
+            rotated_second(a[u].z, b[u].z, c.z, sn4.z), rotated_second(a[u].w, b[u].w, c.w, sn4.w));
+        *reinterpret_cast<float4*>(row + i) = first;
+        *reinterpret_cast<float4*>(row + i + half) = second;
         if (pool != nullptr && slot_s[tt] >= 0) {
           KV* dst = pool + slot_s[tt] * heads * head_dim + h * head_dim;
-          store_kv(dst + i, first);
-          store_kv(dst + i + half, second);
+          store_kv4(dst + i, first);
+          store_kv4(dst + i + half, second);
         }
       }
     }
   };
   rotate_rows(q, n_heads, kv0 * group, kv_n * group, nullptr);
   rotate_rows(k, n_kv_heads, kv0, kv_n, k_pool);
-  // v, and k's lanes past the rotary dim, of this block's KV heads into the pools as read.
-  const int width = n_kv_heads * head_dim, cols = kv_n * head_dim, total = tokens * cols;
+  // v, and k's lanes past the rotary dim, of this block's KV heads into the pools as read, four lanes at a time.
+  const int width = n_kv_heads * head_dim, quads = kv_n * head_dim / 4, total = tokens * quads;
+#pragma unroll 4
   for (int p = threadIdx.x; p < total; p += kRowsThreads) {
-    const int tt = p / cols, c = kv0 * head_dim + p % cols;
+    const int tt = p / quads, c = kv0 * head_dim + 4 * (p % quads);
     if (slot_s[tt] < 0) continue;
     const std::int64_t dst = slot_s[tt] * width + c;
-    if (c % head_dim >= 2 * half) store_kv(k_pool + dst, k[(s0 + tt) * width + c]);
-    store_kv(v_pool + dst, v[(s0 + tt) * width + c]);
+    if (c % head_dim >= 2 * half) store_kv4(k_pool + dst, *reinterpret_cast<const float4*>(k + (s0 + tt) * width + c));
+    store_kv4(v_pool + dst, *reinterpret_cast<const float4*>(v + (s0 + tt) * width + c));
   }
 }
 
@@ -219,7 +230,10 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
     return make_error(std::string(op) + ": n_heads must be a multiple of n_kv_heads, got " + std::to_string(n_heads) +
                       " and " + std::to_string(n_kv_heads));
   if (n_kv_heads > 65535) return make_error(std::string(op) + ": more than 65535 KV heads");
-  const bool rows_form = S >= kRowsMinTokens && half <= kRowsMaxHalf;
+  // The rows form moves four lanes a load: whole quads of lanes, 16-byte aligned rows (8-byte aligned bf16 pool rows).
+  const bool rows_form = S >= kRowsMinTokens && half <= kRowsMaxHalf && half % 4 == 0 && head_dim % 4 == 0 &&
+                         aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16) &&
+                         aligned_to(k_pool.raw(), 16) && aligned_to(v_pool.raw(), 16);
   auto go = [&](auto* pool_type) {
     using KV = std::remove_pointer_t<decltype(pool_type)>;
     if (rows_form) {
