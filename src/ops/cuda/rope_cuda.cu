@@ -88,10 +88,10 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
 
 // The prefill form (steps of kRowsMinTokens or more): block (x, y) takes up to kRowsTokens tokens and a chunk of KV
 // heads with their query heads, so each token's angles are taken once a block by all threads at once, and each
-// thread has kRowsBatch quads of lane pairs in flight before it stores (one block per (token, KV head) left each block a few
-// loads deep and waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Tokens and heads a
-// block shrink until the grid has about kRowsTargetBlocks blocks: 8 tokens and every head gave a 64-token step 8
-// blocks (H200, 20b batch 64: 21.4 us a layer). Same arithmetic, same bits.
+// thread has kRowsBatch quads of lane pairs in flight before it stores (one block per (token, KV head) left each
+// block a few loads deep and waiting on its fp64 cos/sin: 98.6 us a 4,096-token layer at 20b, ~1.5 TB/s). Tokens
+// and heads a block shrink until the grid has about kRowsTargetBlocks blocks: 8 tokens and every head gave a 64-token
+// step 8 blocks (H200, 20b batch 64: 21.4 us a layer). Same arithmetic, same bits.
 constexpr int kRowsTokens = 8;
 constexpr int kRowsMaxHalf = 64;
 constexpr int kRowsThreads = 256;
@@ -164,12 +164,12 @@ __global__ void __launch_bounds__(kRowsThreads)
         float* row = x + ((s0 + tt) * heads + h) * head_dim;
         const float4 c = *reinterpret_cast<const float4*>(&cs[tt][i]);
         const float4 sn4 = *reinterpret_cast<const float4*>(&sn[tt][i]);
-        const float4 first = make_float4(
-            rotated_first(a[u].x, b[u].x, c.x, sn4.x), rotated_first(a[u].y, b[u].y, c.y, sn4.y),
-            rotated_first(a[u].z, b[u].z, c.z, sn4.z), rotated_first(a[u].w, b[u].w, c.w, sn4.w));
-        const float4 second = make_float4(
-            rotated_second(a[u].x, b[u].x, c.x, sn4.x), rotated_second(a[u].y, b[u].y, c.y, sn4.y),
-            rotated_second(a[u].z, b[u].z, c.z, sn4.z), rotated_second(a[u].w, b[u].w, c.w, sn4.w));
+        const float4 first =
+            make_float4(rotated_first(a[u].x, b[u].x, c.x, sn4.x), rotated_first(a[u].y, b[u].y, c.y, sn4.y),
+                        rotated_first(a[u].z, b[u].z, c.z, sn4.z), rotated_first(a[u].w, b[u].w, c.w, sn4.w));
+        const float4 second =
+            make_float4(rotated_second(a[u].x, b[u].x, c.x, sn4.x), rotated_second(a[u].y, b[u].y, c.y, sn4.y),
+                        rotated_second(a[u].z, b[u].z, c.z, sn4.z), rotated_second(a[u].w, b[u].w, c.w, sn4.w));
         *reinterpret_cast<float4*>(row + i) = first;
         *reinterpret_cast<float4*>(row + i + half) = second;
         if (pool != nullptr && slot_s[tt] >= 0) {
