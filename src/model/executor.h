@@ -132,7 +132,7 @@ class Executor {
     const Tensor* w;
     float eps;
     bool plus_one;
-    Tensor* normed;
+    Tensor* normed;       // or an empty Tensor with normed_bf16: the next block reads the bf16 rows alone
     Tensor* normed_bf16;  // or null: normed rounded to bf16 as well
   };
   // With `after`, out is not written: the experts' sum goes into after's residual add and norm.

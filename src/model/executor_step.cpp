@@ -143,7 +143,13 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
     // takes it in (its experts' weighted sum then goes straight into the norm's kernel).
     auto [w, eps, plus_one] = norm_args(i + 1 < n_layers ? spec_.layers[i + 1].mixer_norm : spec_.final_norm);
     if (!tap && L.channel.kind == ChannelMixerKind::moe) {
-      const NormAfter after{&x, &w, eps, plus_one, &h, h_bf16.defined() ? &h_bf16 : nullptr};
+      // Where the next layer's q/k/v GEMMs take the bf16 rows (linear_inputs_bf16; attention with RoPE: its
+      // linears_rope_kv_write) and a layer follows (the head reads h), the f32 rows are not written at all.
+      Tensor bf16_alone;
+      const bool f32_unread = h_bf16.defined() && i + 1 < n_layers &&
+                              spec_.layers[i + 1].mixer.kind == TokenMixerKind::gqa_attention &&
+                              spec_.layers[i + 1].mixer.attention.rope.kind != RopeKind::none;
+      const NormAfter after{&x, &w, eps, plus_one, f32_unread ? &bf16_alone : &h, h_bf16.defined() ? &h_bf16 : nullptr};
       D0_RETURN_IF_ERROR(moe_block(i, h, routing, y, tap, &after));
       h_bf16_valid = h_bf16.defined();
     } else {

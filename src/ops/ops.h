@@ -230,12 +230,14 @@ class Ops {
                              Tensor& out) = 0;
   // moe_experts on h, then add_rms_norm(x, its output, w, eps, plus_one, out): the MoE block's residual add and the
   // next norm, which a backend may run with the experts' weighted sum inside the norm's kernel. out may be h.
-  // out_bf16 (or null; bf16 [S, H]): out rounded to bf16 as well, asked for only where linear_inputs_bf16 says so.
+  // out_bf16 (or null; bf16 [S, H]): out rounded to bf16 as well, asked for only where linear_inputs_bf16 says so;
+  // with it, out may be an empty Tensor where nothing will read the f32 rows (the next layer's GEMMs read the copy).
   virtual Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                           const ExpertWeights& gate_up, const ExpertWeights& down,
                                           const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
                                           Tensor& out, Tensor* out_bf16) {
-    if (out_bf16) return make_error("moe_experts_add_rms_norm: this backend hands over no bf16 copies");
+    if (out_bf16 || !out.defined())
+      return make_error("moe_experts_add_rms_norm: this backend hands over no bf16 copies and needs out");
     D0_ASSIGN_OR_RETURN(Tensor y, scratch(x.shape(), DType::f32, "moe out"));
     D0_RETURN_IF_ERROR(moe_experts(h, indices, weights, gate_up, down, p, y));
     return add_rms_norm(x, y, w, eps, plus_one, out);

@@ -27,7 +27,8 @@ Status rms_norm_residual_cuda(Tensor& x, const Tensor& residual, const Tensor& w
 // rms_norm_residual_cuda with the residual of row s the MoE's weighted expert sum: sum over j, in ascending expert
 // order, of weights[s, j] * y[s k + j] (y f32 [S k, H] by assignment, as moe_combine_cuda reads it; indices i32 /
 // weights f32 [S, k]). The same bits as moe_combine_cuda into a tensor followed by rms_norm_residual_cuda on it,
-// out_bf16 too.
+// out_bf16 too. With out_bf16, out may be an empty Tensor: only the bf16 rows are written (a prefill's next q/k/v
+// GEMMs read nothing else: 47 MB less to write a 120b layer at 4,096 tokens).
 Status rms_norm_moe_residual_cuda(Tensor& x, const Tensor& y, const Tensor& indices, const Tensor& weights,
                                   const Tensor& w, float eps, bool plus_one, Tensor& out, cudaStream_t stream,
                                   Tensor* out_bf16 = nullptr);

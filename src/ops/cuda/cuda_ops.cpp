@@ -597,9 +597,13 @@ Status CudaOps::moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices,
                                          const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,
                                          Tensor& out, Tensor* out_bf16) {
   if (!moe_ || h.dim() != 2 || !moe_takes_fused_path(*moe_, h.size(0), indices, gate_up, p)) {
-    D0_RETURN_IF_ERROR(Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, out,
+    Tensor f32 = out;  // an empty out (the bf16 rows alone): f32 rows in scratch for the conversion
+    if (!f32.defined()) {
+      D0_ASSIGN_OR_RETURN(f32, scratch(x.shape(), DType::f32, "normed rows"));
+    }
+    D0_RETURN_IF_ERROR(Ops::moe_experts_add_rms_norm(h, indices, weights, gate_up, down, p, x, w, eps, plus_one, f32,
                                                      nullptr));
-    return out_bf16 ? convert_f32_to_bf16_cuda(out, *out_bf16, ctx_->stream()) : Status::success();
+    return out_bf16 ? convert_f32_to_bf16_cuda(f32, *out_bf16, ctx_->stream()) : Status::success();
   }
   const MoeNormAfter norm{&x, w, eps, plus_one, &out, out_bf16};
   return moe_experts_add_rms_norm_cuda(h, indices, weights, gate_up, down, p, *moe_, *gemms_, norm, ctx_->stream());

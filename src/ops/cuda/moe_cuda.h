@@ -154,7 +154,7 @@ struct MoeNormAfter {
   Tensor w;             // the norm's weight [H]
   float eps = 0.f;
   bool plus_one = false;
-  Tensor* out = nullptr;  // f32 [S, H]; may be the MoE's input
+  Tensor* out = nullptr;  // f32 [S, H]; may be the MoE's input, or an empty Tensor with out_bf16 (those rows alone)
   Tensor* out_bf16 = nullptr;  // or bf16 [S, H]: out rounded to bf16 as well (rms_norm_moe_residual_cuda)
 };
 

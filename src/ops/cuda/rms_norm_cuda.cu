@@ -79,7 +79,7 @@ __device__ float block_sum(float v) {
 // Output float4 i of a row, and where a bf16 copy is asked for (brow: the row's bf16 pairs), its rounding to nearest
 // even (convert_f32_to_bf16_cuda's: the same bits).
 __device__ __forceinline__ void store_normed(float4* orow, __nv_bfloat162* brow, int i, float4 o) {
-  orow[i] = o;
+  if (orow) orow[i] = o;  // null: the bf16 rows alone
   if (brow) {
     brow[2 * i] = __floats2bfloat162_rn(o.x, o.y);
     brow[2 * i + 1] = __floats2bfloat162_rn(o.z, o.w);
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreads)
   if (residual.k > 0) order_slots(residual, s, order, weight);
   float4* xr = reinterpret_cast<float4*>(x + s * H);
   const float4* rr = residual.rows ? reinterpret_cast<const float4*>(residual.rows + s * H) : nullptr;
-  float4* orow = reinterpret_cast<float4*>(out + s * H);
+  float4* orow = out ? reinterpret_cast<float4*>(out + s * H) : nullptr;
   float sum_sq = 0.f;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   sum_sq = block_sum(sum_sq);
   const float inv_rms = inverse_rms(sum_sq, static_cast<float>(H), eps);
-  float4* orow = reinterpret_cast<float4*>(out + s * H);
+  float4* orow = out ? reinterpret_cast<float4*>(out + s * H) : nullptr;
   __nv_bfloat162* brow = out_bf16 ? out_bf16 + s * H / 2 : nullptr;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
@@ -215,7 +215,9 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
                    float eps, bool plus_one, Tensor& out, cudaStream_t stream, Tensor* out_bf16 = nullptr) {
   const std::int64_t S = x.size(0), H = x.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(w, what, "weight", {DType::bf16, DType::f32}, {H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(out, what, "out", {DType::f32}, {S, H}));
+  const bool bf16_alone = !out.defined();  // the bf16 rows only (the vector kernels, which write them as they go)
+  if (bf16_alone && !out_bf16) return make_error(std::string(what) + ": no out and no out_bf16");
+  if (!bf16_alone) D0_RETURN_IF_ERROR(check_cuda_tensor(out, what, "out", {DType::f32}, {S, H}));
   if (out_bf16) D0_RETURN_IF_ERROR(check_cuda_tensor(*out_bf16, what, "out_bf16", {DType::bf16}, {S, H}));
   if (out.raw() == x.raw() && (res.rows || res.k > 0))
     return make_error(std::string(what) + ": out must not alias x when a residual is added (x keeps the sum)");
@@ -224,29 +226,34 @@ Status launch_norm(const char* what, Tensor& x, const Residual& res, bool residu
   const float w_offset = plus_one ? 1.f : 0.f;
   const unsigned grid = static_cast<unsigned>(S);
   const bool vec = H % 4 == 0 && H <= 4 * kVecPerThread * kThreads && aligned_to(x.raw(), 16) &&
-                   aligned_to(out.raw(), 16) && aligned_to(w.raw(), 16) && residual_16b_aligned;
+                   (bf16_alone || aligned_to(out.raw(), 16)) && aligned_to(w.raw(), 16) && residual_16b_aligned;
   // The vector kernels write the bf16 copy as they go (8-byte aligned rows of pairs); the others leave it to a
   // conversion after.
   auto* bf16_pairs = out_bf16 && vec && res.k <= kMoeFastSlots && aligned_to(out_bf16->raw(), 8)
                          ? static_cast<__nv_bfloat162*>(out_bf16->raw())
                          : nullptr;
+  if (bf16_alone && !bf16_pairs)
+    return make_error(std::string(what) + ": the bf16 rows alone need the vector kernels (H a multiple of 4 up to " +
+                      std::to_string(4 * kVecPerThread * kThreads) + ", 16-byte aligned rows, k <= " +
+                      std::to_string(kMoeFastSlots) + ")");
+  float* out_f32 = bf16_alone ? nullptr : out.data<float>();
   if (vec && res.k > 0 && res.k <= kMoeFastSlots && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_moe_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>(),
+                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out_f32,
                      bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<bf16>");
   } else if (vec && res.k > 0 && res.k <= kMoeFastSlots) {
     launch_dependent(rms_norm_moe_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res, w.data<float>(),
-                     static_cast<int>(H), eps, w_offset, out.data<float>(), bf16_pairs);
+                     static_cast<int>(H), eps, w_offset, out_f32, bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_moe_vec_kernel<f32>");
   } else if (vec && w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_vec_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out.data<float>(),
+                     static_cast<const __nv_bfloat16*>(w.raw()), static_cast<int>(H), eps, w_offset, out_f32,
                      bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_vec_kernel<bf16>");
   } else if (vec) {
     launch_dependent(rms_norm_residual_vec_kernel<float>, grid, kThreads, 0, stream, x.data<float>(), res,
-                     w.data<float>(), static_cast<int>(H), eps, w_offset, out.data<float>(), bf16_pairs);
+                     w.data<float>(), static_cast<int>(H), eps, w_offset, out_f32, bf16_pairs);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("rms_norm_residual_vec_kernel<f32>");
   } else if (w.dtype() == DType::bf16) {
     launch_dependent(rms_norm_residual_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, x.data<float>(), res,
