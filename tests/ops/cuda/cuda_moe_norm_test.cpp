@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "moe_test_util.h"
@@ -63,6 +64,23 @@ TEST(CudaMoeNorm, combine_inside_the_norm_gives_the_combine_then_norm_bits) {
       EXPECT_TRUE(same_bits(got, download(*ctx, out2))) << "normed";
       EXPECT_TRUE(same_bits(download(*ctx, out1_bf16), optest::to_bf16(got))) << "normed, bf16";
       EXPECT_EQ(cudatest::count_nan(got), 0);
+      // The bf16 rows alone (an empty out): the same bf16 bits and residual stream where the vector kernel runs
+      // (k <= 4, H a multiple of 4); elsewhere a clear error, nothing written.
+      Tensor x3 = upload(*ctx, x), no_out, out3_bf16 = poisoned(*ctx, {c.S, c.H}, DType::bf16);
+      const Status alone =
+          rms_norm_moe_residual_cuda(x3, d_y, d_idx, d_wts, d_w, 1e-5f, plus_one, no_out, ctx->stream(), &out3_bf16);
+      if (c.k <= 4 && c.H % 4 == 0) {
+        D0_ASSERT_OK(alone);
+        EXPECT_TRUE(same_bits(download(*ctx, out3_bf16), download(*ctx, out1_bf16))) << "bf16 rows alone";
+        EXPECT_TRUE(same_bits(download(*ctx, x3), download(*ctx, x2))) << "residual stream, bf16 rows alone";
+      } else {
+        ASSERT_FALSE(alone.ok());
+        EXPECT_NE(alone.error().message.find("bf16 rows alone"), std::string::npos) << alone.error().message;
+        EXPECT_TRUE(same_bits(download(*ctx, x3), x)) << "x untouched on the error";
+      }
+      Tensor x4 = upload(*ctx, x);
+      EXPECT_FALSE(rms_norm_moe_residual_cuda(x4, d_y, d_idx, d_wts, d_w, 1e-5f, plus_one, no_out, ctx->stream()).ok())
+          << "neither out nor out_bf16";
     }
   }
 }
