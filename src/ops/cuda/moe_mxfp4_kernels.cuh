@@ -195,6 +195,16 @@ __device__ __forceinline__ void store_group_fp8(uint4 w, std::uint64_t table, un
   *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 2 * gj + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// Half a group (8 bytes, 16 values: words 2h and 2h + 1 of store_group_fp8's four) into chunk 2 gj + h of the row.
+__device__ __forceinline__ void store_half_group_fp8(uint2 w, std::uint64_t table, unsigned char* a_row, int row,
+                                                     int chunk) {
+  const Mxfp4Fp8Bytes t{static_cast<std::uint32_t>(table), static_cast<std::uint32_t>(table >> 32), 0, 0};
+  std::uint32_t o[4];
+  mxfp4_word_to_fp8(w.x, t, o[0], o[1]);
+  mxfp4_word_to_fp8(w.y, t, o[2], o[3]);
+  *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, chunk)) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }

@@ -186,37 +186,56 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       named_barrier(1, kConverters);
       // This thread's (row, group) slots stay for the item: their rows' codes read once, and each k-tile's loads
-      // (raw bytes, block codes) issued together before any conversion.
-      constexpr int kSlots = (kBM * 4 + kConverters - 1) / kConverters;
-      int slot_row[kSlots], row_shift[kSlots];
+      // (raw bytes, block codes) issued together before any conversion. kFull whole slots a thread, the rest of the
+      // tile's 512 as 16-value halves on the first threads (one each): 2.5 groups of 32 values for the busiest warps
+      // where whole slots gave 3 (each k-tile waits for its slowest converter warp, v34).
+      constexpr int kFull = kBM * 4 / kConverters, kHalves = 2 * (kBM * 4 - kFull * kConverters);
+      static_assert(kHalves <= kConverters, "one half slot a converter thread at most");
+      int slot_row[kFull], row_shift[kFull];
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const int idx = ct + kConverters * i, r = idx / 4;
-        slot_row[i] = idx < kBM * 4 && r < rows ? r : -1;  // -1: a dead row or no slot
+      for (int i = 0; i < kFull; ++i) {
+        const int r = (ct + kConverters * i) / 4;
+        slot_row[i] = r < rows ? r : -1;  // -1: a dead row
         row_shift[i] = slot_row[i] >= 0 ? row_code[b][r] - kFp8RowExponentShift : 0;
       }
-      const int j = ct % 4;  // kConverters % 4 == 0: every slot of this thread has the same group
+      const int j = ct % 4;  // kConverters % 4 == 0: every whole slot of this thread has the same group
+      // The half slot: slot kFull kConverters + ct / 2 (row half_r, group half_j), its values 16 half_h on.
+      const bool has_half = ct < kHalves;
+      const int half_slot = kFull * kConverters + ct / 2, half_r = half_slot / 4, half_j = half_slot % 4,
+                half_h = ct % 2;
+      const bool half_live = has_half && half_r < rows;
+      const int half_row_shift = half_live ? row_code[b][half_r] - kFp8RowExponentShift : 0;
       for (int kt = 0; kt < k_tiles; ++kt) {
-        const int at = kg + kt, s = at % kStages, g = 4 * kt + j;
+        const int at = kg + kt, s = at % kStages, g = 4 * kt + j, half_g = 4 * kt + half_j;
         bulk_copy::wait(&full[s], (at / kStages) & 1);
         const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
         unsigned char* a_tile = smem + L::kA + s * L::kATile;
-        uint4 w[kSlots];
-        int code[kSlots];
+        uint4 w[kFull];
+        int code[kFull];
 #pragma unroll
-        for (int i = 0; i < kSlots; ++i) {
+        for (int i = 0; i < kFull; ++i) {
           const int r = (ct + kConverters * i) / 4;
-          if (ct + kConverters * i < kBM * 4) w[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j);
+          w[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j);
           code[i] = slot_row[i] >= 0 && g < a.groups ? static_cast<int>(codes[slot_row[i] * a.groups + g]) : -1;
         }
+        uint2 half_w = make_uint2(0u, 0u);
+        int half_code = -1;
+        if (has_half) {
+          half_w = *reinterpret_cast<const uint2*>(raw + half_r * 64 + 16 * half_j + 8 * half_h);
+          if (half_live && half_g < a.groups) half_code = codes[half_r * a.groups + half_g];
+        }
 #pragma unroll
-        for (int i = 0; i < kSlots; ++i) {
+        for (int i = 0; i < kFull; ++i) {
           const int r = (ct + kConverters * i) / 4;
-          if (ct + kConverters * i >= kBM * 4) break;
           // Dead rows and groups past the row: shift 0 (their bytes are zeros or not stored).
           const int shift = code[i] >= 0 ? code[i] - row_shift[i] : 0;
           store_group_fp8(w[i], shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r,
                           j);
+        }
+        if (has_half) {
+          const int shift = half_code >= 0 ? half_code - half_row_shift : 0;
+          store_half_group_fp8(half_w, shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift],
+                               a_tile + half_r * kBK, half_r, 2 * half_j + half_h);
         }
         wgmma::fence_shared_for_mma();  // the conversion's stores, for the MMAs
         __syncwarp();
