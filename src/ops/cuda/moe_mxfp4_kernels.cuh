@@ -183,19 +183,8 @@ struct Fp8KernelArgs {
   const float* sx;         // a scale per row of x8
 };
 
-// One copied MXFP4 group (16 bytes, 32 values) as E4M3 codes under its table (mxfp4_to_fp8_table.h: the group's
-// clamped shift), into chunks 2 gj and 2 gj + 1 of a 128-byte swizzled A-tile row (row `row` at a_row).
-__device__ __forceinline__ void store_group_fp8(uint4 w, std::uint64_t table, unsigned char* a_row, int row, int gj) {
-  const Mxfp4Fp8Bytes t{static_cast<std::uint32_t>(table), static_cast<std::uint32_t>(table >> 32), 0, 0};
-  const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-  std::uint32_t o[8];
-#pragma unroll
-  for (int wi = 0; wi < 4; ++wi) mxfp4_word_to_fp8(words[wi], t, o[2 * wi], o[2 * wi + 1]);
-  *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 2 * gj)) = make_uint4(o[0], o[1], o[2], o[3]);
-  *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, 2 * gj + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
-}
-
-// Half a group (8 bytes, 16 values: words 2h and 2h + 1 of store_group_fp8's four) into chunk 2 gj + h of the row.
+// Half a copied MXFP4 group (8 bytes, 16 values) as E4M3 codes under its table (mxfp4_to_fp8_table.h: the group's
+// clamped shift), into 16-byte chunk `chunk` of a 128-byte swizzled A-tile row (row `row` at a_row).
 __device__ __forceinline__ void store_half_group_fp8(uint2 w, std::uint64_t table, unsigned char* a_row, int row,
                                                      int chunk) {
   const Mxfp4Fp8Bytes t{static_cast<std::uint32_t>(table), static_cast<std::uint32_t>(table >> 32), 0, 0};
@@ -203,6 +192,12 @@ __device__ __forceinline__ void store_half_group_fp8(uint2 w, std::uint64_t tabl
   mxfp4_word_to_fp8(w.x, t, o[0], o[1]);
   mxfp4_word_to_fp8(w.y, t, o[2], o[3]);
   *reinterpret_cast<uint4*>(a_row + 16 * wgmma::swizzled_chunk(row, chunk)) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// A whole group (16 bytes, 32 values): its halves into chunks 2 gj and 2 gj + 1.
+__device__ __forceinline__ void store_group_fp8(uint4 w, std::uint64_t table, unsigned char* a_row, int row, int gj) {
+  store_half_group_fp8(make_uint2(w.x, w.y), table, a_row, row, 2 * gj);
+  store_half_group_fp8(make_uint2(w.z, w.w), table, a_row, row, 2 * gj + 1);
 }
 
 __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
