@@ -204,55 +204,32 @@ __device__ __forceinline__ float bias_at(const KernelArgs& a, std::int64_t i) {
   return bias_value(a.bias, a.bias_kind, i);
 }
 
-// SwiGLU of the (gate, up) pairs (gate[i], up[i]) of one accumulator (i < 2: row r_lo, entries 0 / 1; else r_hi)
-// into h by entry: column r / 2 of rows dst0 / dst1, where live0 / live1.
-template <class H>
-__device__ __forceinline__ void store_swiglu_pairs(H* h, int half_rows, int r_lo, int r_hi, bool live0, bool live1,
-                                                   std::int64_t dst0, std::int64_t dst1, float4 gate, float4 up,
-                                                   float alpha, float limit) {
-  const float gv[4] = {gate.x, gate.y, gate.z, gate.w}, uv[4] = {up.x, up.y, up.z, up.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    if (!(i % 2 ? live1 : live0)) continue;
-    const int col = (i < 2 ? r_lo : r_hi) / 2;
-    const float s = swiglu_clamped_pair(gv[i], uv[i], alpha, limit);
-    if constexpr (std::is_same_v<H, float>)
-      h[(i % 2 ? dst1 : dst0) * half_rows + col] = s;
-    else
-      h[(i % 2 ? dst1 : dst0) * half_rows + col] = __float2bfloat16_rn(s);
-  }
-}
-
-// The FP8 GEMMs' copy, out of line: inlined (an expf and an IEEE division a pair), each MMA width's unrolled
-// epilogue carried its own copies (the warp-specialised GEMM's object code 1.69 MB, now 0.86). H200, v31: 120b
-// gate_up at 4,096 tokens 1,412.4 -> 1,335.4 us a layer on the 2-CTA GEMM (`day0 bench --kernels`), 1,429.1 ->
-// 1,287.3 on the warp-specialised one (bench-moe). Not a leaf (the division's slow path), so each call saves
-// registers on the stack: 1.74 GB of local traffic in that 120b gate_up (Nsight Compute, v31).
-static __device__ __noinline__ void store_swiglu_pairs_f32(float* h, int half_rows, int r_lo, int r_hi, bool live0,
-                                                           bool live1, std::int64_t dst0, std::int64_t dst1,
-                                                           float4 gate, float4 up, float alpha, float limit) {
-  store_swiglu_pairs(h, half_rows, r_lo, r_hi, live0, live1, dst0, dst1, gate, up, alpha, limit);
-}
-
 // Stores one MMA accumulator's values (v[0], v[1]: row r_lo, two grouped entries, present where live0 / live1, at
 // output rows dst0 / dst1; v[2], v[3]: row r_hi, the same entries): SwiGLU of each (gate, up) row pair into h (H:
 // bf16, or f32 for the FP8 GEMM's quantisation pass) by entry (dst = the entry), or f32 rows by assignment (dst =
-// the entry's assignment). Every lane of the warp calls it: a pair's rows sit in lanes g and g + 1 (lane + 4).
+// the entry's assignment). Every lane of the warp calls it. A pair's rows sit in lanes g and g + 1 (lane ^ 4): the
+// even lane takes both pairs of entry 0, the odd one those of entry 1: two shuffles and two SwiGLUs a lane, where
+// the even lanes alone computed four (out of line before the fast exponential, v31). H200, bench-moe 4,096 tokens
+// (v38): the 2-CTA GEMM's gate_up with SwiGLU 1,039.8 -> 960.7 us (20b), 1,258.6 -> 1,172.7 (120b).
 template <bool kSwiglu, class H = __nv_bfloat16>
 __device__ __forceinline__ void store_values(const KernelArgs& a, int r_lo, int r_hi, bool live0, bool live1,
                                              std::int64_t dst0, std::int64_t dst1, const float (&v)[4]) {
-  const int g = (threadIdx.x % 32) / 4;
+  const bool even = ((threadIdx.x % 32) / 4) % 2 == 0;
   if constexpr (kSwiglu) {
-    float up[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) up[i] = __shfl_down_sync(0xffffffffu, v[i], 4);
-    if (g % 2 == 0) {
-      const float4 gate4 = make_float4(v[0], v[1], v[2], v[3]), up4 = make_float4(up[0], up[1], up[2], up[3]);
-      H* h = static_cast<H*>(a.out);
-      if constexpr (std::is_same_v<H, float>)
-        store_swiglu_pairs_f32(h, a.out_rows / 2, r_lo, r_hi, live0, live1, dst0, dst1, gate4, up4, a.alpha, a.limit);
-      else
-        store_swiglu_pairs(h, a.out_rows / 2, r_lo, r_hi, live0, live1, dst0, dst1, gate4, up4, a.alpha, a.limit);
+    // Sent: the values the partner's entry needs (an even lane's gates of entry 1, an odd lane's ups of entry 0).
+    const float lo = __shfl_xor_sync(0xffffffffu, even ? v[1] : v[0], 4);
+    const float hi = __shfl_xor_sync(0xffffffffu, even ? v[3] : v[2], 4);
+    const float s_lo = swiglu_clamped_pair(even ? v[0] : lo, even ? lo : v[1], a.alpha, a.limit);
+    const float s_hi = swiglu_clamped_pair(even ? v[2] : hi, even ? hi : v[3], a.alpha, a.limit);
+    if (even ? live0 : live1) {
+      H* h = static_cast<H*>(a.out) + (even ? dst0 : dst1) * (a.out_rows / 2);
+      if constexpr (std::is_same_v<H, float>) {
+        h[r_lo / 2] = s_lo;
+        h[r_hi / 2] = s_hi;
+      } else {
+        h[r_lo / 2] = __float2bfloat16_rn(s_lo);
+        h[r_hi / 2] = __float2bfloat16_rn(s_hi);
+      }
     }
   } else {
     const bool live[2] = {live0, live1};
