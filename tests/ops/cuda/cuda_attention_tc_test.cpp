@@ -1,12 +1,15 @@
 // The tensor-core prefill attention (attention_tc_cuda.h, reached through paged_attention_cuda and
 // attention_cuda with AttentionSplit::tensor_cores) against the CPU reference: mixed batches whose 128-row tiles
 // straddle sequences, prompts continued at an offset, block sizes 16 and 7, GQA 64/8 and 8/1, windows, sinks;
-// a bad block table gives NaN rows for its sequence only; bf16 operands over a bf16 pool. Skipped visibly without
-// a GPU.
+// a bad block table gives NaN rows for its sequence only (f16 and bf16 operands); bf16 operands over a bf16 pool,
+// NaN in the pool rows no key uses kept out. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
+#include <vector>
 
 #include "core/dtype.h"
 #include "cuda_test_util.h"
@@ -108,6 +111,44 @@ TEST(CudaAttentionTc, bf16_operands_over_a_bf16_pool_match_the_cpu_reference) {
     }
 }
 
+// The pool rows no key uses (past a sequence's last key in its last block, blocks nobody holds) may hold anything:
+// NaN there must not reach the output (P = 0 times NaN is NaN; a copy of a whole block would bring them in).
+TEST(CudaAttentionTc, bf16_operands_keep_nan_in_unused_pool_rows_out_of_the_output) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(7307);
+  const std::vector<cudatest::PagedCase> cases = {
+      {{64, 8, 64, 0, 0.125f}, 16, {300, 129, 33}, {300, 70, 33}},  // last blocks part full, tiles straddle sequences
+      {{64, 8, 64, 128, 0.125f}, 16, {700, 90}, {260, 90}},         // sliding window: a first tile before its keys
+      {{8, 1, 64, 5, 0.3f}, 7, {100}, {64}},                        // block size 7: blocks straddle tiles
+  };
+  for (const cudatest::PagedCase& c : cases) {
+    auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, false, /*bf16_kv=*/true);
+    const std::int64_t rows = sc.k_pool.size(0), width = sc.k_pool.size(1), max_blocks = sc.tables.size(1);
+    std::vector<bool> used(static_cast<std::size_t>(rows), false);
+    const std::int32_t* tables = sc.tables.data<std::int32_t>();
+    for (std::size_t b = 0; b < c.lengths.size(); ++b)
+      for (std::int64_t t = 0; t < c.lengths[b]; ++t) {
+        const std::int64_t block = tables[static_cast<std::int64_t>(b) * max_blocks + t / c.block_size];
+        used[static_cast<std::size_t>(block * c.block_size + t % c.block_size)] = true;
+      }
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (!used[static_cast<std::size_t>(r)])
+        for (Tensor* pool : {&sc.k_pool, &sc.v_pool})
+          std::fill_n(pool->data<float>() + r * width, width, std::numeric_limits<float>::quiet_NaN());
+    sc.k_pool = bf16_pool(sc.k_pool);
+    sc.v_pool = bf16_pool(sc.v_pool);
+    SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " block " << c.block_size << " window "
+                                      << c.p.sliding_window << " rows " << sc.q.size(0));
+    AttentionSplit split;
+    split.tensor_cores = split.bf16_operands = true;
+    const Tensor got = cudatest::run_paged_attention(*ctx, sc, false, split);
+    EXPECT_EQ(count_nan(got), 0);
+    EXPECT_LE(relative_norm_error(got, sc.want), 1e-2);
+  }
+}
+
 // The output's bf16 copy (AttentionSplit::out_bf16, the o projection's GEMM input) is its rounding to nearest even,
 // bit for bit, from the tensor-core kernel (written as it goes) and from the others (converted after); the f32
 // output is the same either way.
@@ -206,17 +247,25 @@ TEST(CudaAttentionTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_
   ASSERT_TRUE(ctx);
   std::mt19937 rng(7303);
   const AttentionParams p{8, 1, 64, 0, 0.125f};
-  auto sc = optest::make_paged_scenario(rng, p, 16, {40, 60}, {40, 60}, false);
-  sc.tables.data<std::int32_t>()[1] = 1 << 20;  // sequence 0's second block (positions 16..31) is outside the pool
-  AttentionSplit split;
-  split.tensor_cores = true;
-  const Tensor got = cudatest::run_paged_attention(*ctx, sc, false, split);
-  const std::int64_t w = p.n_heads * p.head_dim;
-  for (std::int64_t row = 0; row < 100; ++row) {
-    // Sequence 0's rows at positions 16+ need the bad block; rows 0..15 do not; sequence 1 is untouched.
-    const bool want_nan = row >= 16 && row < 40;
-    for (std::int64_t i = 0; i < w; i += 17)
-      EXPECT_EQ(std::isnan(got.data<float>()[row * w + i]), want_nan) << "row " << row;
+  for (bool bf16 : {false, true}) {  // f16 operands over an f32 pool; bf16 operands over a bf16 pool
+    SCOPED_TRACE(::testing::Message() << "bf16 operands " << bf16);
+    auto sc = optest::make_paged_scenario(rng, p, 16, {40, 60}, {40, 60}, false, bf16);
+    if (bf16) {
+      sc.k_pool = bf16_pool(sc.k_pool);
+      sc.v_pool = bf16_pool(sc.v_pool);
+    }
+    sc.tables.data<std::int32_t>()[1] = 1 << 20;  // sequence 0's second block (positions 16..31) is outside the pool
+    AttentionSplit split;
+    split.tensor_cores = true;
+    split.bf16_operands = bf16;
+    const Tensor got = cudatest::run_paged_attention(*ctx, sc, false, split);
+    const std::int64_t w = p.n_heads * p.head_dim;
+    for (std::int64_t row = 0; row < 100; ++row) {
+      // Sequence 0's rows at positions 16+ need the bad block; rows 0..15 do not; sequence 1 is untouched.
+      const bool want_nan = row >= 16 && row < 40;
+      for (std::int64_t i = 0; i < w; i += 17)
+        EXPECT_EQ(std::isnan(got.data<float>()[row * w + i]), want_nan) << "row " << row;
+    }
   }
 }
 
