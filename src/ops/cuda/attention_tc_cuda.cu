@@ -15,9 +15,9 @@ namespace day0 {
 namespace {
 
 constexpr int kD = kAttentionTcHeadDim;
-// 8 warps (128 query rows) per CTA share each staged K/V tile, 2 CTAs per SM (128 registers, ptxas: 24 bytes
-// spilled). H200, 20b fp8-mode prefill of 4,096 tokens: 37.6k tok/s against 35.4-35.6k with 4 warps at 168
-// registers (3 CTAs per SM) and 36.6-36.8k with 4 warps capped at 128.
+// 8 warps (128 query rows) per CTA share each staged K/V tile, 2 CTAs per SM (128 registers; ptxas spills 24 bytes
+// in the f16-operand forms, none in the bf16 one). H200, 20b fp8-mode prefill of 4,096 tokens: 37.6k tok/s against
+// 35.4-35.6k with 4 warps at 168 registers (3 CTAs per SM) and 36.6-36.8k with 4 warps capped at 128.
 constexpr int kWarps = 8;
 constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;           // keys per tile
