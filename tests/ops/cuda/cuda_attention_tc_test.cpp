@@ -69,11 +69,15 @@ TEST(CudaAttentionTc, paged_prefill_matches_the_cpu_reference_for_mixed_batches_
     }
 }
 
-// A pool of bf16 values held as f32 (make_paged_scenario's bf16_kv), as bf16 bits: the same values exactly.
-Tensor bf16_pool(const Tensor& pool) {
-  Tensor out = Tensor::zeros(pool.shape(), DType::bf16);
-  for (std::int64_t i = 0; i < pool.numel(); ++i) out.data<std::uint16_t>()[i] = f32_to_bf16(pool.data<float>()[i]);
-  return out;
+// The scenario's pools of bf16 values held as f32 (make_paged_scenario's bf16_kv) as bf16 bits: the same values
+// exactly.
+void use_bf16_pools(optest::PagedScenario& sc) {
+  for (Tensor* pool : {&sc.k_pool, &sc.v_pool}) {
+    Tensor out = Tensor::zeros(pool->shape(), DType::bf16);
+    for (std::int64_t i = 0; i < pool->numel(); ++i)
+      out.data<std::uint16_t>()[i] = f32_to_bf16(pool->data<float>()[i]);
+    *pool = out;
+  }
 }
 
 // bf16 operands over a bf16 pool: K and V exact (the pool's own values), Q and P rounded to 8 significant bits
@@ -94,8 +98,7 @@ TEST(CudaAttentionTc, bf16_operands_over_a_bf16_pool_match_the_cpu_reference) {
   for (const cudatest::PagedCase& c : cases)
     for (bool sinks : {false, true}) {
       auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, sinks, /*bf16_kv=*/true);
-      sc.k_pool = bf16_pool(sc.k_pool);
-      sc.v_pool = bf16_pool(sc.v_pool);
+      use_bf16_pools(sc);
       SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " block " << c.block_size << " window "
                                         << c.p.sliding_window << " sinks " << sinks << " rows " << sc.q.size(0));
       AttentionSplit split;
@@ -137,8 +140,7 @@ TEST(CudaAttentionTc, bf16_operands_keep_nan_in_unused_pool_rows_out_of_the_outp
       if (!used[static_cast<std::size_t>(r)])
         for (Tensor* pool : {&sc.k_pool, &sc.v_pool})
           std::fill_n(pool->data<float>() + r * width, width, std::numeric_limits<float>::quiet_NaN());
-    sc.k_pool = bf16_pool(sc.k_pool);
-    sc.v_pool = bf16_pool(sc.v_pool);
+    use_bf16_pools(sc);
     SCOPED_TRACE(::testing::Message() << "heads " << c.p.n_heads << " block " << c.block_size << " window "
                                       << c.p.sliding_window << " rows " << sc.q.size(0));
     AttentionSplit split;
@@ -159,8 +161,7 @@ TEST(CudaAttentionTc, the_bf16_copy_of_the_output_is_its_rounding_on_every_kerne
   std::mt19937 rng(7306);
   const cudatest::PagedCase c{{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}};
   auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, true, /*bf16_kv=*/true);
-  sc.k_pool = bf16_pool(sc.k_pool);
-  sc.v_pool = bf16_pool(sc.v_pool);
+  use_bf16_pools(sc);
   for (bool tensor_cores : {true, false}) {
     SCOPED_TRACE(::testing::Message() << "tensor cores " << tensor_cores);
     AttentionSplit split;
@@ -250,10 +251,7 @@ TEST(CudaAttentionTc, a_table_reaching_outside_the_pool_gives_nan_rows_only_for_
   for (bool bf16 : {false, true}) {  // f16 operands over an f32 pool; bf16 operands over a bf16 pool
     SCOPED_TRACE(::testing::Message() << "bf16 operands " << bf16);
     auto sc = optest::make_paged_scenario(rng, p, 16, {40, 60}, {40, 60}, false, bf16);
-    if (bf16) {
-      sc.k_pool = bf16_pool(sc.k_pool);
-      sc.v_pool = bf16_pool(sc.v_pool);
-    }
+    if (bf16) use_bf16_pools(sc);
     sc.tables.data<std::int32_t>()[1] = 1 << 20;  // sequence 0's second block (positions 16..31) is outside the pool
     AttentionSplit split;
     split.tensor_cores = true;
