@@ -343,6 +343,13 @@ Status launch_per_head(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return Status::success();
 }
 
+// Whether launch sends the step to the tensor-core kernel (after its checks).
+bool tensor_cores_take(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
+                       const AttentionSplit& split) {
+  return split.tensor_cores && split.splits == 1 && q.dim() == 2 && attention_tc_fits(q.size(0), p) &&
+         aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16);
+}
+
 // Checks q, the key/value matrices (T rows), positions, out and sinks, then launches.
 Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_pos,
               const Tensor& sinks, const AttentionParams& p, Tensor& out, KeyLayout layout, cudaStream_t stream,
@@ -386,9 +393,19 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
     // A Tensor is a handle: the split owns no data, the scratch it names is written here.
     sa.partials = static_cast<float*>(const_cast<void*>(split.partials.raw()));
   }
+  std::int64_t rotary_half = 0;  // q unrotated: the tensor-core kernel rotates it from the table
+  if (split.q_cos_sin.defined()) {
+    const Tensor& cs = split.q_cos_sin;
+    rotary_half = cs.dim() == 2 ? cs.size(1) / 2 : 0;
+    D0_RETURN_IF_ERROR(check_cuda_tensor(cs, op, "q_cos_sin", {DType::f32}, {S, 2 * rotary_half}));
+    if (!aligned_to(cs.raw(), 16)) return make_error(std::string(op) + ": q_cos_sin must be 16-byte aligned");
+    if (!attention_rotates_q(q, k, v, p, split, rotary_half))
+      return make_error(std::string(op) + ": q_cos_sin given (q unrotated) for a step the tensor-core kernel with " +
+                        "bf16 operands does not take, or a rotary half of " + std::to_string(rotary_half) +
+                        " it does not rotate");
+  }
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
-  if (split.tensor_cores && sa.splits == 1 && attention_tc_fits(S, p) && aligned_to(q.raw(), 16) &&
-      aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
+  if (tensor_cores_take(q, k, v, p, split)) {
     const AttentionTcArgs ta{q.data<float>(),
                              k.raw(),
                              v.raw(),
@@ -401,7 +418,9 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              static_cast<int>(T),
                              layout,
                              split.bf16_operands,
-                             copy_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr};
+                             copy_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr,
+                             rotary_half > 0 ? split.q_cos_sin.data<float>() : nullptr,
+                             static_cast<int>(rotary_half)};
     return attention_tc_cuda(ta, p, stream);
   }
   if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
@@ -449,6 +468,12 @@ __global__ void kv_write_kernel(const float* k, const float* v, const std::int32
 }
 
 }  // namespace
+
+bool attention_rotates_q(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
+                         const AttentionSplit& split, std::int64_t rotary_half) {
+  return tensor_cores_take(q, k, v, p, split) &&
+         attention_tc_rotates_q(k.dtype() == DType::bf16 && v.dtype() == DType::bf16, split.bf16_operands, rotary_half);
+}
 
 bool attention_reads_kv_once(std::int64_t S, const AttentionParams& p) {
   return attention_group_fits(p) ||

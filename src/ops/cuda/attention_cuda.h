@@ -35,7 +35,15 @@ struct AttentionSplit {
   // With out_bf16, where the tensor-core kernel runs: out_bf16 only, out left unwritten (a prefill's o projection
   // reads only the copy: 67 MB of f32 rows a 120b layer at 4,096 tokens not written).
   bool bf16_only = false;
+  // Defined (f32 [S, rotary_dim], rope_kv_write_cuda's q_cos_sin): q is unrotated and the tensor-core kernel rotates
+  // it as it loads it, the same bits as rotated before. Only where attention_rotates_q says so (else an error).
+  Tensor q_cos_sin;
 };
+
+// Whether the attention of q over keys k, v (a pool or a matrix) with this split runs on the tensor-core kernel with
+// bf16 operands, which can take q unrotated with its cos/sin table (AttentionSplit::q_cos_sin) for this rotary half.
+bool attention_rotates_q(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p,
+                         const AttentionSplit& split, std::int64_t rotary_half);
 
 // Batch-invariant attention: fixed-length splits, at least 2 so every query takes the merge (one code path).
 // 2,048 keys: a 128K-token context is 64 splits; decode of short contexts gets fewer blocks (slower).

@@ -9,6 +9,7 @@
 
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/mma_sync.cuh"
+#include "ops/cuda/rope_math.cuh"
 #include "ops/cuda/wgmma.cuh"
 
 namespace day0 {
@@ -66,6 +67,31 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// Deferred RoPE on one Q row as loaded (x[c]: dims 8c + 2t, +1): lane pair (i, i + half) is chunk c with chunk
+// c + kShift (kShift = half / 8, so both are this thread's), rotated as the rope kernels do (rope_math) by the
+// (cos, sin) pairs of i, i + 1 in cos_sin, the row's table; lanes past 2 half are left as they are.
+template <int kShift>
+__device__ __forceinline__ void rotate_q_row(float2 (&x)[kD / 8], const float* cos_sin, int t) {
+#pragma unroll
+  for (int c = 0; c < kShift; ++c) {
+    // cos i, sin i, cos i + 1, sin i + 1 (i = 8c + 2t)
+    const float4 w = *reinterpret_cast<const float4*>(cos_sin + 2 * (8 * c + 2 * t));
+    const float2 a = x[c], b = x[c + kShift];
+    x[c] = make_float2(rope_math::rotated_first(a.x, b.x, w.x, w.y), rope_math::rotated_first(a.y, b.y, w.z, w.w));
+    x[c + kShift] =
+        make_float2(rope_math::rotated_second(a.x, b.x, w.x, w.y), rope_math::rotated_second(a.y, b.y, w.z, w.w));
+  }
+}
+
+__device__ __forceinline__ void rotate_q_row(float2 (&x)[kD / 8], const float* cos_sin, int t, int half) {
+  switch (half / 8) {
+    case 1: rotate_q_row<1>(x, cos_sin, t); break;
+    case 2: rotate_q_row<2>(x, cos_sin, t); break;
+    case 3: rotate_q_row<3>(x, cos_sin, t); break;
+    default: rotate_q_row<4>(x, cos_sin, t); break;
+  }
+}
 
 // 2^x by the special-function unit (relative error ~2^-22; flash attention's softmax exponential); 2^-inf = 0.
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -131,8 +157,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   std::uint32_t qf[kD / 16][4];
   int eq_lo, eq_hi;
   {
-    const float* q_lo = a.q + static_cast<std::int64_t>(min(s0 + r_lo, a.S - 1)) * q_width + h * kD;
-    const float* q_hi = a.q + static_cast<std::int64_t>(min(s0 + r_hi, a.S - 1)) * q_width + h * kD;
+    const int row_lo = min(s0 + r_lo, a.S - 1), row_hi = min(s0 + r_hi, a.S - 1);
+    const float* q_lo = a.q + static_cast<std::int64_t>(row_lo) * q_width + h * kD;
+    const float* q_hi = a.q + static_cast<std::int64_t>(row_hi) * q_width + h * kD;
     float2 lo[kD / 16][2], hi[kD / 16][2];
     float m_lo = 0.f, m_hi = 0.f;
 #pragma unroll
@@ -144,6 +171,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         m_lo = fmaxf(m_lo, fmaxf(fabsf(lo[kk][u].x), fabsf(lo[kk][u].y)));
         m_hi = fmaxf(m_hi, fmaxf(fabsf(hi[kk][u].x), fabsf(hi[kk][u].y)));
       }
+    // bf16: q unrotated, rotated here (its table row clamped as q's); the maxima above serve the f16 form only.
+    if constexpr (kBf16) {
+      if (a.q_cos_sin) {
+        const std::int64_t table_width = 2 * a.q_rotary_half;
+        rotate_q_row(reinterpret_cast<float2(&)[kD / 8]>(lo), a.q_cos_sin + row_lo * table_width, t, a.q_rotary_half);
+        rotate_q_row(reinterpret_cast<float2(&)[kD / 8]>(hi), a.q_cos_sin + row_hi * table_width, t, a.q_rotary_half);
+      }
+    }
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
       m_lo = fmaxf(m_lo, __shfl_xor_sync(0xffffffffu, m_lo, off));
@@ -510,6 +545,9 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
     return make_error("attention_tc_cuda: needs head_dim " + std::to_string(kAttentionTcHeadDim) + " and at least " +
                       std::to_string(kAttentionTcMinQueries) + " queries");
   if (!a.out && !a.out_bf16) return make_error("attention_tc_cuda: no output (out and out_bf16 both null)");
+  if (a.q_cos_sin && !attention_tc_rotates_q(a.kv_bf16, a.bf16_operands, a.q_rotary_half))
+    return make_error("attention_tc_cuda: q rotated in the kernel needs bf16 operands over a bf16 pool and a rotary "
+                      "half of 8, 16, 24 or 32, got " + std::to_string(a.q_rotary_half));
   if (a.S == 0) return Status::success();
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads));
   const int group = p.n_heads / p.n_kv_heads;

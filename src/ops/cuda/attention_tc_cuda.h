@@ -51,7 +51,19 @@ struct AttentionTcArgs {
   bool bf16_operands = false;
   // Where given ([S, n_heads d] bf16, 4-byte aligned): out rounded to nearest even as well, as it is written.
   void* out_bf16 = nullptr;
+  // Where given (bf16 operands only; f32 [S, 2 q_rotary_half], 16-byte aligned, rope_kv_write_cuda's table): q is
+  // unrotated and lane pairs (i, i + q_rotary_half) of every head of row s are rotated by (cos, sin) at [s, 2i],
+  // [s, 2i + 1] as they are loaded, as the rope kernels would have (rope_math): the same bits, without q's 2 x 67 MB
+  // round trip in f32 a 120b layer at 4,096 tokens. q_rotary_half in {8, 16, 24, 32} (attention_tc_rotates_q).
+  const float* q_cos_sin = nullptr;
+  int q_rotary_half = 0;
 };
+
+// Whether the tensor-core kernel can rotate q itself (AttentionTcArgs::q_cos_sin): bf16 operands over a bf16 pool,
+// and lane pairs that stay within a thread's Q fragment (rotary half a multiple of 8).
+inline bool attention_tc_rotates_q(bool kv_bf16, bool bf16_operands, std::int64_t rotary_half) {
+  return kv_bf16 && bf16_operands && rotary_half > 0 && rotary_half % 8 == 0 && 2 * rotary_half <= kAttentionTcHeadDim;
+}
 
 Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cudaStream_t stream);
 

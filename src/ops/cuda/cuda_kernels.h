@@ -43,10 +43,13 @@ Status rope_cuda(Tensor& x, int n_heads, int head_dim, const Tensor& positions, 
 
 // rope_cuda on q [S, n_heads * head_dim] and k [S, n_kv_heads * head_dim], then k and v into rows slots i32 [S] of
 // k_pool, v_pool [n_slots, n_kv_heads * head_dim] (as kv_write_cuda: a slot outside the pool is skipped and raises
-// error_flag i32 [1]); one launch.
+// error_flag i32 [1]); one launch. q_cos_sin (or null; f32 [S, rotary_dim], 8-byte aligned): q is left unrotated
+// and row s gets (cos, sin) of lane pair i at 2i, 2i + 1, the values that would have rotated it, so the tensor-core
+// attention rotates q as it loads it, the same bits (AttentionSplit::q_cos_sin).
 Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
                           const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
-                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream);
+                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream,
+                          Tensor* q_cos_sin = nullptr);
 
 // out f32 [n, I] from gate_up f32 [n, 2I] (interleaved or split layout), as CpuOps::swiglu_clamped.
 Status swiglu_clamped_cuda(const Tensor& gate_up, const SwigluParams& p, Tensor& out, cudaStream_t stream);

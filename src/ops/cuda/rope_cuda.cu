@@ -1,6 +1,7 @@
 // RoPE on the GPU, in place: one block per token; thread (i, head group) computes the angle's cos and sin
 // once and rotates lane pairs (i, i + half) of its heads. Arithmetic mirrors CpuOps::rope exactly. The fused form
-// (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools.
+// (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools; with a cos/sin table it
+// leaves q as it is and writes its tokens' cos and sin there instead, for the attention kernel to rotate q as it loads.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -47,12 +48,14 @@ __global__ void rope_kernel(float* __restrict__ x, const std::int32_t* positions
 // the pool is skipped and raises error_flag; rounded to the pool's dtype). Blocks per KV head: decode's single
 // token spreads over 8 SMs, not 1. Positions, slots and inv_freq are step inputs and weights (written by no
 // kernel): the angles' cos and sin (fp64) are taken before the dependent wait, while the q/k/v projection runs.
+// q_cos_sin (or null): q is not rotated; the KV head 0 blocks write the token's (cos, sin) pairs there instead.
 template <class KV>
 __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* v,
                                      const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
                                      int n_kv_heads, int head_dim, int half, float attention_factor,
                                      const std::int32_t* slots, std::int64_t n_slots, KV* __restrict__ k_pool,
-                                     KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag) {
+                                     KV* __restrict__ v_pool, std::int32_t* __restrict__ error_flag,
+                                     float2* __restrict__ q_cos_sin) {
   __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
   const std::int64_t s = blockIdx.x;
   const int kvh = blockIdx.y, group = n_heads / n_kv_heads;
@@ -61,10 +64,15 @@ __global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ 
   for (int i = threadIdx.x; i < half; i += blockDim.x) rope_cos_sin(pos, inv_freq[i], attention_factor, cs[i], sn[i]);
   __syncthreads();
   begin_dependent_grid();
-  float* qr = q + (s * n_heads + static_cast<std::int64_t>(kvh) * group) * head_dim;
-  for (int p = threadIdx.x; p < group * half; p += blockDim.x) {
-    const int i = p % half;
-    rotate_pair(qr + (p / half) * head_dim, i, half, cs[i], sn[i]);
+  if (q_cos_sin != nullptr) {
+    if (kvh == 0)
+      for (int i = threadIdx.x; i < half; i += blockDim.x) q_cos_sin[s * half + i] = make_float2(cs[i], sn[i]);
+  } else {
+    float* qr = q + (s * n_heads + static_cast<std::int64_t>(kvh) * group) * head_dim;
+    for (int p = threadIdx.x; p < group * half; p += blockDim.x) {
+      const int i = p % half;
+      rotate_pair(qr + (p / half) * head_dim, i, half, cs[i], sn[i]);
+    }
   }
   const std::int64_t width = static_cast<std::int64_t>(n_kv_heads) * head_dim;
   const std::int64_t col0 = static_cast<std::int64_t>(kvh) * head_dim;  // this head's slice of a k / v row
@@ -121,7 +129,7 @@ __global__ void __launch_bounds__(kRowsThreads)
                               int n_kv_heads, int head_dim, int half, float attention_factor, const std::int32_t* slots,
                               std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
                               std::int32_t* __restrict__ error_flag, std::int64_t S, int tokens_per_block,
-                              int kv_per_block) {
+                              int kv_per_block, float2* __restrict__ q_cos_sin) {
   __shared__ float cs[kRowsTokens][kRowsMaxHalf], sn[kRowsTokens][kRowsMaxHalf];
   __shared__ std::int64_t slot_s[kRowsTokens];
   const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * tokens_per_block;
@@ -180,7 +188,12 @@ __global__ void __launch_bounds__(kRowsThreads)
       }
     }
   };
-  rotate_rows(q, n_heads, kv0 * group, kv_n * group, nullptr);
+  if (q_cos_sin == nullptr) {
+    rotate_rows(q, n_heads, kv0 * group, kv_n * group, nullptr);
+  } else if (blockIdx.y == 0) {  // q left as it is: its tokens' (cos, sin) pairs, once (the attention rotates q)
+    for (int p = threadIdx.x; p < tokens * half; p += kRowsThreads)
+      q_cos_sin[(s0 + p / half) * half + p % half] = make_float2(cs[p / half][p % half], sn[p / half][p % half]);
+  }
   rotate_rows(k, n_kv_heads, kv0, kv_n, k_pool);
   // v, and k's lanes past the rotary dim, of this block's KV heads into the pools as read, four lanes at a time.
   const int width = n_kv_heads * head_dim, quads = kv_n * head_dim / 4, total = tokens * quads;
@@ -211,7 +224,7 @@ Result<std::int64_t> rotary_half(const char* op, const Tensor& inv_freq, int hea
 
 Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
                           const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
-                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream) {
+                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream, Tensor* q_cos_sin) {
   const char* op = "rope_kv_write_cuda";
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
     return make_error(std::string(op) + ": head counts and head_dim must be positive");
@@ -224,6 +237,11 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
   D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
   const std::int64_t n_slots = k_pool.size(0);
+  if (q_cos_sin) {
+    D0_RETURN_IF_ERROR(check_cuda_tensor(*q_cos_sin, op, "q_cos_sin", {DType::f32}, {S, 2 * half}));
+    if (!aligned_to(q_cos_sin->raw(), 8)) return make_error(std::string(op) + ": q_cos_sin must be 8-byte aligned");
+  }
+  float2* cos_sin = q_cos_sin ? static_cast<float2*>(q_cos_sin->raw()) : nullptr;
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
   if (n_heads % n_kv_heads != 0)
@@ -243,14 +261,14 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
                        n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
                        slots.data<std::int32_t>(), n_slots, static_cast<KV*>(k_pool.raw()),
                        static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S, shape.tokens_per_block,
-                       shape.kv_per_block);
+                       shape.kv_per_block, cos_sin);
       return;
     }
     launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,
                      0, stream, q.data<float>(), k.data<float>(), v.data<float>(), positions.data<std::int32_t>(),
                      inv_freq.data<float>(), n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
                      slots.data<std::int32_t>(), n_slots, static_cast<KV*>(k_pool.raw()),
-                     static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>());
+                     static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), cos_sin);
   };
   with_kv_element(k_pool.dtype() == DType::bf16, go);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel (or its rows form)");
