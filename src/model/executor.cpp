@@ -201,11 +201,18 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor* h_bf1
   const std::vector<LinearTarget> qkv{{weights_.get(a.q_weight), optional_weight(weights_, a.q_bias), q},
                                       {weights_.get(a.k_weight), optional_weight(weights_, a.k_bias), k},
                                       {weights_.get(a.v_weight), optional_weight(weights_, a.v_bias), v}};
+  const AttentionParams params{a.n_heads, a.n_kv_heads, a.head_dim, a.sliding_window, a.scale};
+  D0_ASSIGN_OR_RETURN(Tensor mixed, ops_.scratch({S, q_width}, DType::f32, "attention out"));
+  const Tensor sinks = a.sinks ? weights_.get(a.sinks_weight) : Tensor();
+  const LinearTarget o{weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out};
   if (a.rope.kind != RopeKind::none) {
-    ProfileSpan span(ops_, "attention: q/k/v, rope and kv write");
     const RopeKvArgs rope{a.n_heads, a.n_kv_heads,     a.head_dim,
                           positions, inv_freq_[layer], static_cast<float>(a.rope.attention_factor),
                           slots,     k_pool_[layer],   v_pool_[layer]};
+    // Unprofiled, the whole block in one op: the backend may rotate q inside the attention kernel.
+    if (!ops_.profiling())
+      return ops_.linears_rope_attention_linear(h, qkv, rope, h_bf16, kv, sinks, params, mixed, o);
+    ProfileSpan span(ops_, "attention: q/k/v, rope and kv write");
     D0_RETURN_IF_ERROR(ops_.linears_rope_kv_write(h, qkv, rope, h_bf16));
   } else {
     {
@@ -215,10 +222,6 @@ Status Executor::attention_block(int layer, const Tensor& h, const Tensor* h_bf1
     ProfileSpan span(ops_, "attention: kv write");
     D0_RETURN_IF_ERROR(ops_.kv_write(k, v, slots, k_pool_[layer], v_pool_[layer]));
   }
-  const AttentionParams params{a.n_heads, a.n_kv_heads, a.head_dim, a.sliding_window, a.scale};
-  D0_ASSIGN_OR_RETURN(Tensor mixed, ops_.scratch({S, q_width}, DType::f32, "attention out"));
-  const Tensor sinks = a.sinks ? weights_.get(a.sinks_weight) : Tensor();
-  const LinearTarget o{weights_.get(a.o_weight), optional_weight(weights_, a.o_bias), out};
   if (!ops_.profiling())  // the backend may hand the output to the projection without a conversion between
     return ops_.paged_attention_linear(q, k_pool_[layer], v_pool_[layer], positions, kv, sinks, params, mixed, o);
   {  // profiled: each part timed alone

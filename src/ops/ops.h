@@ -211,6 +211,16 @@ class Ops {
     Tensor out = o.out;  // a handle: linear writes the target's storage
     return linear(mixed, o.w, o.bias, out);
   }
+  // An attention block from its input to its output: linears_rope_kv_write(x, qkv, r, x_bf16), then
+  // paged_attention_linear of q (qkv[0].out) at r.positions over r's pools. A backend may leave q (scratch, read by
+  // nothing after) unrotated and rotate it in the attention kernel as it loads it, the same bits.
+  virtual Status linears_rope_attention_linear(const Tensor& x, const std::vector<LinearTarget>& qkv,
+                                               const RopeKvArgs& r, const Tensor* x_bf16, const PagedKv& kv,
+                                               const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
+                                               const LinearTarget& o) {
+    D0_RETURN_IF_ERROR(linears_rope_kv_write(x, qkv, r, x_bf16));
+    return paged_attention_linear(qkv[0].out, r.k_pool, r.v_pool, r.positions, kv, sinks, p, mixed, o);
+  }
   // Top-k over logits [S, E] (descending, lower index first on ties), softmax over the k selected.
   virtual Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) = 0;
   // The MoE router: logits = linear(x, w, bias), then router_topk_softmax(logits, k, indices, weights); a backend

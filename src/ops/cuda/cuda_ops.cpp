@@ -506,12 +506,47 @@ Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, co
                                        const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                        const LinearTarget& o) {
   D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(q, kv, p));
-  if (!(gemm_takes(mixed, o) && split.tensor_cores))
-    return Ops::paged_attention_linear(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, o);
-  D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
-  split.bf16_only = true;
+  return paged_attention_linear_split(q, k_pool, v_pool, q_pos, kv, sinks, p, std::move(split), mixed, o);
+}
+
+Status CudaOps::paged_attention_linear_split(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool,
+                                             const Tensor& q_pos, const PagedKv& kv, const Tensor& sinks,
+                                             const AttentionParams& p, AttentionSplit split, Tensor& mixed,
+                                             const LinearTarget& o) {
+  if (gemm_takes(mixed, o) && split.tensor_cores) {
+    D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
+    split.bf16_only = true;
+  }
   D0_RETURN_IF_ERROR(paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed, ctx_->stream(), split));
-  return gemm_linears(mixed, &split.out_bf16, {o});
+  if (split.out_bf16.defined()) return gemm_linears(mixed, &split.out_bf16, {o});
+  Tensor out = o.out;  // a handle: linear writes the target's storage
+  return linear(mixed, o.w, o.bias, out);
+}
+
+// Prefill steps whose attention the tensor-core kernel takes with bf16 operands: q is not rotated by the rope kernel
+// (67 MB read and 67 MB written in f32 a 120b layer at 4,096 tokens) but by the attention kernel as it loads q, from
+// the table of cos and sin the rope kernel writes instead; the same bits. Decode (the small-M kernel's rope
+// epilogue) and every other step: the two ops as they are.
+Status CudaOps::linears_rope_attention_linear(const Tensor& x, const std::vector<LinearTarget>& qkv,
+                                              const RopeKvArgs& r, const Tensor* x_bf16, const PagedKv& kv,
+                                              const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
+                                              const LinearTarget& o) {
+  if (qkv.size() != 3) return make_error("linears_rope_attention_linear: takes the three targets q, k and v");
+  const ScratchMark mark = scratch_mark();
+  D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(qkv[0].out, kv, p));
+  const std::int64_t half = r.inv_freq.dim() == 1 ? r.inv_freq.size(0) : 0;
+  if (linear_small_rope_kv_fits(x, qkv, r, small_m_max_rows(qkv)) ||
+      !attention_rotates_q(qkv[0].out, r.k_pool, r.v_pool, p, split, half)) {
+    D0_RETURN_IF_ERROR(scratch_release(mark));  // the split's partials: paged_attention_linear takes its own
+    return Ops::linears_rope_attention_linear(x, qkv, r, x_bf16, kv, sinks, p, mixed, o);
+  }
+  D0_RETURN_IF_ERROR(linears_from(x, x_bf16, qkv));
+  D0_ASSIGN_OR_RETURN(split.q_cos_sin, scratch({qkv[0].out.size(0), 2 * half}, DType::f32, "q rope cos/sin"));
+  Tensor q = qkv[0].out, k = qkv[1].out, k_pool = r.k_pool, v_pool = r.v_pool;  // handles: their storage
+  D0_RETURN_IF_ERROR(rope_kv_write_cuda(q, r.n_heads, k, r.n_kv_heads, qkv[2].out, r.head_dim, r.positions, r.inv_freq,
+                                        r.attention_factor, r.slots, k_pool, v_pool, error_flag_, ctx_->stream(),
+                                        &split.q_cos_sin));
+  return paged_attention_linear_split(q, k_pool, v_pool, r.positions, kv, sinks, p, std::move(split), mixed, o);
 }
 
 Status CudaOps::router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) {

@@ -78,6 +78,9 @@ class CudaOps final : public Ops {
   Status paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                 const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                 const LinearTarget& o) override;
+  Status linears_rope_attention_linear(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
+                                       const Tensor* x_bf16, const PagedKv& kv, const Tensor& sinks,
+                                       const AttentionParams& p, Tensor& mixed, const LinearTarget& o) override;
   Status router_topk_softmax(const Tensor& logits, int k, Tensor& indices, Tensor& weights) override;
   Status router(const Tensor& x, const Tensor& w, const Tensor& bias, int k, Tensor& logits, Tensor& indices,
                 Tensor& weights) override;
@@ -119,6 +122,10 @@ class CudaOps final : public Ops {
   Result<AttentionSplit> attention_split(std::int64_t S, std::int64_t sequences, const AttentionParams& p,
                                          std::int64_t max_keys);
   Result<AttentionSplit> paged_attention_split(const Tensor& q, const PagedKv& kv, const AttentionParams& p);
+  // paged_attention_linear with the split given (paged_attention_split's, perhaps with q_cos_sin).
+  Status paged_attention_linear_split(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
+                                      const PagedKv& kv, const Tensor& sinks, const AttentionParams& p,
+                                      AttentionSplit split, Tensor& mixed, const LinearTarget& o);
 
   BackendOptions options_;
   std::unique_ptr<CudaContext> ctx_;

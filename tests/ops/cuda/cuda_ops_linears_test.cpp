@@ -1,13 +1,14 @@
 // CudaOps::linears picks a kernel per row count and weight size: every target on the small-M kernel (decode
 // sizes), the medium ones on it and the rest on cuBLASLt (k and v beside q at 17-64 rows), or every target on
 // cuBLASLt. Each form against CpuOps::linear on x rounded to bf16. And the ops that hand a GEMM its bf16 rows at
-// prefill sizes (the MoE block's norm + router, attention + o projection): the bits of their two parts one after
-// the other. Skipped visibly without a GPU.
+// prefill sizes (the MoE block's norm + router, attention + o projection, the whole attention block with q rotated
+// in the attention): the bits of their parts one after the other. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -140,6 +141,69 @@ TEST(CudaOpsLinears, attention_and_o_projection_give_the_bits_of_the_attention_t
     D0_ASSERT_OK(cuda.paged_attention(q, k_pool, v_pool, q_pos, kv, sinks, p, mixed2));
     D0_ASSERT_OK(cuda.linear(mixed2, o_w, o_b, out2));
     for (const auto& [a, b] : {std::pair{&mixed1, &mixed2}, {&out1, &out2}}) expect_same_bits(cuda, *a, *b);
+  }
+}
+
+// The attention block from its input (linears_rope_attention_linear): the bits of q/k/v with rope and the KV write,
+// then the attention with its o projection. A prompt leaves q unrotated (the tensor-core kernel rotates it as it
+// loads it); decode rows (the small-M kernel's rope epilogue) are the two ops as they are.
+TEST(CudaOpsLinears, attention_block_gives_the_bits_of_rope_kv_write_then_attention_and_projection) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  const std::unique_ptr<CudaOps> ops = make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
+  std::mt19937 rng(7304);
+  auto up = [&](const Tensor& t) { return upload(cuda, t); };
+  auto zeros = [&](const Shape& shape, DType dtype) { return up(Tensor::zeros(shape, dtype)); };
+  const AttentionParams p{64, 8, 64, 128, 0.125f};
+  const std::int64_t H = 512, qw = p.n_heads * p.head_dim, kvw = p.n_kv_heads * p.head_dim, N = 1024;
+  const Tensor wq = up(optest::to_bf16(optest::random_f32({qw, H}, rng))), bq = up(optest::random_f32({qw}, rng));
+  const Tensor wk = up(optest::to_bf16(optest::random_f32({kvw, H}, rng))), bk = up(optest::random_f32({kvw}, rng));
+  const Tensor wv = up(optest::to_bf16(optest::random_f32({kvw, H}, rng))), bv = up(optest::random_f32({kvw}, rng));
+  const Tensor o_w = up(optest::to_bf16(optest::random_f32({N, qw}, rng))), o_b = up(optest::random_f32({N}, rng));
+  const Tensor inv = up(optest::gpt_oss_inv_freq(p.head_dim));
+  for (const auto& [lengths, queries, defers] :
+       {std::tuple{std::vector<std::int64_t>{700, 90}, std::vector<std::int64_t>{260, 90}, true},
+        std::tuple{std::vector<std::int64_t>{40, 9}, std::vector<std::int64_t>{1, 1}, false}}) {
+    auto sc = optest::make_paged_scenario(rng, p, 16, lengths, queries, true, /*bf16_kv=*/true);
+    const std::int64_t S = sc.q.size(0), max_blocks = sc.tables.size(1);
+    SCOPED_TRACE("rows " + std::to_string(S));
+    std::vector<std::int32_t> slots;  // each query's own slot
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int32_t pos = sc.q_pos.data<std::int32_t>()[s], seq = sc.q_seq.data<std::int32_t>()[s];
+      slots.push_back(sc.tables.data<std::int32_t>()[seq * max_blocks + pos / 16] * 16 + pos % 16);
+    }
+    const Tensor x = up(optest::random_f32({S, H}, rng)), positions = up(sc.q_pos),
+                 d_slots = up(optest::i32_tensor(slots));
+    const PagedKv kv{up(sc.tables), up(sc.q_seq), sc.block_size};
+    const Tensor sinks = up(sc.sinks);
+    struct Run {
+      Tensor q, k, v, k_pool, v_pool, mixed, out;
+    };
+    auto run = [&](bool one_op, Run& r) {
+      r = {zeros({S, qw}, DType::f32), zeros({S, kvw}, DType::f32), zeros({S, kvw}, DType::f32),
+           up(optest::to_bf16(sc.k_pool)), up(optest::to_bf16(sc.v_pool)), zeros({S, qw}, DType::f32),
+           zeros({S, N}, DType::f32)};
+      const std::vector<LinearTarget> qkv{{wq, bq, r.q}, {wk, bk, r.k}, {wv, bv, r.v}};
+      const RopeKvArgs rope{p.n_heads, p.n_kv_heads, p.head_dim, positions, inv,
+                            1.3465736f, d_slots,      r.k_pool,   r.v_pool};
+      const LinearTarget o{o_w, o_b, r.out};
+      if (one_op) {
+        D0_ASSERT_OK(cuda.linears_rope_attention_linear(x, qkv, rope, nullptr, kv, sinks, p, r.mixed, o));
+        return;
+      }
+      D0_ASSERT_OK(cuda.linears_rope_kv_write(x, qkv, rope, nullptr));
+      D0_ASSERT_OK(cuda.paged_attention_linear(r.q, r.k_pool, r.v_pool, positions, kv, sinks, p, r.mixed, o));
+    };
+    Run one, two;
+    run(true, one);
+    run(false, two);
+    for (const auto& [a, b] : {std::pair{&one.k, &two.k}, {&one.v, &two.v}, {&one.k_pool, &two.k_pool},
+                               {&one.v_pool, &two.v_pool}, {&one.out, &two.out}})
+      expect_same_bits(cuda, *a, *b);
+    auto q1 = cuda.download(one.q), q2 = cuda.download(two.q);
+    ASSERT_TRUE(q1.ok() && q2.ok());
+    EXPECT_EQ(cudatest::same_bits(*q1, *q2), !defers) << "q left unrotated only where the attention rotates it";
   }
 }
 
