@@ -186,7 +186,8 @@ int bench(const BenchOptions& o) {
                                  {"grid", k.grid},
                                  {"calls", k.calls},
                                  {"seconds", k.seconds},
-                                 {"exposed_seconds", k.exposed_seconds}});
+                                 {"exposed_seconds", k.exposed_seconds},
+                                 {"idle_before_seconds", k.idle_before_seconds}});
     return Status::success();
   };
   constexpr int kPrefillRuns = 3;

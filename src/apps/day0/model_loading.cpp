@@ -124,6 +124,21 @@ void print_kernel_times(const std::vector<KernelTime>& kernels, const std::strin
     rows.push_back({name + " " + k.grid, k.calls, k.seconds, k.exposed_seconds});
   }
   print_time_table("kernel (grid)", kWidth, rows);
+  // Where the device sat idle between kernels (a host stall, a synchronisation, a copy): charged to the kernel that
+  // ended each gap, the largest three.
+  std::vector<const KernelTime*> by_idle;
+  double idle = 0;
+  for (const KernelTime& k : kernels) {
+    idle += k.idle_before_seconds;
+    if (k.idle_before_seconds > 0) by_idle.push_back(&k);
+  }
+  std::sort(by_idle.begin(), by_idle.end(),
+            [](const KernelTime* a, const KernelTime* b) { return a->idle_before_seconds > b->idle_before_seconds; });
+  std::printf("  idle between kernels %.3f ms%s", idle * 1e3, by_idle.empty() ? "\n" : "; before ");
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, by_idle.size()); ++i)
+    std::printf("%s%s %s %.3f ms", i ? ", " : "", by_idle[i]->name.c_str(), by_idle[i]->grid.c_str(),
+                by_idle[i]->idle_before_seconds * 1e3);
+  if (!by_idle.empty()) std::printf("\n");
 }
 
 void print_memory_report(Ops& ops) {

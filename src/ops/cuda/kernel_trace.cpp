@@ -114,10 +114,20 @@ std::string short_name(const std::string& mangled) {
 }  // namespace
 
 std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches) {
+  std::map<std::pair<std::string, std::string>, KernelTime> by_name;
+  // In start order, the idle gap before each launch: past every earlier-started launch's end.
+  std::sort(launches.begin(), launches.end(),
+            [](const KernelLaunch& a, const KernelLaunch& b) { return a.start < b.start; });
+  std::uint64_t running_end = 0;
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    const KernelLaunch& l = launches[i];
+    if (i > 0 && l.start > running_end)
+      by_name[{l.name, l.grid}].idle_before_seconds += double(l.start - running_end) * 1e-9;
+    running_end = std::max(running_end, l.end);
+  }
   // In end order, a launch's exposed time is how far it moved the latest end: with dependent launches a kernel
   // starts while the one before still runs, and only the part past it lengthens the timeline.
   std::sort(launches.begin(), launches.end(), [](const KernelLaunch& a, const KernelLaunch& b) { return a.end < b.end; });
-  std::map<std::pair<std::string, std::string>, KernelTime> by_name;
   std::uint64_t latest_end = 0;
   for (const KernelLaunch& l : launches) {
     KernelTime& k = by_name[{l.name, l.grid}];

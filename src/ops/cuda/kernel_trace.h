@@ -18,6 +18,7 @@ struct KernelTime {
   std::int64_t calls = 0;
   double seconds = 0;          // summed device time
   double exposed_seconds = 0;  // summed time by which each launch's end passed every earlier end
+  double idle_before_seconds = 0;  // summed device idle (no kernel running) just before each launch started
 };
 
 // One kernel's launch as CUPTI records it: device clock, ns; end >= start.
@@ -30,7 +31,9 @@ struct KernelLaunch {
 // Launches totalled by (name, grid), longest total first. A launch's exposed time is the part of it past the
 // latest end of the launches that ended before it: in a chain where each ends after the one before (one stream,
 // with or without dependent launches) the exposed times add up to the span less its idle gaps, each kernel's
-// part of the critical path.
+// part of the critical path. A launch's idle-before time is the gap between its start and the latest end of the
+// launches that started before it (0 for the first): summed over all rows, the span's idle gaps, each charged to
+// the kernel that ended it (a host stall or a wait before that launch).
 std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches);
 
 class KernelTrace {

@@ -37,6 +37,25 @@ TEST(CudaKernelTrace, exposed_time_is_each_launchs_part_of_the_timeline_past_eve
   double exposed = 0;
   for (const KernelTime& k : totals) exposed += k.exposed_seconds;
   EXPECT_NEAR(exposed, 26e-6, 1e-12);  // the 30 us span less the idle [16, 20)
+  // That idle gap is charged to the launch that ended it (a's second run); no other launch started past every
+  // earlier one's end.
+  EXPECT_NEAR(row("a").idle_before_seconds, 4e-6, 1e-12);
+  EXPECT_EQ(row("b").idle_before_seconds, 0.0);
+  EXPECT_EQ(row("c").idle_before_seconds, 0.0);
+}
+
+TEST(CudaKernelTrace, idle_before_counts_only_gaps_no_earlier_started_kernel_covers) {
+  // x [0, 100) runs long; y [50, 60) ends first but x still runs; z [120, 130) after a 20 us gap; w [125, 140).
+  const std::vector<KernelLaunch> launches{{"y", "1x1x1", 50000, 60000},
+                                           {"z", "1x1x1", 120000, 130000},
+                                           {"x", "1x1x1", 0, 100000},
+                                           {"w", "1x1x1", 125000, 140000}};
+  double idle = 0;
+  for (const KernelTime& k : kernel_totals(launches)) {
+    idle += k.idle_before_seconds;
+    if (k.name == "z") EXPECT_NEAR(k.idle_before_seconds, 20e-6, 1e-12);
+  }
+  EXPECT_NEAR(idle, 20e-6, 1e-12);  // y's start lies inside x: no gap there
 }
 
 TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
