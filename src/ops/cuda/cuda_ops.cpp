@@ -532,11 +532,13 @@ Status CudaOps::linears_rope_attention_linear(const Tensor& x, const std::vector
                                               const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                               const LinearTarget& o) {
   if (qkv.size() != 3) return make_error("linears_rope_attention_linear: takes the three targets q, k and v");
+  // Decode (the small-M kernel's rope epilogue) decides before any split is planned: its steps never defer.
+  if (linear_small_rope_kv_fits(x, qkv, r, small_m_max_rows(qkv)))
+    return Ops::linears_rope_attention_linear(x, qkv, r, x_bf16, kv, sinks, p, mixed, o);
   const ScratchMark mark = scratch_mark();
   D0_ASSIGN_OR_RETURN(AttentionSplit split, paged_attention_split(qkv[0].out, kv, p));
   const std::int64_t half = r.inv_freq.dim() == 1 ? r.inv_freq.size(0) : 0;
-  if (linear_small_rope_kv_fits(x, qkv, r, small_m_max_rows(qkv)) ||
-      !attention_rotates_q(qkv[0].out, r.k_pool, r.v_pool, p, split, half)) {
+  if (!attention_rotates_q(qkv[0].out, r.k_pool, r.v_pool, p, split, half)) {
     D0_RETURN_IF_ERROR(scratch_release(mark));  // the split's partials: paged_attention_linear takes its own
     return Ops::linears_rope_attention_linear(x, qkv, r, x_bf16, kv, sinks, p, mixed, o);
   }
