@@ -187,7 +187,9 @@ int bench(const BenchOptions& o) {
                                  {"calls", k.calls},
                                  {"seconds", k.seconds},
                                  {"exposed_seconds", k.exposed_seconds},
-                                 {"idle_before_seconds", k.idle_before_seconds}});
+                                 {"idle_before_seconds", k.idle_before_seconds},
+                                 {"largest_idle_before_seconds", k.largest_idle_before_seconds},
+                                 {"largest_idle_after", k.largest_idle_after}});
     return Status::success();
   };
   constexpr int kPrefillRuns = 3;

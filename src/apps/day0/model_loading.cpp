@@ -136,8 +136,9 @@ void print_kernel_times(const std::vector<KernelTime>& kernels, const std::strin
             [](const KernelTime* a, const KernelTime* b) { return a->idle_before_seconds > b->idle_before_seconds; });
   std::printf("  idle between kernels %.3f ms%s", idle * 1e3, by_idle.empty() ? "\n" : "; before ");
   for (std::size_t i = 0; i < std::min<std::size_t>(3, by_idle.size()); ++i)
-    std::printf("%s%s %s %.3f ms", i ? ", " : "", by_idle[i]->name.c_str(), by_idle[i]->grid.c_str(),
-                by_idle[i]->idle_before_seconds * 1e3);
+    std::printf("%s%s %s %.3f ms (largest gap %.3f ms, after %s)", i ? ", " : "", by_idle[i]->name.c_str(),
+                by_idle[i]->grid.c_str(), by_idle[i]->idle_before_seconds * 1e3,
+                by_idle[i]->largest_idle_before_seconds * 1e3, by_idle[i]->largest_idle_after.c_str());
   if (!by_idle.empty()) std::printf("\n");
 }
 

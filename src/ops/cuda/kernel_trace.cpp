@@ -119,11 +119,22 @@ std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches) {
   std::sort(launches.begin(), launches.end(),
             [](const KernelLaunch& a, const KernelLaunch& b) { return a.start < b.start; });
   std::uint64_t running_end = 0;
+  const KernelLaunch* last_to_end = nullptr;  // the launch whose end is running_end
   for (std::size_t i = 0; i < launches.size(); ++i) {
     const KernelLaunch& l = launches[i];
-    if (i > 0 && l.start > running_end)
-      by_name[{l.name, l.grid}].idle_before_seconds += double(l.start - running_end) * 1e-9;
-    running_end = std::max(running_end, l.end);
+    if (i > 0 && l.start > running_end) {
+      KernelTime& k = by_name[{l.name, l.grid}];
+      const double gap = double(l.start - running_end) * 1e-9;
+      k.idle_before_seconds += gap;
+      if (gap > k.largest_idle_before_seconds) {
+        k.largest_idle_before_seconds = gap;
+        k.largest_idle_after = last_to_end->name + " " + last_to_end->grid;
+      }
+    }
+    if (i == 0 || l.end > running_end) {
+      running_end = l.end;
+      last_to_end = &l;
+    }
   }
   // In end order, a launch's exposed time is how far it moved the latest end: with dependent launches a kernel
   // starts while the one before still runs, and only the part past it lengthens the timeline.

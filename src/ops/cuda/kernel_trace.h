@@ -19,6 +19,8 @@ struct KernelTime {
   double seconds = 0;          // summed device time
   double exposed_seconds = 0;  // summed time by which each launch's end passed every earlier end
   double idle_before_seconds = 0;  // summed device idle (no kernel running) just before each launch started
+  double largest_idle_before_seconds = 0;  // the longest of those gaps
+  std::string largest_idle_after;          // the kernel (and grid) whose end began that gap
 };
 
 // One kernel's launch as CUPTI records it: device clock, ns; end >= start.

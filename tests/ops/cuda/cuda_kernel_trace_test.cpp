@@ -58,6 +58,25 @@ TEST(CudaKernelTrace, idle_before_counts_only_gaps_no_earlier_started_kernel_cov
   EXPECT_NEAR(idle, 20e-6, 1e-12);  // y's start lies inside x: no gap there
 }
 
+TEST(CudaKernelTrace, names_each_kernels_largest_idle_gap_and_the_kernel_it_followed) {
+  // z runs twice: after a 5 us gap behind x [0, 100) (y [50, 60) ended earlier, inside x), then a 30 us gap behind w.
+  const std::vector<KernelLaunch> launches{{"y", "1x1x1", 50000, 60000},
+                                           {"z", "1x1x1", 105000, 110000},
+                                           {"x", "2x1x1", 0, 100000},
+                                           {"w", "1x1x1", 110000, 120000},
+                                           {"z", "1x1x1", 150000, 160000}};
+  for (const KernelTime& k : kernel_totals(launches)) {
+    if (k.name == "z") {
+      EXPECT_NEAR(k.idle_before_seconds, 35e-6, 1e-12);
+      EXPECT_NEAR(k.largest_idle_before_seconds, 30e-6, 1e-12);
+      EXPECT_EQ(k.largest_idle_after, "w 1x1x1");
+    } else {
+      EXPECT_EQ(k.largest_idle_before_seconds, 0.0) << k.name;
+      EXPECT_EQ(k.largest_idle_after, "") << k.name;
+    }
+  }
+}
+
 TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = cudatest::make_context();
