@@ -1,6 +1,6 @@
 // KernelTrace: CUPTI activity records of kind CONCURRENT_KERNEL (which, unlike KERNEL, does not serialise
-// kernels), delivered in buffers CUPTI asks for and hands back; CUPTI's callbacks are plain functions, so the
-// library's entry points and the running totals live in one process-wide state.
+// kernels), MEMCPY and MEMSET, delivered in buffers CUPTI asks for and hands back; CUPTI's callbacks are plain
+// functions, so the library's entry points and the running totals live in one process-wide state.
 #include "ops/cuda/kernel_trace.h"
 
 #include <cupti.h>
@@ -48,12 +48,32 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
+// Copies and fills are rows of the trace too (in brackets): the device's time between kernels is often theirs.
+std::string memcpy_name(std::uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[memcpy HtoD]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "[memcpy DtoH]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "[memcpy DtoD]";
+    default: return "[memcpy]";
+  }
+}
+
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     CUpti_Activity* record = nullptr;
     while (s.api.next_record && s.api.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+      if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+        const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        s.launches.push_back({memcpy_name(c->copyKind), "-", c->start, std::max(c->start, c->end)});
+        continue;
+      }
+      if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        s.launches.push_back({"[memset]", "-", m->start, std::max(m->start, m->end)});
+        continue;
+      }
       if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
         continue;
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
@@ -89,6 +109,12 @@ Status load(Cupti& api) {
     return make_error("kernel trace: libcupti lacks the activity API");
   }
   return Status::success();
+}
+
+void disable_all(const Cupti& api) {
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+    api.disable(kind);
 }
 
 // "void day0::(anonymous namespace)::k<1, true>(day0::Args)" -> "k<1, true>".
@@ -167,8 +193,13 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
       return make_error(cupti_error(s.api, r, "cuptiActivityRegisterCallbacks"));
     s.registered = true;
   }
-  if (CUptiResult r = s.api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r != CUPTI_SUCCESS)
-    return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET}) {
+    if (CUptiResult r = s.api.enable(kind); r != CUPTI_SUCCESS) {
+      disable_all(s.api);
+      return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
+    }
+  }
   s.launches.clear();
   s.running = true;
   return std::unique_ptr<KernelTrace>(new KernelTrace());
@@ -181,7 +212,7 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   // Outside the lock: flushing runs buffer_completed, which takes it.
   const CUptiResult flushed = s.api.flush_all(1);  // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
   std::lock_guard<std::mutex> lock(s.mu);
-  s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  disable_all(s.api);
   s.running = false;
   if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
   std::map<std::string, std::string> demangled;  // once per kernel, not per launch
@@ -200,7 +231,7 @@ KernelTrace::~KernelTrace() {
   State& s = state();
   s.api.flush_all(1);
   std::lock_guard<std::mutex> lock(s.mu);
-  s.api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  disable_all(s.api);
   s.running = false;
 }
 

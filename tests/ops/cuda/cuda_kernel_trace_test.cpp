@@ -1,5 +1,6 @@
 // KernelTrace (CUPTI) on known launches: the fill kernel run three times shows up once, three calls, with device
-// time; a second trace cannot start while one runs, and one started after the first sees only its own launches.
+// time; a second trace cannot start while one runs, and one started after the first sees only its own launches;
+// copies and fills are rows of their own.
 // kernel_totals' exposed times on made-up launches run everywhere; the rest is skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -114,6 +115,29 @@ TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
   for (const KernelTime& k : *second_kernels)
     if (k.name.find("fill_uniform_kernel") != std::string::npos) calls += k.calls;
   EXPECT_EQ(calls, 2);
+}
+
+TEST(CudaKernelTrace, copies_and_fills_are_rows_of_their_own) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = cudatest::make_context();
+  ASSERT_TRUE(ctx);
+  Tensor a = cudatest::poisoned(*ctx, {1 << 20}, DType::f32), b = cudatest::poisoned(*ctx, {1 << 20}, DType::f32);
+  ASSERT_EQ(cudaStreamSynchronize(ctx->stream()), cudaSuccess);
+  auto trace = KernelTrace::start();
+  ASSERT_TRUE(trace.ok()) << trace.error().message;
+  ASSERT_EQ(cudaMemsetAsync(a.raw(), 0, a.nbytes(), ctx->stream()), cudaSuccess);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(cudaMemcpyAsync(b.raw(), a.raw(), a.nbytes(), cudaMemcpyDeviceToDevice, ctx->stream()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(ctx->stream()), cudaSuccess);
+  auto rows = (*trace)->finish();
+  ASSERT_TRUE(rows.ok()) << rows.error().message;
+  std::int64_t memsets = 0, copies = 0;
+  for (const KernelTime& k : *rows) {
+    if (k.name == "[memset]") memsets += k.calls;
+    if (k.name == "[memcpy DtoD]") copies += k.calls;
+  }
+  EXPECT_EQ(memsets, 1);
+  EXPECT_EQ(copies, 2);
 }
 
 }  // namespace
