@@ -173,7 +173,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
       D0_ASSIGN_OR_RETURN(ws.fused_gu, arena.allocate({Af, 2 * I}, DType::f32, "moe workspace fused f32 gate_up"));
       D0_ASSIGN_OR_RETURN(ws.fused_h8, arena.allocate({Af, I}, DType::f8_e4m3, "moe workspace fused fp8 swiglu"));
       D0_ASSIGN_OR_RETURN(ws.fused_sh, arena.allocate({Af}, DType::f32, "moe workspace fused swiglu scales"));
-      // Experts that can take two warp-specialised tiles or more: at most Af / 384 of them, and kFp8CacheSlots.
+      // Experts that can take two warp-specialised tiles: at most Af / 384 of them, and kFp8CacheSlots.
       const std::int64_t slots = std::min<std::int64_t>({kFp8CacheSlots, E, Af / (2 * kWsFp8TileTokens)});
       if (slots > 0 && mxfp4_ws_fp8_gemm_fits(false, static_cast<int>(H / 32)) &&
           mxfp4_ws_fp8_gemm_fits(false, static_cast<int>(I / 32))) {

@@ -112,8 +112,8 @@ struct MoeWorkspace {
   // inputs (by token or by grouped entry) and their scales; gate_up's f32 output, [Af, 2I] by assignment without
   // SwiGLU or the first [Af, I] with it by grouped entry; the SwiGLU output quantised by grouped entry, its scales.
   Tensor fused_x8, fused_sx, fused_gu, fused_h8, fused_sh;
-  // ... and where their warp-specialised form runs, the converted weights of experts with many token tiles, kept
-  // across those tiles (both GEMMs take turns with it; WsFp8WeightCache); its flags zeroed by the first call.
+  // ... and where their warp-specialised form runs, the converted weights of experts with two or more token tiles,
+  // kept across those tiles (both GEMMs take turns with it); its flags zeroed by the first call.
   Fp8WeightCache fp8_cache;
   bool fp8_cache_zeroed = false;
 

@@ -38,7 +38,7 @@ inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
-// Converted A tiles kept across a big expert's token tiles by the warp-specialised form (tile_tokens 192; see
+// Converted A tiles kept across an expert's token tiles by the warp-specialised form (tile_tokens 192; see
 // WsFp8WeightCache in moe_mxfp4_ws_fp8_cuda.cuh): weights f8_e4m3 [slots, rows, in], room for `slots` experts of up
 // to rows x in values; ready i32 [slots, ceil(rows / 128)] and epoch i32 [2], zeroed before the first call that
 // uses them. One stream's calls only (a call's followers read what its leaders stored).

@@ -53,53 +53,90 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Slot y's work as pick_token_tile orders it (an expert's tiles one after another, experts in id order), found by
-// one warp alone (each warp of a role finds its own: no barrier); every lane calls it. With a weight cache, an
-// expert with more than `far` tiles (tile `far` of it runs at least a round of the grid after its first: that one
-// has long been stored when it is read) among the first `cached` such experts by id keeps slot `cache`: its first
-// tile's items convert and store their A tiles, its tiles from `far` on read them and convert nothing, the ones
-// between convert as before (they run beside the first: waiting for it would idle their SMs). Items behind in the
-// same order never wait for later ones: no cycle.
+// Slot y's work: leaders first, one slot a routed expert (its first token tile, experts in id order), then every
+// expert's other tiles (its second, third, .. in id order); an expert with two or more tiles (`big`) among the
+// first `cached` such experts keeps its converted A tiles in the weight cache, slot `cache`: its leader's items store
+// them there and its followers' items read them instead of converting again. Leaders first, so a follower's item
+// runs far behind the leader items it reads (each CTA takes items in order: no wait can close a cycle). Found by one
+// warp alone (each warp of a role finds its own: no barrier); every lane calls it.
 struct WsItem {
   int e = -1, begin = 0, end = 0;  // e = -1: past the routed work (the grid is sized for the most there can be)
   int cache = -1;                  // the expert's weight cache slot, -1 for none
-  bool stores = false, reads = false;
+  bool leader = false;             // the expert's first token tile
 };
 
-__device__ WsItem warp_item(const int* offsets, int n_experts, int y, int far, int cached, int& total) {
+// Expert i's grouped entries [begin, end) and its token tiles (none past the experts).
+struct ExpertSpan {
+  int begin = 0, end = 0, tiles = 0;
+};
+
+__device__ __forceinline__ ExpertSpan expert_span(const int* offsets, int i, int n_experts) {
+  ExpertSpan x;
+  if (i < n_experts) {
+    x.begin = offsets[i];
+    x.end = offsets[i + 1];
+    x.tiles = (x.end - x.begin + kBN - 1) / kBN;
+  }
+  return x;
+}
+
+// How many slots hold work: every routed expert's tiles.
+__device__ int warp_total_tiles(const int* offsets, int n_experts) {
+  int total = 0;
+  for (int c0 = 0; c0 < n_experts; c0 += 32) {
+    int tiles = expert_span(offsets, c0 + static_cast<int>(threadIdx.x) % 32, n_experts).tiles;
+    for (int off = 16; off > 0; off /= 2) tiles += __shfl_xor_sync(0xffffffffu, tiles, off);
+    total += tiles;
+  }
+  return total;
+}
+
+__device__ WsItem warp_item(const int* offsets, int n_experts, int y, int cached) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const unsigned below = (1u << lane) - 1u;
   WsItem item;
-  int before = 0, big_before = 0;
+  int leaders = 0, big_before = 0;  // routed experts and big experts in the chunks before
   for (int c0 = 0; c0 < n_experts; c0 += 32) {
-    const int i = c0 + lane;
-    int b = 0, n = 0;
-    if (i < n_experts) {
-      b = offsets[i];
-      n = offsets[i + 1] - b;
-    }
-    const int tiles = (n + kBN - 1) / kBN;
-    const int inclusive = warp_inclusive_sum(tiles);
-    const int start = before + inclusive - tiles;
-    const unsigned big = __ballot_sync(0xffffffffu, cached > 0 && tiles > far);
-    const int big_rank = big_before + __popc(big & below);
-    const unsigned hit = __ballot_sync(0xffffffffu, tiles > 0 && y >= start && y < start + tiles);
-    if (hit != 0 && item.e < 0) {  // uniform
+    const ExpertSpan x = expert_span(offsets, c0 + lane, n_experts);
+    const unsigned routed = __ballot_sync(0xffffffffu, x.tiles > 0), big = __ballot_sync(0xffffffffu, x.tiles > 1);
+    const int rank = leaders + __popc(routed & below), big_rank = big_before + __popc(big & below);
+    const unsigned hit = __ballot_sync(0xffffffffu, x.tiles > 0 && rank == y);
+    if (hit != 0) {  // uniform
       const int src = __ffs(hit) - 1;
-      const int t = y - start, begin = b + t * kBN;
-      item.e = __shfl_sync(0xffffffffu, i, src);
-      item.begin = __shfl_sync(0xffffffffu, begin, src);
-      item.end = __shfl_sync(0xffffffffu, min(b + n, begin + kBN), src);
-      item.cache = __shfl_sync(0xffffffffu, tiles > far && big_rank < cached ? big_rank : -1, src);
-      const int tile_index = __shfl_sync(0xffffffffu, t, src);
-      item.stores = item.cache >= 0 && tile_index == 0;
-      item.reads = item.cache >= 0 && tile_index >= far;
+      item.e = __shfl_sync(0xffffffffu, c0 + lane, src);
+      item.begin = __shfl_sync(0xffffffffu, x.begin, src);
+      item.end = __shfl_sync(0xffffffffu, min(x.end, x.begin + kBN), src);
+      item.cache = __shfl_sync(0xffffffffu, x.tiles > 1 && big_rank < cached ? big_rank : -1, src);
+      item.leader = true;
+      return item;
+    }
+    leaders += __popc(routed);
+    big_before += __popc(big);
+  }
+  // A follower: the (y - leaders)-th of the experts' other tiles.
+  const int f = y - leaders;
+  int before = 0;
+  big_before = 0;
+  for (int c0 = 0; c0 < n_experts; c0 += 32) {
+    const ExpertSpan x = expert_span(offsets, c0 + lane, n_experts);
+    const int others = max(x.tiles - 1, 0);
+    const unsigned big = __ballot_sync(0xffffffffu, x.tiles > 1);
+    const int big_rank = big_before + __popc(big & below);
+    const int inclusive = warp_inclusive_sum(others), start = before + inclusive - others;
+    const unsigned hit = __ballot_sync(0xffffffffu, others > 0 && f >= start && f < start + others);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      const int tile_begin = x.begin + (f - start + 1) * kBN;
+      item.e = __shfl_sync(0xffffffffu, c0 + lane, src);
+      item.begin = __shfl_sync(0xffffffffu, tile_begin, src);
+      item.end = __shfl_sync(0xffffffffu, min(x.end, tile_begin + kBN), src);
+      item.cache = __shfl_sync(0xffffffffu, big_rank < cached ? big_rank : -1, src);
+      return item;
     }
     before += __shfl_sync(0xffffffffu, inclusive, 31);
     big_before += __popc(big);
   }
-  total = before;
-  return item;
+  return item;  // past the work
 }
 
 // The weight cache's device side (WsFp8WeightCache): cache_map's boxes are A tiles of slot c's [out, in] matrix.
@@ -128,10 +165,9 @@ __device__ __forceinline__ void store_release(int* p, int v) {
 // (TMA) bring each k-tile's raw weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the
 // consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies' bytes landed), converted (the
 // converter warps' arrivals), empty (the consumer warps', once the MMAs that read the stage are done); no CTA-wide
-// barrier after the set-up. With a weight cache, a cached expert's first tile's items also store each converted A
-// tile (one consumer thread, a bulk tensor store) and publish the row block once stored; the issuer of its reading
-// tiles' items waits for that, then copies the stored A tiles in place of the raw bytes, and their converters only
-// pass the stages on.
+// barrier after the set-up. With a weight cache, a cached expert's leader items also store each converted A tile
+// (one consumer thread, a bulk tensor store) and publish the row block once stored; its followers' issuer waits for
+// that, then copies the stored A tiles in place of the raw bytes, and their converters only pass the stages on.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
@@ -178,10 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int* offsets = offsets_shared ? shared_offsets : a.offsets;
   __syncthreads();
   const int lane = tid % 32;
-  int total;  // slots with work, the same for every item
-  const int far = (gridDim.x + row_blocks - 1) / row_blocks;  // tiles a round of the grid spans
-  warp_item(offsets, n_experts, 0, far, cache.slots, total);
-  const int items = total * row_blocks;
+  const int items = warp_total_tiles(offsets, n_experts) * row_blocks;
   const int epoch = cache.slots > 0 ? launch_epoch : 0;
 
   if (tid < kProducers) {
@@ -191,19 +224,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       // each stage once the MMAs that read it last are done.
       int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
       for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-        const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, far, cache.slots, total);
+        const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
         if (lane == 0) {
           const int rb = item % row_blocks, row0 = rb * kBM, rows = min(kBM, a.out_rows - row0);
           const int block_row0 = tile.e * a.out_rows + row0;
           const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
-          const bool stored = tile.reads;  // A tiles from the cache
+          const bool stored = !tile.leader && tile.cache >= 0;  // A tiles from the cache
           const int b = count % 2;
           if (count >= 2) bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
           bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
           bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
                                     a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
                                     &scales_full[b]);
-          if (stored) {  // the first tile's item stores and publishes this row block (a round or more before)
+          if (stored) {  // the leader's item stores and publishes this row block (an earlier item: see warp_item)
             const int* flag = cache.ready + tile.cache * row_blocks + rb;
             while (load_acquire(flag) != epoch) __nanosleep(256);
             bulk_copy::fence_proxy_async_global();
@@ -236,7 +269,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int b = count % 2;
       bool stored = false;  // the A tiles come from the cache: the stages are only passed on
       if (cache.slots > 0) {
-        stored = warp_item(offsets, n_experts, item / row_blocks, far, cache.slots, total).reads;
+        const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
+        stored = !tile.leader && tile.cache >= 0;
       }
       bulk_copy::wait(&scales_full[b], (count / 2) & 1);
       const std::uint8_t* codes = smem + L::kScales + b * scale_block;
@@ -322,9 +356,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int ct = tid - kProducers, c = ct / 128, warp = ct / 32;
   int kg = 0;
   for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-    const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, far, cache.slots, total);
+    const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
     const int rb = item % row_blocks, row0 = rb * kBM, rows = min(kBM, a.out_rows - row0);
-    const bool storer = ct == 0 && tile.stores;  // stores the converted A tiles to the cache
+    const bool storer = ct == 0 && tile.leader && tile.cache >= 0;  // stores the converted A tiles to the cache
     const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
     // What the epilogue reads besides the accumulators: loaded now, stored to shared memory after the k-loop (the

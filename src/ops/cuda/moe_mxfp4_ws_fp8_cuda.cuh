@@ -29,11 +29,11 @@
 
 namespace day0 {
 
-// Device memory where an expert with more 192-token tiles than a round of the grid spans keeps its converted A tiles
-// for the call: its first tile's items convert each A tile and also store it here, its tiles a round or more later
-// copy the stored tiles and convert nothing (the same bytes: the same sums). `slots` experts at most (the first such
-// experts by id; the others convert per tile), each an [out, in] e4m3 matrix of up to max_matrix_bytes; ready (i32
-// [slots x max_row_blocks]) and epoch (u32 [2]) zeroed before the first launch that uses them; one stream's.
+// Device memory where an expert that takes two or more token tiles keeps its converted A tiles for the call: its
+// first tile's items convert each A tile and also store it here, its other tiles' items copy the stored tiles and
+// convert nothing (the same bytes: the same sums). `slots` experts at most (the first big experts by id; the others
+// convert per tile as before), each an [out, in] e4m3 matrix of up to max_matrix_bytes; ready (i32 [slots x
+// max_row_blocks]) and epoch (u32 [2]) zeroed before the first launch that uses them, and used by one stream.
 struct WsFp8WeightCache {
   void* weights = nullptr;  // 16-byte aligned
   int* ready = nullptr;

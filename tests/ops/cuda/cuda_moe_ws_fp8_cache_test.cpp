@@ -1,6 +1,5 @@
-// The warp-specialised FP8 GEMM's weight cache (Fp8WeightCache, moe_mxfp4_wgmma_fp8_cuda.h): an expert with more
-// 192-token tiles than a round of the grid spans converts its A tiles once, stores them, and its later tiles read
-// them. Against the same GEMM
+// The warp-specialised FP8 GEMM's weight cache (Fp8WeightCache, moe_mxfp4_wgmma_fp8_cuda.h): an expert with two or
+// more 192-token tiles converts its A tiles once, stores them, and its other tiles read them. Against the same GEMM
 // without a cache (the form cuda_moe_wgmma_fp8_test compares with the CPU): the same bits, with fewer cache slots
 // than big experts (the rest convert per tile), in consecutive calls on new inputs (a call never reads what an
 // earlier one stored), a gate_up- then a down-shaped call on one cache, with SwiGLU; and the stored bytes are the
@@ -34,15 +33,29 @@ using moetest::group;
 using moetest::Groups;
 using moetest::upload_experts;
 
-// Three experts a token: expert 0 always (13 tiles of 192 at 2,400 tokens), expert 1 four times in five (10 tiles),
-// else expert 2, and one of the rest (~2 tiles each at E = 8).
-Tensor skewed_indices(std::int64_t S, int E, std::mt19937& rng) {
-  Tensor idx = Tensor::zeros({S, 3}, DType::i32);
+// k distinct experts a token, drawn in proportion to popularities exp(1.5 z): a few experts take several 192-token
+// tiles, most one or none (as a random-weight router routes deep layers).
+Tensor skewed_indices(std::int64_t S, int E, int k, std::mt19937& rng) {
+  std::normal_distribution<double> normal;
+  std::vector<double> popularity(E);
+  for (double& p : popularity) p = std::exp(1.5 * normal(rng));
+  Tensor idx = Tensor::zeros({S, k}, DType::i32);
+  std::uniform_real_distribution<double> uniform;
   for (std::int64_t s = 0; s < S; ++s) {
-    std::int32_t* row = idx.data<std::int32_t>() + s * 3;
-    row[0] = 0;
-    row[1] = s % 5 != 0 ? 1 : 2;
-    row[2] = 3 + static_cast<int>(rng() % (E - 3));
+    std::vector<double> left = popularity;
+    for (int j = 0; j < k; ++j) {
+      double total = 0;
+      for (double p : left) total += p;
+      double x = uniform(rng) * total;
+      int pick = 0;
+      for (int e = 0; e < E; ++e)
+        if (left[e] > 0) {
+          pick = e;
+          if ((x -= left[e]) < 0) break;
+        }
+      left[pick] = 0;
+      idx.data<std::int32_t>()[s * k + j] = pick;
+    }
   }
   return idx;
 }
@@ -97,24 +110,23 @@ TEST(CudaMoeWsFp8Cache, cached_experts_give_the_bits_of_converting_every_tile) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(9137);
-  constexpr int E = 8, k = 3;
-  constexpr std::int64_t S = 2400;
-  // gate_up-like (out 2,048: 16 row blocks) and down-like (out 1,984: the last row block half past the matrix;
-  // in 640). On 132 SMs a round of the grid spans 9 tiles, so experts 0 and 1 (13 and 10 tiles) are cached and
-  // their tiles 9.. read; K = 320 and 640 end in half k-tiles.
-  const ExpertWeights gu_host = encoded_experts(E, 2048, 320, DType::bf16, rng);
-  const ExpertWeights down_host = encoded_experts(E, 1984, 640, DType::f32, rng);
+  constexpr int E = 16, k = 4;
+  constexpr std::int64_t S = 700;  // 2,800 entries: several experts of 2-6 tiles
+  // gate_up-like (out 640: 5 row blocks) and down-like (out 320: the last row block half past the matrix; in 640),
+  // K = 320 and 640: k-tiles whose last half lies past the row.
+  const ExpertWeights gu_host = encoded_experts(E, 640, 320, DType::bf16, rng);
+  const ExpertWeights down_host = encoded_experts(E, 320, 640, DType::f32, rng);
   const ExpertWeights gu = upload_experts(*ctx, gu_host), down = upload_experts(*ctx, down_host);
-  const Tensor indices = skewed_indices(S, E, rng);
+  const Tensor indices = skewed_indices(S, E, k, rng);
   const Groups g = group(*ctx, indices, E);
   const std::int64_t A = S * k;
   const std::vector<int> tiles = expert_tiles(*ctx, g, E);
-  ASSERT_EQ(tiles[0], 13);
-  ASSERT_EQ(tiles[1], 10);
+  const int big = static_cast<int>(std::count_if(tiles.begin(), tiles.end(), [](int t) { return t > 1; }));
+  ASSERT_GE(big, 3) << "the routing must give several experts two or more tiles";
 
-  for (int slots : {1, E}) {  // 1: expert 1 converts per tile though it has the tiles to be cached
-    SCOPED_TRACE(::testing::Message() << slots << " cache slots");
-    Cache cache(*ctx, slots, 2048, 640);
+  for (int slots : {2, E}) {  // 2: fewer slots than big experts, the others convert per tile
+    SCOPED_TRACE(::testing::Message() << slots << " cache slots, " << big << " big experts");
+    Cache cache(*ctx, slots, 640, 640);
     for (int call = 0; call < 2; ++call) {  // new inputs each call, on the same cache
       Tensor x8, sx, h8, sh;
       random_inputs(*ctx, A, 320, rng, x8, sx);
@@ -130,9 +142,10 @@ TEST(CudaMoeWsFp8Cache, cached_experts_give_the_bits_of_converting_every_tile) {
       EXPECT_EQ(cudatest::count_nan(got), 0);
       EXPECT_TRUE(same_bits(got, want)) << "down shape, call " << call;
     }
-    // Slot 0 holds expert 0's down matrix (the last call's): the CPU's conversion of its rows (the kernel's rule:
-    // each row's largest block exponent minus 6, each group through its clamped shift's table).
-    const int e0 = 0;
+    // Slot 0 holds the first big expert's down matrix (the last call's): the CPU's conversion of its rows (the
+    // kernel's rule: each row's largest block exponent minus 6, each group through its clamped shift's table).
+    const int e0 = static_cast<int>(std::find_if(tiles.begin(), tiles.end(), [](int t) { return t > 1; }) -
+                                    tiles.begin());
     const Tensor stored = download(*ctx, cache.c.weights);
     const std::int64_t groups = down_host.in / kMxfp4GroupSize;
     int wrong = 0;
@@ -162,14 +175,14 @@ TEST(CudaMoeWsFp8Cache, a_cache_too_small_for_the_experts_is_an_error) {
   ASSERT_TRUE(ctx);
   std::mt19937 rng(77);
   const ExpertWeights w = upload_experts(*ctx, encoded_experts(4, 256, 320, DType::f32, rng));
-  const Tensor indices = skewed_indices(400, 4, rng);
+  const Tensor indices = skewed_indices(400, 4, 2, rng);
   const Groups g = group(*ctx, indices, 4);
   Tensor x8, sx;
-  random_inputs(*ctx, 1200, 320, rng, x8, sx);
+  random_inputs(*ctx, 800, 320, rng, x8, sx);
   Cache cache(*ctx, 2, 128, 320);  // room for 128 x 320 matrices, the experts are 256 x 320
-  Tensor y = poisoned(*ctx, {1200, 256}, DType::f32);
+  Tensor y = poisoned(*ctx, {800, 256}, DType::f32);
   const Status st = mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, w, g.view(), 192,
-                                                      mxfp4_wgmma_launch_slots(4, 1200, 192), nullptr, y,
+                                                      mxfp4_wgmma_launch_slots(4, 800, 192), nullptr, y,
                                                       ctx->stream(), &cache.c);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("weight cache"), std::string::npos) << st.error().message;
