@@ -20,7 +20,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -286,27 +285,15 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({S * m.k}, DType::f32, "bench x fp8 scales"));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x8.raw(), 0x38, x8.nbytes(), ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
-      // The warp-specialised form's weight cache as the MoE workspace sizes it (its "cached" rows).
-      Fp8WeightCache cache;
-      const std::int64_t cache_slots = std::min<std::int64_t>(kFp8CacheSlots, m.E), cache_rows = 2 * m.I;
-      D0_ASSIGN_OR_RETURN(cache.weights, arena.allocate({cache_slots, cache_rows, std::max(m.H, m.I)},
-                                                        DType::f8_e4m3, "bench fp8 weight cache"));
-      D0_ASSIGN_OR_RETURN(cache.ready,
-                          arena.allocate({cache_slots, (cache_rows + 127) / 128}, DType::i32, "bench cache flags"));
-      D0_ASSIGN_OR_RETURN(cache.epoch, arena.allocate({2}, DType::i32, "bench cache epoch"));
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(cache.ready.raw(), 0, cache.ready.nbytes(), ctx.stream()));
-      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(cache.epoch.raw(), 0, cache.epoch.nbytes(), ctx.stream()));
-      for (const auto& [tile, cached] : {std::pair{64, false}, std::pair{128, false}, std::pair{192, false},
-                                         std::pair{192, true}}) {  // 192: the warp-specialised form
-        auto fp8 = [&, tile = tile, cached = cached] {
+      for (int tile : {64, 128, 192}) {  // 192: the warp-specialised form
+        auto fp8 = [&] {
           Routing& r = next();
           const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
           const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
-          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, down, g, tile, slots, nullptr, y, ctx.stream(),
-                                                   cached ? &cache : nullptr);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, down, g, tile, slots, nullptr, y, ctx.stream());
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
-        const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + (cached ? " cached" : "") + " (graph)";
+        const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";
         report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
       }
       // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it
@@ -328,18 +315,16 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         D0_ASSIGN_OR_RETURN(Tensor gu, arena.allocate({S * m.k, 2 * m.I}, DType::f32, "bench gate_up f32"));
         D0_ASSIGN_OR_RETURN(Tensor h8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench h fp8"));
         D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));
-        for (const auto& [tile, by_token, cached] :
-             {std::tuple{128, true, false}, std::tuple{192, false, false}, std::tuple{192, false, true}}) {
-          auto plain_on = [&, tile = tile, by_token = by_token, cached = cached](Routing& r) {
+        for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
+          auto plain_on = [&, tile = tile, by_token = by_token](Routing& r) {
             const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
             const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
             return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, nullptr, gu,
-                                                     ctx.stream(), cached ? &cache : nullptr);
+                                                     ctx.stream());
           };
           auto plain = [&] { return plain_on(next()); };
           D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, plain, calls));
-          const std::string name =
-              "gate_up fp8 " + std::to_string(tile) + " plain" + (cached ? " cached" : "") + " (graph)";
+          const std::string name = "gate_up fp8 " + std::to_string(tile) + " plain (graph)";
           report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
           // and with that SwiGLU and quantisation pass after it (entry p from row assignments[p]): what the SwiGLU
           // epilogue and the quantisation of h do on the other route

@@ -50,46 +50,6 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c
       : "memory");
 }
 
-// As tensor_copy_2d for a 3-D map: the box at (column c0, row c1, matrix c2).
-__device__ __forceinline__ void tensor_copy_3d(void* dst, const void* map, int c0, int c1, int c2,
-                                               std::uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::
-          "r"(shared_address(dst)),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(shared_address(bar))
-      : "memory");
-}
-
-// The reverse: src (shared, laid out as tensor_copy_3d would write it) into the map's box at (c0, c1, c2); rows and
-// columns past the matrix are not written. The store joins this thread's bulk group: commit_group() closes it, and
-// wait_group_read / wait_group tell when its shared memory may be reused / its writes are done. Shared-memory
-// writes from other threads must be fenced for the async proxy (fence.proxy.async) and handed over before it.
-__device__ __forceinline__ void tensor_store_3d(const void* map, const void* src, int c0, int c1, int c2) {
-  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(map), "r"(c0),
-               "r"(c1), "r"(c2), "r"(shared_address(src))
-               : "memory");
-}
-
-__device__ __forceinline__ void commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// This thread's committed bulk groups but the newest `pending` have read their shared memory.
-template <int kPending>
-__device__ __forceinline__ void wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
-}
-
-// ... and completed their writes.
-template <int kPending>
-__device__ __forceinline__ void wait_group() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
-// Orders this thread's global accesses of the generic proxy with those of the async proxy (tensor copies): between
-// a bulk store's completion and a flag that publishes it, and between reading that flag and the copies it allows.
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
 // Spins until the barrier's phase of this parity has completed (its arrivals and bytes are all in).
 __device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
   asm volatile(

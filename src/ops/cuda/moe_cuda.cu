@@ -17,7 +17,6 @@
 #include "ops/cuda/moe_mxfp4_gemm_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
-#include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
 #include "ops/registry.h"
 
 namespace day0 {
@@ -173,17 +172,6 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
       D0_ASSIGN_OR_RETURN(ws.fused_gu, arena.allocate({Af, 2 * I}, DType::f32, "moe workspace fused f32 gate_up"));
       D0_ASSIGN_OR_RETURN(ws.fused_h8, arena.allocate({Af, I}, DType::f8_e4m3, "moe workspace fused fp8 swiglu"));
       D0_ASSIGN_OR_RETURN(ws.fused_sh, arena.allocate({Af}, DType::f32, "moe workspace fused swiglu scales"));
-      // Experts that can take two warp-specialised tiles: at most Af / 384 of them, and kFp8CacheSlots.
-      const std::int64_t slots = std::min<std::int64_t>({kFp8CacheSlots, E, Af / (2 * kWsFp8TileTokens)});
-      if (slots > 0 && mxfp4_ws_fp8_gemm_fits(false, static_cast<int>(H / 32)) &&
-          mxfp4_ws_fp8_gemm_fits(false, static_cast<int>(I / 32))) {
-        const std::int64_t rows = std::max(2 * I, H), in = std::max(H, I), row_blocks = (rows + 127) / 128;
-        D0_ASSIGN_OR_RETURN(ws.fp8_cache.weights,
-                            arena.allocate({slots, rows, in}, DType::f8_e4m3, "moe workspace fp8 weight cache"));
-        D0_ASSIGN_OR_RETURN(ws.fp8_cache.ready,
-                            arena.allocate({slots, row_blocks}, DType::i32, "moe workspace fp8 cache flags"));
-        D0_ASSIGN_OR_RETURN(ws.fp8_cache.epoch, arena.allocate({2}, DType::i32, "moe workspace fp8 cache epoch"));
-      }
     }
   }
   ws.device_bytes = arena.used_bytes() - before;
@@ -294,12 +282,6 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
   D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
-  const Fp8WeightCache* cache = ws.fp8_cache.weights.defined() ? &ws.fp8_cache : nullptr;
-  if (cache && !ws.fp8_cache_zeroed) {
-    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_cache.ready.raw(), 0, ws.fp8_cache.ready.nbytes(), stream));
-    D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_cache.epoch.raw(), 0, ws.fp8_cache.epoch.nbytes(), stream));
-    ws.fp8_cache_zeroed = true;
-  }
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
   const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);
@@ -308,7 +290,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
     D0_RETURN_IF_ERROR(quantize_scatter_fp8_cuda(x, entries, x8, sx, ws.error_flag, stream));
     Tensor gu = ws.fused_gu.slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, groups, gate_up_tile,
-                                                         gate_up_slots, nullptr, gu, stream, cache));
+                                                         gate_up_slots, nullptr, gu, stream));
     D0_RETURN_IF_ERROR(gather_swiglu_quantize_fp8_cuda(gu, groups.assignments, p, h8, sh, ws.error_flag, stream));
   } else {
     Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
@@ -320,7 +302,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
   }
   const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, down_tile,
-                                           mxfp4_wgmma_launch_slots(slots, A, down_tile), nullptr, y, stream, cache);
+                                           mxfp4_wgmma_launch_slots(slots, A, down_tile), nullptr, y, stream);
 }
 
 // The fused MXFP4 path (moe_mxfp4_fused_cuda.h): x to bf16, grouping on the device, gate_up + SwiGLU, down, and

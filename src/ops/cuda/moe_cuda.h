@@ -42,14 +42,9 @@
 #include "ops/cuda/device_arena.h"
 #include "ops/cuda/gemm_bf16.h"
 #include "ops/cuda/gemm_fp8.h"
-#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/ops.h"
 
 namespace day0 {
-
-// Experts the FP8 weight cache holds (MoeWorkspace::fp8_cache): gpt-oss-120b 32 x 16.6 MB (gate_up's 5,760 x 2,880
-// e4m3), 531 MB. A 4,096-token prefill routes 16,384 assignments: 42 experts of 384 or more at most.
-inline constexpr std::int64_t kFp8CacheSlots = 32;
 
 struct MoeWorkspaceShape {
   int n_experts = 0;           // E
@@ -112,10 +107,6 @@ struct MoeWorkspace {
   // inputs (by token or by grouped entry) and their scales; gate_up's f32 output, [Af, 2I] by assignment without
   // SwiGLU or the first [Af, I] with it by grouped entry; the SwiGLU output quantised by grouped entry, its scales.
   Tensor fused_x8, fused_sx, fused_gu, fused_h8, fused_sh;
-  // ... and where their warp-specialised form runs, the converted weights of experts with two or more token tiles,
-  // kept across those tiles (both GEMMs take turns with it); its flags zeroed by the first call.
-  Fp8WeightCache fp8_cache;
-  bool fp8_cache_zeroed = false;
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;

@@ -172,7 +172,7 @@ int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
                                          const ExpertWeights& w, const DeviceExpertGroups& groups, int tile_tokens,
                                          std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                         cudaStream_t stream, const Fp8WeightCache* cache) {
+                                         cudaStream_t stream) {
   const char* op = "mxfp4_grouped_gemm_wgmma_fp8_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args,
                       grouped_kernel_args(op, x8, inputs_are_tokens, w, groups, swiglu, out, DType::f8_e4m3));
@@ -195,30 +195,9 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
   const Fp8KernelArgs f{args, static_cast<const std::uint8_t*>(x8.raw()), sx.data<float>()};
   const dim3 grid(static_cast<unsigned>((w.out + kBM - 1) / kBM), static_cast<unsigned>(launch_slots));
   const int E = static_cast<int>(w.n_experts);
-  WsFp8WeightCache ws_cache;
-  if (cache && tile_tokens == kWsFp8TileTokens) {
-    Tensor cw = cache->weights, ready = cache->ready, epoch = cache->epoch;  // handles: the kernel writes them
-    if (cw.dim() != 3 || cw.size(0) < 1)
-      return make_error(std::string(op) + ": the weight cache must be [slots, rows, in], got " +
-                        shape_to_string(cw.shape()));
-    const std::int64_t slots = cw.size(0);
-    D0_RETURN_IF_ERROR(check_cuda_tensor(cw, op, "cache weights", {DType::f8_e4m3}, cw.shape()));
-    D0_RETURN_IF_ERROR(check_cuda_tensor(epoch, op, "cache epoch", {DType::i32}, {2}));
-    if (ready.numel() % slots != 0 || slots > 65535)
-      return make_error(std::string(op) + ": the cache's ready flags must be [slots, row blocks]");
-    D0_RETURN_IF_ERROR(check_cuda_tensor(ready, op, "cache ready", {DType::i32}, ready.shape()));
-    if (!aligned_to(cw.raw(), 16)) return make_error(std::string(op) + ": the weight cache must be 16-byte aligned");
-    ws_cache = WsFp8WeightCache{cw.raw(),
-                                ready.data<std::int32_t>(),
-                                static_cast<unsigned*>(epoch.raw()),
-                                static_cast<int>(slots),
-                                cw.size(1) * cw.size(2),
-                                static_cast<int>(ready.numel() / slots)};
-  }
   switch (tile_tokens) {
     case kWsFp8TileTokens:
-      return launch_mxfp4_ws_fp8_gemm(f, x8.size(0), E, grid, swiglu != nullptr, ws_cache.slots ? &ws_cache : nullptr,
-                                      stream);
+      return launch_mxfp4_ws_fp8_gemm(f, x8.size(0), E, grid, swiglu != nullptr, stream);
     case 32: return swiglu ? launch<32, true>(f, E, grid, stream) : launch<32, false>(f, E, grid, stream);
     case 64: return swiglu ? launch<64, true>(f, E, grid, stream) : launch<64, false>(f, E, grid, stream);
     default: return swiglu ? launch<128, true>(f, E, grid, stream) : launch<128, false>(f, E, grid, stream);

@@ -38,23 +38,14 @@ inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
-// Converted A tiles kept across an expert's token tiles by the warp-specialised form (tile_tokens 192; see
-// WsFp8WeightCache in moe_mxfp4_ws_fp8_cuda.cuh): weights f8_e4m3 [slots, rows, in], room for `slots` experts of up
-// to rows x in values; ready i32 [slots, ceil(rows / 128)] and epoch i32 [2], zeroed before the first call that
-// uses them. One stream's calls only (a call's followers read what its leaders stored).
-struct Fp8WeightCache {
-  Tensor weights, ready, epoch;
-};
-
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
 // (rows >= A); tile_tokens 32, 64 or 128, or 192 for the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by
 // entry only, w.in <= 32 kWsFp8MaxGroups), and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
-// assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry. cache: used by tile_tokens 192
-// only, null for none.
+// assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
                                          const ExpertWeights& w, const DeviceExpertGroups& groups, int tile_tokens,
                                          std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                         cudaStream_t stream, const Fp8WeightCache* cache = nullptr);
+                                         cudaStream_t stream);
 
 }  // namespace day0

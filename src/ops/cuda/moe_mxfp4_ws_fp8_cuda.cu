@@ -53,126 +53,45 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Slot y's work: leaders first, one slot a routed expert (its first token tile, experts in id order), then every
-// expert's other tiles (its second, third, .. in id order); an expert with two or more tiles (`big`) among the
-// first `cached` such experts keeps its converted A tiles in the weight cache, slot `cache`: its leader's items store
-// them there and its followers' items read them instead of converting again. Leaders first, so a follower's item
-// runs far behind the leader items it reads (each CTA takes items in order: no wait can close a cycle). Found by one
-// warp alone (each warp of a role finds its own: no barrier); every lane calls it.
-struct WsItem {
-  int e = -1, begin = 0, end = 0;  // e = -1: past the routed work (the grid is sized for the most there can be)
-  int cache = -1;                  // the expert's weight cache slot, -1 for none
-  bool leader = false;             // the expert's first token tile
-};
-
-// Expert i's grouped entries [begin, end) and its token tiles (none past the experts).
-struct ExpertSpan {
-  int begin = 0, end = 0, tiles = 0;
-};
-
-__device__ __forceinline__ ExpertSpan expert_span(const int* offsets, int i, int n_experts) {
-  ExpertSpan x;
-  if (i < n_experts) {
-    x.begin = offsets[i];
-    x.end = offsets[i + 1];
-    x.tiles = (x.end - x.begin + kBN - 1) / kBN;
-  }
-  return x;
-}
-
-// How many slots hold work: every routed expert's tiles.
-__device__ int warp_total_tiles(const int* offsets, int n_experts) {
-  int total = 0;
-  for (int c0 = 0; c0 < n_experts; c0 += 32) {
-    int tiles = expert_span(offsets, c0 + static_cast<int>(threadIdx.x) % 32, n_experts).tiles;
-    for (int off = 16; off > 0; off /= 2) tiles += __shfl_xor_sync(0xffffffffu, tiles, off);
-    total += tiles;
-  }
-  return total;
-}
-
-__device__ WsItem warp_item(const int* offsets, int n_experts, int y, int cached) {
+// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (each warp of a role finds its
+// own: no barrier), and how many slots hold work (`total`). Every lane of the warp calls it.
+__device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, int& total) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const unsigned below = (1u << lane) - 1u;
-  WsItem item;
-  int leaders = 0, big_before = 0;  // routed experts and big experts in the chunks before
-  for (int c0 = 0; c0 < n_experts; c0 += 32) {
-    const ExpertSpan x = expert_span(offsets, c0 + lane, n_experts);
-    const unsigned routed = __ballot_sync(0xffffffffu, x.tiles > 0), big = __ballot_sync(0xffffffffu, x.tiles > 1);
-    const int rank = leaders + __popc(routed & below), big_rank = big_before + __popc(big & below);
-    const unsigned hit = __ballot_sync(0xffffffffu, x.tiles > 0 && rank == y);
-    if (hit != 0) {  // uniform
-      const int src = __ffs(hit) - 1;
-      item.e = __shfl_sync(0xffffffffu, c0 + lane, src);
-      item.begin = __shfl_sync(0xffffffffu, x.begin, src);
-      item.end = __shfl_sync(0xffffffffu, min(x.end, x.begin + kBN), src);
-      item.cache = __shfl_sync(0xffffffffu, x.tiles > 1 && big_rank < cached ? big_rank : -1, src);
-      item.leader = true;
-      return item;
-    }
-    leaders += __popc(routed);
-    big_before += __popc(big);
-  }
-  // A follower: the (y - leaders)-th of the experts' other tiles.
-  const int f = y - leaders;
+  TokenTile tile{-1, 0, 0};
   int before = 0;
-  big_before = 0;
   for (int c0 = 0; c0 < n_experts; c0 += 32) {
-    const ExpertSpan x = expert_span(offsets, c0 + lane, n_experts);
-    const int others = max(x.tiles - 1, 0);
-    const unsigned big = __ballot_sync(0xffffffffu, x.tiles > 1);
-    const int big_rank = big_before + __popc(big & below);
-    const int inclusive = warp_inclusive_sum(others), start = before + inclusive - others;
-    const unsigned hit = __ballot_sync(0xffffffffu, others > 0 && f >= start && f < start + others);
-    if (hit != 0) {
+    const int i = c0 + lane;
+    int b = 0, n = 0;
+    if (i < n_experts) {
+      b = offsets[i];
+      n = offsets[i + 1] - b;
+    }
+    const int tiles = (n + kBN - 1) / kBN;
+    const int inclusive = warp_inclusive_sum(tiles);
+    const int start = before + inclusive - tiles;
+    const unsigned hit = __ballot_sync(0xffffffffu, tiles > 0 && y >= start && y < start + tiles);
+    if (hit != 0 && tile.e < 0) {  // uniform
       const int src = __ffs(hit) - 1;
-      const int tile_begin = x.begin + (f - start + 1) * kBN;
-      item.e = __shfl_sync(0xffffffffu, c0 + lane, src);
-      item.begin = __shfl_sync(0xffffffffu, tile_begin, src);
-      item.end = __shfl_sync(0xffffffffu, min(x.end, tile_begin + kBN), src);
-      item.cache = __shfl_sync(0xffffffffu, big_rank < cached ? big_rank : -1, src);
-      return item;
+      const int begin = b + (y - start) * kBN;
+      tile.e = __shfl_sync(0xffffffffu, i, src);
+      tile.begin = __shfl_sync(0xffffffffu, begin, src);
+      tile.end = __shfl_sync(0xffffffffu, min(b + n, begin + kBN), src);
     }
     before += __shfl_sync(0xffffffffu, inclusive, 31);
-    big_before += __popc(big);
   }
-  return item;  // past the work
-}
-
-// The weight cache's device side (WsFp8WeightCache): cache_map's boxes are A tiles of slot c's [out, in] matrix.
-// ready[c * row_blocks + rb] holds the epoch of the launch that last stored slot c's row block rb; epoch[0] the last
-// launch's epoch, epoch[1] the CTAs of this launch done (the last one moves epoch[0] on and zeroes it), so a launch
-// never reads a tile an earlier one stored, graph replays included.
-struct CacheArgs {
-  int* ready;
-  unsigned* epoch;
-  int slots;  // 0: no cache
-};
-
-// Reads a flag another CTA publishes (ld.acquire.gpu).
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void store_release(int* p, int v) {
-  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  total = before;
+  return tile;
 }
 
 // Persistent: CTA i takes work items i, i + gridDim.x, .. (item = slot * row_blocks + row block: the row blocks of
-// one token tile run side by side and share its token rows in L2; slots as warp_item orders them). Tensor copies
-// (TMA) bring each k-tile's raw weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the
-// consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies' bytes landed), converted (the
-// converter warps' arrivals), empty (the consumer warps', once the MMAs that read the stage are done); no CTA-wide
-// barrier after the set-up. With a weight cache, a cached expert's leader items also store each converted A tile
-// (one consumer thread, a bulk tensor store) and publish the row block once stored; its followers' issuer waits for
-// that, then copies the stored A tiles in place of the raw bytes, and their converters only pass the stages on.
+// one token tile run side by side and share its token rows in L2). Tensor copies (TMA) bring each k-tile's raw
+// weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the consumers' MMAs read both. Every
+// hand-over is an mbarrier: full (the copies' bytes landed), converted (the converter warps' arrivals), empty (the
+// consumer warps', once the MMAs that read the stage are done); no CTA-wide barrier after the set-up.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
-                             const __grid_constant__ CUtensorMap token_map, CacheArgs cache,
-                             const __grid_constant__ CUtensorMap cache_map) {
+                             const __grid_constant__ CUtensorMap token_map) {
   using L = Layout;
   const KernelArgs& a = f.k;
   extern __shared__ unsigned char smem_unaligned[];
@@ -187,7 +106,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   // codes_free[i]: row_code[i] stored (consumer warps); scales_full / scales_empty[i]: scale block i copied / read.
   __shared__ std::uint64_t full[kStages], converted[kStages], empty[kStages], codes_free[2], scales_full[2],
       scales_empty[2];
-  __shared__ int launch_epoch;
   const int tid = threadIdx.x;
   const int row_blocks = (a.out_rows + kBM - 1) / kBM;
   const int k_tiles = (a.groups + 3) / 4;  // the last k-tile may end in zeros (the copies' bytes past the matrix)
@@ -204,8 +122,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk_copy::barrier_init(&scales_empty[i], kConverters / 32);
     }
     bulk_copy::fence_barrier_init();
-    // Read before this CTA counts itself done, so before the last CTA moves it on.
-    if (cache.slots > 0) launch_epoch = static_cast<int>(*reinterpret_cast<volatile unsigned*>(cache.epoch) + 1u);
   }
   if (tid <= kMxfp4Fp8MaxShift - kMxfp4Fp8MinShift) shift_codes[tid] = mxfp4_fp8_table(kMxfp4Fp8MinShift + tid).codes;
   const bool offsets_shared = n_experts <= kSharedOffsets;
@@ -214,8 +130,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int* offsets = offsets_shared ? shared_offsets : a.offsets;
   __syncthreads();
   const int lane = tid % 32;
-  const int items = warp_total_tiles(offsets, n_experts) * row_blocks;
-  const int epoch = cache.slots > 0 ? launch_epoch : 0;
+  int total;  // slots with work, the same for every item
+  warp_token_tile(offsets, n_experts, 0, total);
+  const int items = total * row_blocks;
 
   if (tid < kProducers) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegisters));
@@ -224,32 +141,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       // each stage once the MMAs that read it last are done.
       int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
       for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-        const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
+        const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
         if (lane == 0) {
-          const int rb = item % row_blocks, row0 = rb * kBM, rows = min(kBM, a.out_rows - row0);
+          const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
           const int block_row0 = tile.e * a.out_rows + row0;
           const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
-          const bool stored = !tile.leader && tile.cache >= 0;  // A tiles from the cache
           const int b = count % 2;
           if (count >= 2) bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
           bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
           bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
                                     a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
                                     &scales_full[b]);
-          if (stored) {  // the leader's item stores and publishes this row block (an earlier item: see warp_item)
-            const int* flag = cache.ready + tile.cache * row_blocks + rb;
-            while (load_acquire(flag) != epoch) __nanosleep(256);
-            bulk_copy::fence_proxy_async_global();
-          }
           for (int kt = 0; kt < k_tiles; ++kt) {
             const int at = kg + kt, s = at % kStages;
             if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
-            bulk_copy::arrive_expecting(&full[s], (stored ? L::kATile : L::kRaw) + boxes * kTokenBox * kBK);
-            if (stored)
-              bulk_copy::tensor_copy_3d(smem + L::kA + s * L::kATile, &cache_map, kt * kBK, row0, tile.cache, &full[s]);
-            else
-              bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0,
-                                        &full[s]);
+            bulk_copy::arrive_expecting(&full[s], L::kRaw + boxes * kTokenBox * kBK);
+            bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0, &full[s]);
             for (int x = 0; x < boxes; ++x)
               bulk_copy::tensor_copy_2d(smem + L::kB + s * L::kBTile + x * kTokenBox * kBK, &token_map, kt * kBK,
                                         tile.begin + x * kTokenBox, &full[s]);
@@ -267,11 +174,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
       const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
       const int b = count % 2;
-      bool stored = false;  // the A tiles come from the cache: the stages are only passed on
-      if (cache.slots > 0) {
-        const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
-        stored = !tile.leader && tile.cache >= 0;
-      }
       bulk_copy::wait(&scales_full[b], (count / 2) & 1);
       const std::uint8_t* codes = smem + L::kScales + b * scale_block;
       // Read by the consumers' stores after a full barrier this precedes; free once they stored item count - 2.
@@ -306,11 +208,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int at = kg + kt, s = at % kStages, g = 4 * kt + j, half_g = 4 * kt + half_j;
         bulk_copy::wait(&full[s], (at / kStages) & 1);
-        if (stored) {
-          __syncwarp();
-          if (lane == 0) bulk_copy::arrive(&converted[s]);
-          continue;
-        }
         const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
         unsigned char* a_tile = smem + L::kA + s * L::kATile;
         uint4 w[kFull];
@@ -356,9 +253,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int ct = tid - kProducers, c = ct / 128, warp = ct / 32;
   int kg = 0;
   for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-    const WsItem tile = warp_item(offsets, n_experts, item / row_blocks, cache.slots);
-    const int rb = item % row_blocks, row0 = rb * kBM, rows = min(kBM, a.out_rows - row0);
-    const bool storer = ct == 0 && tile.leader && tile.cache >= 0;  // stores the converted A tiles to the cache
+    const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
+    const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
     const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
     // What the epilogue reads besides the accumulators: loaded now, stored to shared memory after the k-loop (the
@@ -376,10 +272,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int at = kg + kt, s = at % kStages;
         bulk_copy::wait(&full[s], (at / kStages) & 1);       // the tokens' bytes
         bulk_copy::wait(&converted[s], (at / kStages) & 1);  // the A tile
-        if (storer) {
-          bulk_copy::tensor_store_3d(&cache_map, smem + L::kA + s * L::kATile, kt * kBK, row0, tile.cache);
-          bulk_copy::commit_group();
-        }
         const std::uint64_t da = wgmma::sw128_descriptor(smem + L::kA + s * L::kATile + c * 64 * kBK);
         const std::uint64_t db = wgmma::sw128_descriptor(smem + L::kB + s * L::kBTile);
         wgmma::fence();
@@ -389,7 +281,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         // This k-tile's MMAs done: its stage goes straight back to the issuer (three stages ahead of the MMAs, not
         // two; the other consumer warpgroup's MMAs fill the tensor cores meanwhile).
         wgmma::wait<0>();
-        if (storer) bulk_copy::wait_group_read<0>();  // the store has read the stage (by now, beside the MMAs)
         if (lane == 0) bulk_copy::arrive(&empty[s]);
       }
       stage.put(ct, staged);
@@ -401,29 +292,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                                    entry_scale);
     });
     if (lane == 0) bulk_copy::arrive(&codes_free[count % 2]);
-    if (storer) {  // the row block's A tiles written: published for the followers
-      bulk_copy::wait_group<0>();
-      bulk_copy::fence_proxy_async_global();
-      store_release(cache.ready + tile.cache * row_blocks + rb, epoch);
-    }
     kg += k_tiles;
-  }
-  if (cache.slots > 0) {  // the last CTA done moves the epoch on (every CTA read it at its start)
-    named_barrier(2, kConsumers);
-    if (ct == 0) {
-      __threadfence();
-      if (atomicAdd(cache.epoch + 1, 1u) == gridDim.x - 1) {
-        cache.epoch[1] = 0;
-        atomicExch(cache.epoch, static_cast<unsigned>(epoch));
-        __threadfence();
-      }
-    }
   }
 }
 
 template <bool kSwiglu>
-Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, const WsFp8WeightCache* cache,
-              cudaStream_t stream) {
+Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, cudaStream_t stream) {
   const char* op = "mxfp4_ws_fp8_gemm";
   const KernelArgs& a = args.k;
   if (!mxfp4_ws_fp8_gemm_fits(a.inputs_are_tokens, a.groups) || a.out_rows % 64 != 0)
@@ -454,25 +328,9 @@ Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, di
                                             in / 2, kBM, kBK / 2, TensorMapSwizzle::none, weight_map));
   D0_RETURN_IF_ERROR(
       byte_matrix_tensor_map(args.x8, x8_rows, in, in, kTokenBox, kBK, TensorMapSwizzle::bytes128, token_map));
-  // The cache's slots as [slots, out, in] e4m3 matrices (the same map stores and loads an A tile), or off.
-  CacheArgs cache_args{nullptr, nullptr, 0};
-  CUtensorMap cache_map{};
-  if (cache && cache->slots > 0) {
-    const int row_blocks = (a.out_rows + kBM - 1) / kBM;
-    if (cache->max_matrix_bytes < static_cast<std::int64_t>(a.out_rows) * static_cast<std::int64_t>(in) ||
-        cache->max_row_blocks < row_blocks)
-      return make_error(std::string(op) + ": the weight cache holds " + std::to_string(cache->max_matrix_bytes) +
-                        "-byte matrices of up to " + std::to_string(cache->max_row_blocks) + " row blocks, the " +
-                        std::to_string(a.out_rows) + " x " + std::to_string(in) + " experts need more");
-    D0_RETURN_IF_ERROR(byte_matrices_tensor_map(cache->weights, static_cast<std::uint64_t>(cache->slots),
-                                                static_cast<std::uint64_t>(a.out_rows), in, in, kBM, kBK,
-                                                TensorMapSwizzle::bytes128, cache_map));
-    cache_args = CacheArgs{cache->ready, cache->epoch, cache->slots};
-  }
   // One CTA an SM, each looping over the items (grid.x row blocks x grid.y slots).
   const unsigned items = grid.x * grid.y, ctas = std::min<unsigned>(items, static_cast<unsigned>(sms));
-  kernel<<<ctas, kThreads, Layout::bytes(a.groups), stream>>>(args, n_experts, weight_map, token_map, cache_args,
-                                                               cache_map);
+  kernel<<<ctas, kThreads, Layout::bytes(a.groups), stream>>>(args, n_experts, weight_map, token_map);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_ws_fp8_gemm_kernel");
   return Status::success();
 }
@@ -484,9 +342,9 @@ bool mxfp4_ws_fp8_gemm_fits(bool inputs_are_tokens, int groups) {
 }
 
 Status launch_mxfp4_ws_fp8_gemm(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, dim3 grid, bool swiglu,
-                                const WsFp8WeightCache* cache, cudaStream_t stream) {
-  return swiglu ? launch<true>(args, x8_rows, n_experts, grid, cache, stream)
-                : launch<false>(args, x8_rows, n_experts, grid, cache, stream);
+                                cudaStream_t stream) {
+  return swiglu ? launch<true>(args, x8_rows, n_experts, grid, stream)
+                : launch<false>(args, x8_rows, n_experts, grid, stream);
 }
 
 }  // namespace day0

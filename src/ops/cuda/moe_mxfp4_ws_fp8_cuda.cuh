@@ -29,26 +29,11 @@
 
 namespace day0 {
 
-// Device memory where an expert that takes two or more token tiles keeps its converted A tiles for the call: its
-// first tile's items convert each A tile and also store it here, its other tiles' items copy the stored tiles and
-// convert nothing (the same bytes: the same sums). `slots` experts at most (the first big experts by id; the others
-// convert per tile as before), each an [out, in] e4m3 matrix of up to max_matrix_bytes; ready (i32 [slots x
-// max_row_blocks]) and epoch (u32 [2]) zeroed before the first launch that uses them, and used by one stream.
-struct WsFp8WeightCache {
-  void* weights = nullptr;  // 16-byte aligned
-  int* ready = nullptr;
-  unsigned* epoch = nullptr;
-  int slots = 0;
-  std::int64_t max_matrix_bytes = 0;
-  int max_row_blocks = 0;
-};
-
 // grid: (w.out / 128 rounded up, launch slots for 192-token tiles); x8 has x8_rows rows by entry (not by token),
-// w.in / 32 <= kWsFp8MaxGroups (the stages and two scale blocks fill an SM's shared memory), w.out % 64 == 0;
-// cache may be null (every item converts).
+// w.in / 32 <= kWsFp8MaxGroups (the stages and two scale blocks fill an SM's shared memory), w.out % 64 == 0.
 inline constexpr int kWsFp8MaxGroups = 112;
 bool mxfp4_ws_fp8_gemm_fits(bool inputs_are_tokens, int groups);
 Status launch_mxfp4_ws_fp8_gemm(const mxfp4_kernels::Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts,
-                                dim3 grid, bool swiglu, const WsFp8WeightCache* cache, cudaStream_t stream);
+                                dim3 grid, bool swiglu, cudaStream_t stream);
 
 }  // namespace day0

@@ -21,11 +21,4 @@ Status byte_matrix_tensor_map(const void* base, std::uint64_t rows, std::uint64_
                               std::uint32_t box_rows, std::uint32_t box_cols, TensorMapSwizzle swizzle,
                               CUtensorMap& map);
 
-// `matrices` such matrices one after another (rows x row_stride bytes apart), as a 3-D map whose boxes are
-// box_rows x box_cols of one matrix: a box that runs past a matrix's last row reads zeros there and stores nothing
-// there, instead of reaching into the next matrix.
-Status byte_matrices_tensor_map(const void* base, std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols,
-                                std::uint64_t row_stride, std::uint32_t box_rows, std::uint32_t box_cols,
-                                TensorMapSwizzle swizzle, CUtensorMap& map);
-
 }  // namespace day0
