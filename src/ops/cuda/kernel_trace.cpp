@@ -48,7 +48,8 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
-// Copies and fills are rows of the trace too (in brackets): the device's time between kernels is often theirs.
+// Copies and fills are rows of the trace too (in brackets, their bytes for a grid): the device's time between
+// kernels is often theirs.
 std::string memcpy_name(std::uint8_t kind) {
   switch (kind) {
     case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[memcpy HtoD]";
@@ -66,12 +67,13 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     while (s.api.next_record && s.api.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
       if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
         const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        s.launches.push_back({memcpy_name(c->copyKind), "-", c->start, std::max(c->start, c->end)});
+        s.launches.push_back(
+            {memcpy_name(c->copyKind), std::to_string(c->bytes) + " B", c->start, std::max(c->start, c->end)});
         continue;
       }
       if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        s.launches.push_back({"[memset]", "-", m->start, std::max(m->start, m->end)});
+        s.launches.push_back({"[memset]", std::to_string(m->bytes) + " B", m->start, std::max(m->start, m->end)});
         continue;
       }
       if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL)
