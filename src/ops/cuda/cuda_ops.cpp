@@ -2,7 +2,6 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <string>
 
@@ -179,26 +178,10 @@ Status CudaOps::copy_from_host(const Tensor& host, Tensor& dst) {
       host.shape() != dst.shape() || host.dtype() != dst.dtype() || !dst.is_contiguous())
     return make_error("cuda copy_from_host: a contiguous cpu tensor " + shape_to_string(host.shape()) +
                       " into a cuda tensor of the same shape and dtype, got " + shape_to_string(dst.shape()));
-  const std::size_t bytes = host.nbytes();
-  if (bytes == 0) return Status::success();
-  // A step's index uploads (~100 KB at a 4,096-token prefill) through the page-locked ring: from pageable memory the
-  // driver stages each copy itself. The ring is reused only after a synchronisation (every copy from it done); not
-  // while the stream is captured (a graph would read the ring at replay).
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  D0_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(ctx_->stream(), &capture));
-  const std::size_t at = (upload_ring_used_ + 255) / 256 * 256;
-  if (capture == cudaStreamCaptureStatusNone && at + bytes <= kUploadRingBytes) {
-    if (!upload_ring_) {
-      D0_ASSIGN_OR_RETURN(upload_ring_, PinnedDownloads::allocate(kUploadRingBytes));
-    }
-    unsigned char* staged = static_cast<unsigned char*>(upload_ring_.get()) + at;
-    std::memcpy(staged, host.raw(), bytes);
-    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), staged, bytes, cudaMemcpyHostToDevice, ctx_->stream()));
-    upload_ring_used_ = at + bytes;
-    return Status::success();
-  }
+  if (host.nbytes() == 0) return Status::success();
   // Pageable source: the driver stages it before returning, so `host` may go away after the call.
-  D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst.raw(), host.raw(), bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, ctx_->stream()));
   return Status::success();
 }
 
@@ -211,7 +194,6 @@ Result<Tensor> CudaOps::download(const Tensor& t) {
   if (t.nbytes() > 0) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
     D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
-    upload_ring_used_ = 0;  // every earlier copy from it is done
   }
   return host;
 }
@@ -238,7 +220,6 @@ Status CudaOps::synchronize() {
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t),
                                             cudaMemcpyDeviceToHost, ctx_->stream()));
   D0_RETURN_IF_ERROR(ctx_->synchronize());
-  upload_ring_used_ = 0;
   if (!closed_spans_.empty()) resolve_spans();
   if (flags[0] || flags[1]) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));

@@ -135,10 +135,6 @@ class CudaOps final : public Ops {
   Tensor router_counters_;                  // u32 [kLinearSmallRouterSlices], zero between router launches
   std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize
   PinnedDownloads downloads_;               // what download() returns borrows one of these
-  // Page-locked staging for small uploads (copy_from_host), reused from its start after each synchronisation.
-  static constexpr std::size_t kUploadRingBytes = std::size_t(4) << 20;
-  std::shared_ptr<void> upload_ring_;
-  std::size_t upload_ring_used_ = 0;
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins
   std::size_t scratch_peak_ = 0;            // most scratch bytes live at once
   std::map<std::string, std::uint64_t> persistent_by_use_;  // "kv cache" -> bytes (the text before ':')
