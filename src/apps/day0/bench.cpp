@@ -181,6 +181,7 @@ int bench(const BenchOptions& o) {
     auto kernels = trace.finish();
     if (!kernels.ok()) return kernels.error();
     print_kernel_times(*kernels, what + launches_note);
+    print_host_calls(trace.host());
     for (const KernelTime& k : *kernels)
       node["kernels"].push_back({{"name", k.name},
                                  {"grid", k.grid},
@@ -190,6 +191,11 @@ int bench(const BenchOptions& o) {
                                  {"idle_before_seconds", k.idle_before_seconds},
                                  {"largest_idle_before_seconds", k.largest_idle_before_seconds},
                                  {"largest_idle_after", k.largest_idle_after}});
+    for (const HostCallTime& c : trace.host().calls)
+      node["host_calls"].push_back(
+          {{"name", c.name}, {"calls", c.calls}, {"seconds", c.seconds}, {"largest_seconds", c.largest_seconds}});
+    for (const HostGap& g : trace.host().gaps)
+      node["host_gaps"].push_back({{"after", g.after}, {"before", g.before}, {"seconds", g.seconds}});
     return Status::success();
   };
   constexpr int kPrefillRuns = 3;

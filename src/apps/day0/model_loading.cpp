@@ -142,6 +142,24 @@ void print_kernel_times(const std::vector<KernelTime>& kernels, const std::strin
   if (!by_idle.empty()) std::printf("\n");
 }
 
+void print_host_calls(const HostSummary& host) {
+  if (host.calls.empty()) return;
+  double total = 0;
+  for (const HostCallTime& c : host.calls) total += c.seconds;
+  std::printf("  host in runtime calls %.3f ms:", total * 1e3);
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, host.calls.size()); ++i)
+    std::printf("%s %s x%lld %.3f ms (largest %.3f)", i ? "," : "", host.calls[i].name.c_str(),
+                static_cast<long long>(host.calls[i].calls), host.calls[i].seconds * 1e3,
+                host.calls[i].largest_seconds * 1e3);
+  std::printf("\n");
+  if (host.gaps.empty()) return;
+  std::printf("  host between runtime calls, largest:");
+  for (std::size_t i = 0; i < host.gaps.size(); ++i)
+    std::printf("%s %.3f ms after %s before %s", i ? "," : "", host.gaps[i].seconds * 1e3,
+                host.gaps[i].after.c_str(), host.gaps[i].before.c_str());
+  std::printf("\n");
+}
+
 void print_memory_report(Ops& ops) {
   std::printf("memory (%s):\n", std::string(ops.backend()).c_str());
   for (const MemoryUse& u : ops.memory_report())

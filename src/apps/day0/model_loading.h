@@ -26,6 +26,8 @@ Status print_profile(Ops& ops);
 // A kernel table on the GPU (KernelTrace's totals: `run --profile`, `bench --kernels`); `what` names the traced
 // work in its heading.
 void print_kernel_times(const std::vector<KernelTime>& kernels, const std::string& what);
+// The host's side of a kernel trace: its time in runtime calls and the largest gaps between them (host work).
+void print_host_calls(const HostSummary& host);
 
 // The memory report: one line per use (weights, workspace, KV cache, activations, free).
 void print_memory_report(Ops& ops);

@@ -88,6 +88,7 @@ int run(const RunOptions& o) {
     auto kernels = trace->finish();
     if (!kernels.ok()) return fail(kernels.error().message);
     print_kernel_times(*kernels, "the profiled generation");
+    print_host_calls(trace->host());
   } else if (!trace_error.empty()) {
     std::printf("kernels: not traced (%s)\n", trace_error.c_str());
   }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace day0 {
@@ -24,6 +25,7 @@ struct Cupti {
   CUptiResult (*flush_all)(uint32_t) = nullptr;
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;  // optional
 };
 
 struct State {
@@ -33,6 +35,7 @@ struct State {
   bool registered = false;  // buffer callbacks: registered once per process, kept across traces
   // Every launch since start: the totals come from them, and so does each kernel's share of the timeline.
   std::vector<KernelLaunch> launches;  // names mangled
+  std::vector<HostCall> host_calls;    // named by callback id ("42") until finish names them
 };
 
 State& state() {
@@ -69,6 +72,12 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         s.launches.push_back(
             {memcpy_name(c->copyKind), std::to_string(c->bytes) + " B", c->start, std::max(c->start, c->end)});
+        continue;
+      }
+      if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+        s.host_calls.push_back(
+            {std::to_string(a->cbid), a->threadId, a->start, std::max(a->start, a->end)});
         continue;
       }
       if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
@@ -110,12 +119,13 @@ Status load(Cupti& api) {
     api = Cupti{};
     return make_error("kernel trace: libcupti lacks the activity API");
   }
+  sym(api.callback_name, "cuptiGetCallbackName");
   return Status::success();
 }
 
 void disable_all(const Cupti& api) {
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME})
     api.disable(kind);
 }
 
@@ -140,6 +150,36 @@ std::string short_name(const std::string& mangled) {
 }
 
 }  // namespace
+
+HostSummary host_summary(std::vector<HostCall> calls) {
+  HostSummary out;
+  std::map<std::string, HostCallTime> by_name;
+  for (const HostCall& c : calls) {
+    HostCallTime& t = by_name[c.name];
+    const double d = double(c.end - c.start) * 1e-9;
+    t.calls += 1;
+    t.seconds += d;
+    t.largest_seconds = std::max(t.largest_seconds, d);
+  }
+  for (auto& [name, t] : by_name) {
+    t.name = name;
+    out.calls.push_back(t);
+  }
+  std::sort(out.calls.begin(), out.calls.end(),
+            [](const HostCallTime& a, const HostCallTime& b) { return a.seconds > b.seconds; });
+  // Per thread in start order: the time from one call's end to the next one's start.
+  std::sort(calls.begin(), calls.end(), [](const HostCall& a, const HostCall& b) {
+    return a.thread != b.thread ? a.thread < b.thread : a.start < b.start;
+  });
+  for (std::size_t i = 1; i < calls.size(); ++i) {
+    const HostCall &a = calls[i - 1], &b = calls[i];
+    if (a.thread != b.thread || b.start <= a.end) continue;
+    out.gaps.push_back({a.name, b.name, double(b.start - a.end) * 1e-9});
+  }
+  std::sort(out.gaps.begin(), out.gaps.end(), [](const HostGap& a, const HostGap& b) { return a.seconds > b.seconds; });
+  if (out.gaps.size() > HostSummary::kMaxGaps) out.gaps.resize(HostSummary::kMaxGaps);
+  return out;
+}
 
 std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches) {
   std::map<std::pair<std::string, std::string>, KernelTime> by_name;
@@ -202,7 +242,10 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
       return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
     }
   }
+  // The host's runtime calls, where CUPTI takes them (the kernel trace does without: host() is then empty).
+  s.api.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
   s.launches.clear();
+  s.host_calls.clear();
   s.running = true;
   return std::unique_ptr<KernelTrace>(new KernelTrace());
 }
@@ -225,6 +268,27 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   }
   std::vector<KernelTime> out = kernel_totals(s.launches);
   s.launches.clear();
+  std::map<std::string, std::string> api_names;  // callback id -> "cudaMemcpyAsync"
+  for (HostCall& c : s.host_calls) {
+    auto it = api_names.find(c.name);
+    if (it == api_names.end()) {
+      const char* n = nullptr;
+      const bool named = s.api.callback_name &&
+                         s.api.callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, static_cast<uint32_t>(std::stoul(c.name)),
+                                             &n) == CUPTI_SUCCESS &&
+                         n != nullptr;
+      std::string name = named ? std::string(n) : "runtime call " + c.name;
+      // "cudaMemcpyAsync_v3020" -> "cudaMemcpyAsync": the version suffix of the entry point
+      if (const std::size_t v = name.rfind("_v");
+          v != std::string::npos && v + 2 < name.size() &&
+          name.find_first_not_of("0123456789", v + 2) == std::string::npos)
+        name.resize(v);
+      it = api_names.emplace(c.name, name).first;
+    }
+    c.name = it->second;
+  }
+  host_ = host_summary(std::move(s.host_calls));
+  s.host_calls.clear();
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Per-kernel device times (`day0 run --profile`): CUPTI's activity API records the start and end of every kernel
-// the process launches; the trace totals them by kernel name, as a profiler's kernel summary would. libcupti is
-// loaded when a trace starts (dlopen), so day0 does not depend on it; without it the trace says why it cannot run.
+// the process launches (and its copies, fills and runtime calls); the trace totals them by kernel name, as a
+// profiler's kernel summary would. libcupti is loaded when a trace starts (dlopen), so day0 does not depend on it;
+// without it the trace says why it cannot run.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,34 @@ struct KernelLaunch {
 // the kernel that ended it (a host stall or a wait before that launch).
 std::vector<KernelTime> kernel_totals(std::vector<KernelLaunch> launches);
 
+// One CUDA runtime call on the host (CUPTI's clock, which the device records share), by thread.
+struct HostCall {
+  std::string name;  // "cudaMemcpyAsync"
+  std::uint32_t thread = 0;
+  std::uint64_t start = 0, end = 0;
+};
+
+struct HostCallTime {
+  std::string name;
+  std::int64_t calls = 0;
+  double seconds = 0, largest_seconds = 0;
+};
+
+// Host time outside the runtime between two calls of one thread (the host's own work, or a wait the runtime does
+// not see), named by the calls around it.
+struct HostGap {
+  std::string after, before;
+  double seconds = 0;
+};
+
+struct HostSummary {
+  std::vector<HostCallTime> calls;  // longest total first
+  std::vector<HostGap> gaps;        // the largest kMaxGaps, largest first
+  static constexpr std::size_t kMaxGaps = 3;
+};
+
+HostSummary host_summary(std::vector<HostCall> calls);
+
 class KernelTrace {
  public:
   // Starts recording (one trace per process at a time); the error names what is missing or what CUPTI said.
@@ -45,6 +74,8 @@ class KernelTrace {
   // Stops recording and returns kernel_totals of the kernels that ran since start (the caller has synchronised the
   // device), with demangled names.
   Result<std::vector<KernelTime>> finish();
+  // After finish: the runtime calls the host made meanwhile (empty where CUPTI would not record them).
+  const HostSummary& host() const { return host_; }
   ~KernelTrace();
   KernelTrace(const KernelTrace&) = delete;
   KernelTrace& operator=(const KernelTrace&) = delete;
@@ -52,6 +83,7 @@ class KernelTrace {
  private:
   KernelTrace() = default;
   bool finished_ = false;
+  HostSummary host_;
 };
 
 }  // namespace day0

@@ -1,6 +1,6 @@
 // KernelTrace (CUPTI) on known launches: the fill kernel run three times shows up once, three calls, with device
 // time; a second trace cannot start while one runs, and one started after the first sees only its own launches;
-// copies and fills are rows of their own.
+// copies and fills are rows of their own; the host's runtime calls are totalled by name, with the gaps between them.
 // kernel_totals' exposed times on made-up launches run everywhere; the rest is skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -54,7 +54,9 @@ TEST(CudaKernelTrace, idle_before_counts_only_gaps_no_earlier_started_kernel_cov
   double idle = 0;
   for (const KernelTime& k : kernel_totals(launches)) {
     idle += k.idle_before_seconds;
-    if (k.name == "z") EXPECT_NEAR(k.idle_before_seconds, 20e-6, 1e-12);
+    if (k.name == "z") {
+      EXPECT_NEAR(k.idle_before_seconds, 20e-6, 1e-12);
+    }
   }
   EXPECT_NEAR(idle, 20e-6, 1e-12);  // y's start lies inside x: no gap there
 }
@@ -76,6 +78,29 @@ TEST(CudaKernelTrace, names_each_kernels_largest_idle_gap_and_the_kernel_it_foll
       EXPECT_EQ(k.largest_idle_after, "") << k.name;
     }
   }
+}
+
+TEST(CudaKernelTrace, host_calls_total_by_name_and_gaps_are_per_thread) {
+  // Thread 1: copy [0, 10), copy [12, 20), launch [920, 925) after 900 us of host work; thread 2: launch [5, 30),
+  // launch [40, 45) (a 10 us gap; its [5, 30) overlaps thread 1's gap, which is not thread 2's).
+  const std::vector<HostCall> calls{{"cudaLaunchKernel", 2, 40000, 45000},
+                                    {"cudaMemcpyAsync", 1, 0, 10000},
+                                    {"cudaLaunchKernel", 1, 920000, 925000},
+                                    {"cudaMemcpyAsync", 1, 12000, 20000},
+                                    {"cudaLaunchKernel", 2, 5000, 30000}};
+  const HostSummary h = host_summary(calls);
+  ASSERT_EQ(h.calls.size(), 2u);
+  EXPECT_EQ(h.calls[0].name, "cudaLaunchKernel");  // 35 us against 18
+  EXPECT_EQ(h.calls[0].calls, 3);
+  EXPECT_NEAR(h.calls[0].seconds, 35e-6, 1e-12);
+  EXPECT_NEAR(h.calls[0].largest_seconds, 25e-6, 1e-12);
+  EXPECT_NEAR(h.calls[1].seconds, 18e-6, 1e-12);
+  ASSERT_EQ(h.gaps.size(), 3u);  // 900, 10 and 2 us
+  EXPECT_NEAR(h.gaps[0].seconds, 900e-6, 1e-12);
+  EXPECT_EQ(h.gaps[0].after, "cudaMemcpyAsync");
+  EXPECT_EQ(h.gaps[0].before, "cudaLaunchKernel");
+  EXPECT_NEAR(h.gaps[1].seconds, 10e-6, 1e-12);
+  EXPECT_NEAR(h.gaps[2].seconds, 2e-6, 1e-12);
 }
 
 TEST(CudaKernelTrace, counts_each_kernel_launch_and_its_device_time_by_name) {
@@ -138,6 +163,11 @@ TEST(CudaKernelTrace, copies_and_fills_are_rows_of_their_own) {
   }
   EXPECT_EQ(memsets, 1);
   EXPECT_EQ(copies, 2);
+  // The host's calls: the fill and the two copies among them, by their runtime names.
+  std::int64_t host_copies = 0;
+  for (const HostCallTime& c : (*trace)->host().calls)
+    if (c.name.find("cudaMemcpyAsync") == 0) host_copies += c.calls;
+  EXPECT_EQ(host_copies, 2);
 }
 
 }  // namespace
