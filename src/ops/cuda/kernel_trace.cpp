@@ -1,6 +1,7 @@
 // KernelTrace: CUPTI activity records of kind CONCURRENT_KERNEL (which, unlike KERNEL, does not serialise
-// kernels), MEMCPY and MEMSET, delivered in buffers CUPTI asks for and hands back; CUPTI's callbacks are plain
-// functions, so the library's entry points and the running totals live in one process-wide state.
+// kernels), MEMCPY and MEMSET, and RUNTIME (the host's calls) where CUPTI gives it, delivered in buffers CUPTI asks
+// for and hands back; CUPTI's callbacks are plain functions, so the library's entry points and the running totals
+// live in one process-wide state.
 #include "ops/cuda/kernel_trace.h"
 
 #include <cupti.h>
@@ -123,10 +124,15 @@ Status load(Cupti& api) {
   return Status::success();
 }
 
+// What a trace records: the device's activity (a trace cannot start without it) and the host's runtime calls (where
+// CUPTI takes them; the trace does without).
+constexpr CUpti_ActivityKind kDeviceKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                               CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr CUpti_ActivityKind kHostKind = CUPTI_ACTIVITY_KIND_RUNTIME;
+
 void disable_all(const Cupti& api) {
-  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME})
-    api.disable(kind);
+  for (CUpti_ActivityKind kind : kDeviceKinds) api.disable(kind);
+  api.disable(kHostKind);
 }
 
 // "void day0::(anonymous namespace)::k<1, true>(day0::Args)" -> "k<1, true>".
@@ -235,15 +241,13 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
       return make_error(cupti_error(s.api, r, "cuptiActivityRegisterCallbacks"));
     s.registered = true;
   }
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET}) {
+  for (CUpti_ActivityKind kind : kDeviceKinds) {
     if (CUptiResult r = s.api.enable(kind); r != CUPTI_SUCCESS) {
       disable_all(s.api);
       return make_error(cupti_error(s.api, r, "cuptiActivityEnable"));
     }
   }
-  // The host's runtime calls, where CUPTI takes them (the kernel trace does without: host() is then empty).
-  s.api.enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  s.api.enable(kHostKind);  // refused: host() stays empty
   s.launches.clear();
   s.host_calls.clear();
   s.running = true;
