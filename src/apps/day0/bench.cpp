@@ -114,8 +114,7 @@ int bench(const BenchOptions& o) {
   const bool trace_kernels = o.kernels && engine.backend == "cuda";
   if (o.kernels && !trace_kernels)
     std::printf("kernels     not traced on the %s backend (CUPTI: GPU only)\n", engine.backend.c_str());
-  // Steps after the timed ones, traced kernel by kernel; the first of them only primes the trace (discarded).
-  const int kTraced = trace_kernels ? kSteps + 1 : 0;
+  const int kTraced = trace_kernels ? kSteps : 0;  // steps after the timed ones, traced kernel by kernel
   // The solo region holds the longest prefill; then each batch row's region: its own copy of the decode context
   // (as distinct requests would have: a shared one would be read from L2 by every row) and its private blocks.
   const std::int64_t block = 16;
@@ -225,15 +224,11 @@ int bench(const BenchOptions& o) {
                                  {"of_fp8_rate", frac8},
                                  {"cold_seconds", cold},
                                  {"warm_runs", kPrefillRuns}});
-    if (trace_kernels) {  // two more runs, after the timed ones: the second traced kernel by kernel
+    if (trace_kernels) {  // one more run, after the timed ones, traced kernel by kernel
       auto t = KernelTrace::start();
       if (!t.ok()) return fail(t.error().message);
-      for (int run = 0; run < 2; ++run) {
-        if (run == 1)
-          if (Status st = (*t)->discard(); !st.ok()) return fail(st.error().message);
-        ex.reset();
-        if (auto r = ex.forward(prompt); !r.ok()) return fail(r.error().message);
-      }
+      ex.reset();
+      if (auto r = ex.forward(prompt); !r.ok()) return fail(r.error().message);
       const std::string what = "one prefill of " + std::to_string(n) + " tokens";
       if (Status st = report_trace(**t, what, report["prefill"].back()); !st.ok()) return fail(st.error().message);
     }
@@ -296,8 +291,6 @@ int bench(const BenchOptions& o) {
           auto t = KernelTrace::start();
           if (!t.ok()) return fail(t.error().message);
           trace = std::move(*t);
-        } else if (step == kWarmup + kSteps + 1) {
-          if (Status st = trace->discard(); !st.ok()) return fail(st.error().message);
         }
         std::vector<SequenceStep> batch;
         for (std::int64_t b = 0; b < B; ++b)
@@ -318,7 +311,7 @@ int bench(const BenchOptions& o) {
                                   {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
                                   {"of_copy_bandwidth", frac}});
       if (trace) {
-        const std::string what = std::to_string(kSteps) + " decode steps at context " + std::to_string(C) +
+        const std::string what = std::to_string(kTraced) + " decode steps at context " + std::to_string(C) +
                                  ", batch " + std::to_string(B);
         if (Status st = report_trace(*trace, what, report["decode"].back()); !st.ok()) return fail(st.error().message);
       }

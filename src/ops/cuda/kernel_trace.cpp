@@ -296,17 +296,6 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   return out;
 }
 
-Status KernelTrace::discard() {
-  if (finished_) return make_error("kernel trace: discard() after finish()");
-  State& s = state();
-  const CUptiResult flushed = s.api.flush_all(1);  // outside the lock, as in finish
-  std::lock_guard<std::mutex> lock(s.mu);
-  s.launches.clear();
-  s.host_calls.clear();
-  if (flushed != CUPTI_SUCCESS) return make_error(cupti_error(s.api, flushed, "cuptiActivityFlushAll"));
-  return Status::success();
-}
-
 KernelTrace::~KernelTrace() {
   if (finished_) return;
   State& s = state();

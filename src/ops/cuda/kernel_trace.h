@@ -74,10 +74,6 @@ class KernelTrace {
   // Stops recording and returns kernel_totals of the kernels that ran since start (the caller has synchronised the
   // device), with demangled names.
   Result<std::vector<KernelTime>> finish();
-  // Forgets what was recorded so far and keeps recording. The first runtime call after recording starts pays CUPTI's
-  // set-up (H200: one cudaMemcpyAsync of 2 KB took 0.82 ms, the device idle meanwhile): run the traced work once,
-  // discard, then run it again to trace it without that.
-  Status discard();
   // After finish: the runtime calls the host made meanwhile (empty where CUPTI would not record them).
   const HostSummary& host() const { return host_; }
   ~KernelTrace();
