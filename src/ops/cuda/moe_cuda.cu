@@ -269,8 +269,9 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // fp8 compute, prefill-sized: the inputs quantised, the FP8 wgmma gate_up GEMM, SwiGLU, its output quantised by
 // grouped entry, the FP8 wgmma down GEMM into y by assignment. The arithmetic of expert_chunk_fp8's chain (the same
 // epilogue, SwiGLU and quantisation) grouped over experts on the device, f32 sums in MMA order and the row exponent
-// from all groups (moe_mxfp4_wgmma_fp8_cuda.h): both routes below give the same bits. The inexact count is not
-// kept: fp8_inexact reads 0 after such a call.
+// from all groups (moe_mxfp4_wgmma_fp8_cuda.h): both routes below give the same bits. Nothing is counted (the GEMMs
+// convert in registers): fp8_inexact keeps the last converting call's count (no fill here: 36 launches of 1 us a
+// 120b prefill, each with the idle before it).
 // Where experts average enough tokens for the warp-specialised form, gate_up runs on it without SwiGLU (inputs
 // quantised once a token into their entries' rows, both halves out in f32 by assignment) and SwiGLU joins the
 // quantisation of h: 120b, 4,096 tokens, H200, a layer's gate_up, SwiGLU and quantisations 1,764 us (the inputs
@@ -281,7 +282,6 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
   const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);

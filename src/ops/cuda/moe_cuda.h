@@ -94,8 +94,9 @@ struct MoeWorkspace {
   Tensor xs_scales;       // f32 [max_tokens]             their per-token scales
   Tensor h8;              // f8_e4m3 [max_tokens, I]      quantised SwiGLU output
   Tensor h_scales;        // f32 [max_tokens]
-  Tensor fp8_inexact;     // u64 [1]  weight values of the last call's converted experts that were not exact
-                          //          (0 for stored experts: day0 convert counted theirs)
+  Tensor fp8_inexact;     // u64 [1]  weight values of the last converting call's experts that were not exact
+                          //          (0 for stored experts: day0 convert counted theirs; the grouped FP8
+                          //          GEMMs count none and leave it)
   // The fused path only (fused_tokens > 0), for Af = fused_tokens * k assignments: group_by_expert_cuda's
   // outputs (i32) and the two matmuls' outputs.
   std::int64_t fused_tokens = 0;  // min(max_tokens, fused_max_tokens) where the path applies, else 0
