@@ -270,7 +270,7 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // grouped entry, the FP8 wgmma down GEMM into y by assignment. The arithmetic of expert_chunk_fp8's chain (the same
 // epilogue, SwiGLU and quantisation) grouped over experts on the device, f32 sums in MMA order and the row exponent
 // from all groups (moe_mxfp4_wgmma_fp8_cuda.h): both routes below give the same bits. Nothing is counted (the GEMMs
-// convert in registers): fp8_inexact keeps the last converting call's count (no fill here: 36 launches of 1 us a
+// convert as they go): fp8_inexact keeps the last converting call's count (no fill here: 36 launches of 1 us a
 // 120b prefill, each with the idle before it).
 // Where experts average enough tokens for the warp-specialised form, gate_up runs on it without SwiGLU (inputs
 // quantised once a token into their entries' rows, both halves out in f32 by assignment) and SwiGLU joins the
