@@ -30,7 +30,12 @@ constexpr int kCopies = kKeys * kD / 8 / kThreads;  // bf16 operands: 16-byte co
 // MMAs, in dynamic shared memory (static is capped at 48 KB) with room to align it to 1,024 bytes. From registers
 // instead, ptxas (CUDA 13.0) gave P's fragments Q's registers inside the loop (SASS), wrong from the second tile on.
 constexpr int kQTileBytes = 64 * kD * 2;
-constexpr int kQBytes = kWarps / 4 * kQTileBytes + 1024;
+// bf16 operands: K and V tiles (64 rows of 64 bf16 each, the same swizzle) in four buffers after the Q tiles: the
+// copies run two tiles ahead of the tile whose softmax runs, K one tile ahead of V (FA3's order, below).
+constexpr int kKvBuffers = 4;
+constexpr int kKvTileBytes = kKeys * kD * 2;
+constexpr int kKvBufferBytes = 2 * kKvTileBytes;  // K, then V
+constexpr int kDynamicBytes = kWarps / 4 * kQTileBytes + kKvBuffers * kKvBufferBytes + 1024;
 
 // The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
 // 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
@@ -104,25 +109,33 @@ __device__ __forceinline__ float max_abs4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
+// The MMAs' register operands pinned here for the compiler: a P fragment an asynchronous MMA still reads stays in
+// its registers until the wait after which this is called (no instruction).
+template <int N>
+__device__ __forceinline__ void fence_fragments(std::uint32_t (&f)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(f[i][j])::"memory");
+}
+
 // Two operand forms. f16 (kBf16 false): K and V staged through registers, each tile divided by its power of two,
 // Q rows too (11 significant bits, TF32's). bf16 (kBf16, a bf16 KV pool): the pool's values are bf16 already, so
-// K and V tiles are copied raw (cp.async, double-buffered: the next tile lands while this one computes), Q and P
-// round to bf16 (8 significant bits, as a bf16 model's own attention), no scales.
+// K and V tiles are copied raw (cp.async into dynamic shared memory, two tiles ahead), Q and P round to bf16
+// (8 significant bits, as a bf16 model's own attention), no scales.
 template <class KV, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_tc_kernel(AttentionTcArgs a, int n_heads, int group, int window, float scale) {
   static_assert(!kBf16 || std::is_same_v<KV, __nv_bfloat16>, "bf16 operands read a bf16 pool");
-  constexpr int kBuffers = kBf16 ? 2 : 1;
-  // bf16: the warpgroup MMAs' operand tiles, rows of 64 bf16 in the 128-byte swizzle (wgmma.cuh); f16: padded rows.
-  constexpr int kTileStride = kBf16 ? kD : kStride;
-  __shared__ __align__(1024) std::uint16_t ks[kBuffers][kKeys][kTileStride];
-  __shared__ __align__(1024) std::uint16_t vs[kBuffers][kKeys][kTileStride];
+  // f16: the staged K and V tiles, padded rows (bf16: in dynamic shared memory, unused here).
+  __shared__ __align__(16) std::uint16_t ks[kBf16 ? 1 : kKeys][kStride];
+  __shared__ __align__(16) std::uint16_t vs[kBf16 ? 1 : kKeys][kStride];
   __shared__ int pos_s[kRows], seq_s[kRows], first_s[kRows];
   __shared__ int bad_s[kRows];
   __shared__ int seq_min, seq_max, lo_s, hi_s, any_s, first_bad_s;
   __shared__ int group_lo_s[kWarps / 4], group_hi_s[kWarps / 4];  // the keys a warpgroup's rows need (bf16)
   __shared__ unsigned tile_max[2][2];  // [tile parity][K, V]: largest magnitude, as f32 bits
-  extern __shared__ unsigned char q_unaligned[];  // bf16: the Q tiles (kQBytes)
+  extern __shared__ unsigned char dynamic_unaligned[];  // bf16: the Q tiles, then the K / V buffers (kDynamicBytes)
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int h = blockIdx.y, kvh = h / group;
@@ -196,8 +209,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   // bf16: the fragments into this warpgroup's Q tile (row g and g + 8 of the warp's 16, dims 16 kk + 8 u + 2 t at
   // 16-byte chunk 2 kk + u, swizzled), visible to the MMAs after the k-loop's first barrier.
-  unsigned char* q_tile = q_unaligned + (1024 - wgmma::shared_address(q_unaligned) % 1024) % 1024 +
-                          (warp / 4) * kQTileBytes;
+  unsigned char* dynamic_base =
+      dynamic_unaligned + (1024 - wgmma::shared_address(dynamic_unaligned) % 1024) % 1024;
+  unsigned char* q_tile = dynamic_base + (warp / 4) * kQTileBytes;
+  unsigned char* kv_tiles = dynamic_base + kWarps / 4 * kQTileBytes;
   if constexpr (kBf16) {
     const int rw_lo = (warp % 4) * 16 + g;
     auto q_at = [&](int row, int chunk) {
@@ -218,19 +233,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
   int ev = 0, parity = 0;
   // bf16 operands: this thread's copies of a tile, rows copy_row0 + n kCopyRowStep at 16-byte chunk copy_chunk: the
-  // sources of row 0 and their buffer-0 destinations (swizzled), V's kv_from_k bytes after K's.
+  // sources of row 0 and their buffer-0 destinations (swizzled), V's kKvTileBytes after K's.
   constexpr int kCopyRowStep = kThreads / (kD / 8);
-  constexpr std::uint32_t kKvBufferBytes = sizeof(ks[0]);
   const int copy_row0 = tid / (kD / 8), copy_chunk = tid % (kD / 8);
   const int kv_row_bytes = static_cast<int>(kv_width * sizeof(KV));
   const char* k_src = reinterpret_cast<const char*>(static_cast<const KV*>(a.k) + kvh * kD + 8 * copy_chunk);
   const char* v_src = reinterpret_cast<const char*>(static_cast<const KV*>(a.v) + kvh * kD + 8 * copy_chunk);
-  const std::uint32_t v_from_k = wgmma::shared_address(&vs[0][0][0]) - wgmma::shared_address(&ks[0][0][0]);
   std::uint32_t k_dst[kCopies];
 #pragma unroll
   for (int n = 0; n < kCopies; ++n) {
     const int r = copy_row0 + n * kCopyRowStep;
-    k_dst[n] = wgmma::shared_address(&ks[0][r][8 * wgmma::swizzled_chunk(r, copy_chunk)]);
+    k_dst[n] = wgmma::shared_address(kv_tiles + r * 128 + 16 * wgmma::swizzled_chunk(r, copy_chunk));
   }
 
   for (int seq = seq_min; seq <= seq_max; ++seq) {
@@ -288,119 +301,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         const std::uint64_t off = static_cast<std::uint64_t>(row) * static_cast<unsigned>(kv_row_bytes);
         const std::uint32_t dst = k_dst[n] + b * kKvBufferBytes;
         wgmma::copy_16(dst, k_src + off, in ? 16u : 0u);
-        wgmma::copy_16(dst + v_from_k, v_src + off, in ? 16u : 0u);
+        wgmma::copy_16(dst + kKvTileBytes, v_src + off, in ? 16u : 0u);
       }
       wgmma::copy_commit();
     };
-    if constexpr (kBf16) {
-      tile_rows(lo - lo % kKeys);
-      copy_tile(0);
-      tile_rows(lo - lo % kKeys + kKeys);
-    }
-
-    int buf = 0;  // the buffer of this tile (always 0 with f16 operands)
-    for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys, buf ^= kBuffers - 1) {
-      int ek = 0, ev_tile = 0;  // the tile's K and V powers of two (f16 operands)
-      if constexpr (kBf16) {
-        wgmma::copy_wait<0>();  // this thread's copies of this tile landed
-        wgmma::fence_shared_for_mma();
-        // One barrier a tile: every thread's copies of this tile landed, and the tile before (the other buffer)
-        // is consumed, so the next tile's copies may go there and land while this one computes.
-        __syncthreads();
-        if (k0 + kKeys <= hi) {
-          copy_tile(buf ^ 1);
-          tile_rows(k0 + 2 * kKeys);
-        }
-      } else {
-        // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
-        // two per tile (its largest magnitude first: loads, then a block maximum).
-        float4 kr[kStage], vr[kStage];
-        float kmax = 0.f, vmax = 0.f;
-#pragma unroll
-        for (int n = 0; n < kStage; ++n) {
-          const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
-          kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (key >= lo && key <= valid_to) {
-            const std::int64_t row = key_rows(key);
-            kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
-            vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
-          }
-          kmax = max_abs4(kmax, kr[n]);
-          vmax = max_abs4(vmax, vr[n]);
-        }
-        const unsigned kmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(kmax));
-        const unsigned vmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
-        __syncthreads();  // the previous tile is consumed
-        if (lane == 0) {
-          atomicMax(&tile_max[parity][0], kmax_w);
-          atomicMax(&tile_max[parity][1], vmax_w);
-        }
-        if (tid < 2) tile_max[parity ^ 1][tid] = 0;  // for the next tile; this one's readers are past the barrier
-        __syncthreads();
-        ek = block_exponent(__uint_as_float(tile_max[parity][0]));
-        ev_tile = block_exponent(__uint_as_float(tile_max[parity][1]));
-        parity ^= 1;
-        {
-          const float dk = pow2(-ek), dv = pow2(-ev_tile);
-#pragma unroll
-          for (int n = 0; n < kStage; ++n) {
-            const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4);
-            const uint2 kh = make_uint2(half2_bits(kr[n].x * dk, kr[n].y * dk), half2_bits(kr[n].z * dk, kr[n].w * dk));
-            const uint2 vh = make_uint2(half2_bits(vr[n].x * dv, vr[n].y * dv), half2_bits(vr[n].z * dv, vr[n].w * dv));
-            *reinterpret_cast<uint2*>(&ks[0][r][4 * c4]) = kh;
-            *reinterpret_cast<uint2*>(&vs[0][r][4 * c4]) = vh;
-          }
-        }
-        __syncthreads();
-      }
-      if constexpr (kBf16) {
-        // The warpgroup's MMAs are collective: it skips a tile only as a whole, where none of its rows sees any of
-        // the tile's keys (a sliding window's first or last tile, the causal diagonal's last for the first rows).
-        if (k0 + kKeys - 1 < group_lo || k0 > min(group_hi, valid_to)) continue;
-      } else {
-        // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them
-        // all); nor does one whose rows all see none of the tile's keys: such a tile would add weight 0 and rescale
-        // by 1.
-        if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
-        const bool none_lo = !live_lo || k0 + kKeys - 1 < first_lo || k0 > min(pos_lo, valid_to);
-        const bool none_hi = !live_hi || k0 + kKeys - 1 < first_hi || k0 > min(pos_hi, valid_to);
-        if (__all_sync(0xffffffffu, none_lo && none_hi)) continue;
-      }
-
-      // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3), the
-      // warpgroup MMA's accumulator layout and mma.sync's alike.
-      constexpr unsigned kRowBytes = kStride * 2;
-      float sc[kKeys / 8][4];
-      if constexpr (kBf16) {  // four k16 steps of the warpgroup's 64 rows against the K tile (K-major)
-        float(&d)[32] = reinterpret_cast<float(&)[32]>(sc);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) d[i] = 0.f;
-        const std::uint64_t q_desc = wgmma::sw128_descriptor(q_tile), k_desc = wgmma::sw128_descriptor(&ks[buf][0][0]);
-        wgmma::fence_operands(d);
-        wgmma::fence();
-#pragma unroll
-        for (int kk = 0; kk < kD / 16; ++kk) wgmma::mma_bf16<64>(d, q_desc + 2 * kk, k_desc + 2 * kk);
-        wgmma::commit();
-        wgmma::wait<0>();
-        wgmma::fence_operands(d);
-      } else {
-        // Each lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
-        const unsigned k_base =
-            static_cast<unsigned>(__cvta_generic_to_shared(&ks[buf][lane % 8][8 * (lane / 8)]));
-#pragma unroll
-        for (int j = 0; j < kKeys / 8; ++j) {
-          sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
-            std::uint32_t b[4];
-            ldmatrix_x4_at(b, k_base + 8 * j * kRowBytes + 32 * half * 2);
-            mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0],
-                             b[1]);
-            mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2],
-                             qf[2 * half + 1][3], b[2], b[3]);
-          }
-        }
-      }
+    // Softmax of one tile's scores for this lane's rows (k0 its first key; ek, ev_tile its f16 powers of two):
+    // masks, the running maxima, the weights in place of the scores and their sums into l. Returns the factors O
+    // must be multiplied by before this tile's P V (the softmax rescale and the V units' change), 1 where none.
+    auto softmax_tile = [&](float (&sc)[kKeys / 8][4], int k0, int ek, int ev_tile, float& o_lo, float& o_hi) {
       // Scores in log2 units: the scale, the two powers of two the operands were divided by and log2(e) in one
       // factor, so each weight is one FFMA and one ex2 (the masked ones -inf, weight 0). The row maxima are taken
       // on the raw scores (the factor is positive) and kept in those units.
@@ -454,11 +362,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       l_hi = l_hi * keep_hi + sum_hi;
       // O moves to this tile's V units with the softmax rescale (a power of two more: still one rounding).
       const int shift = ev - ev_tile;
-      const float o_lo = shift == 0 ? keep_lo : ldexpf(keep_lo, shift);
-      const float o_hi = shift == 0 ? keep_hi : ldexpf(keep_hi, shift);
+      o_lo = shift == 0 ? keep_lo : ldexpf(keep_lo, shift);
+      o_hi = shift == 0 ? keep_hi : ldexpf(keep_hi, shift);
       ev = ev_tile;
-      // Once the rows' maxima settle (most tiles of a long prompt) every factor is 1: skip the multiplications
-      // (by 1: the same bits).
+    };
+    // O times the tile's factors, skipped once the rows' maxima settle (most tiles of a long prompt: every factor
+    // is 1, the same bits), then P's A fragments: the accumulators of key steps 2kk, 2kk + 1 are k-step kk's.
+    auto rescale_and_pack = [&](const float (&sc)[kKeys / 8][4], float o_lo, float o_hi,
+                                std::uint32_t (&pf)[kKeys / 16][4]) {
       if (!__all_sync(0xffffffffu, o_lo == 1.f && o_hi == 1.f)) {
 #pragma unroll
         for (int i = 0; i < kD / 8; ++i) {
@@ -466,9 +377,6 @@ __global__ void __launch_bounds__(kThreads, 2)
           o[i][2] *= o_hi, o[i][3] *= o_hi;
         }
       }
-      // O += P V: P's accumulators of key steps 2kk, 2kk + 1 are the A fragment of k-step kk. bf16: the warpgroup's
-      // MMAs read the V tile N-major; f16: V's B fragments by transposed ldmatrix, two dim tiles (16 dims) a load.
-      std::uint32_t pf[kKeys / 16][4];
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
         pf[kk][0] = operand_bits<kBf16>(sc[2 * kk][0], sc[2 * kk][1]);
@@ -476,19 +384,170 @@ __global__ void __launch_bounds__(kThreads, 2)
         pf[kk][2] = operand_bits<kBf16>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
         pf[kk][3] = operand_bits<kBf16>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
       }
-      if constexpr (kBf16) {
-        float(&d)[32] = reinterpret_cast<float(&)[32]>(o);
-        const std::uint64_t v_desc = wgmma::sw128_n_major_descriptor(&vs[buf][0][0]);
-        wgmma::fence_operands(d);
+    };
+
+    if constexpr (kBf16) {
+      // FA3's order on each warpgroup: tile i + 1's S = Q K^T is issued with tile i's P V, and tile i + 1's
+      // softmax runs while that P V is still in the tensor cores; so K runs a tile ahead of V, the copies two
+      // tiles ahead, over four buffers. The warpgroup's MMAs are collective: it skips a tile only as a whole, where
+      // none of its rows sees any of the tile's keys (a sliding window's first or last tile, the causal diagonal's
+      // last for the first rows).
+      const int first_key = lo - lo % kKeys, n_tiles = (hi - first_key) / kKeys + 1;
+      auto group_needs = [&](int i) {
+        const int k0 = first_key + i * kKeys;
+        return i < n_tiles && !(k0 + kKeys - 1 < group_lo || k0 > min(group_hi, valid_to));
+      };
+      const std::uint64_t q_desc = wgmma::sw128_descriptor(q_tile);
+      float(&d)[32] = reinterpret_cast<float(&)[32]>(o);
+      float sc[kKeys / 8][4];
+      float(&s)[32] = reinterpret_cast<float(&)[32]>(sc);
+      auto issue_scores = [&](int i) {  // S = Q K^T of tile i into sc: four k16 steps, one group
+#pragma unroll
+        for (int e = 0; e < 32; ++e) s[e] = 0.f;
+        const std::uint64_t k_desc = wgmma::sw128_descriptor(kv_tiles + (i % kKvBuffers) * kKvBufferBytes);
+        wgmma::fence_operands(s);
         wgmma::fence();
 #pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::mma_bf16_rs64_n_major(d, pf[kk], v_desc + 128 * kk);
+        for (int kk = 0; kk < kD / 16; ++kk) wgmma::mma_bf16<64>(s, q_desc + 2 * kk, k_desc + 2 * kk);
         wgmma::commit();
+      };
+      tile_rows(first_key);
+      copy_tile(0);
+      tile_rows(first_key + kKeys);
+      if (n_tiles > 1) {
+        copy_tile(1);
+        tile_rows(first_key + 2 * kKeys);
+        wgmma::copy_wait<1>();
+      } else {
+        wgmma::copy_wait<0>();
+      }
+      wgmma::fence_shared_for_mma();
+      __syncthreads();  // tile 0 landed
+      if (group_needs(0)) {
+        issue_scores(0);
+        wgmma::wait<0>();
+        wgmma::fence_operands(s);
+      }
+      std::uint32_t pf[kKeys / 16][4];
+      bool pv_pending = false;  // this warpgroup's P V of the tile before is still in the tensor cores
+      for (int i = 0; i < n_tiles; ++i) {
+        const int k0 = first_key + i * kKeys;
+        // Every thread's copies of tile i + 1 landed (its S goes out at the end of this tile), and buffer
+        // (i + 2) % 4 is free: tile i - 2's MMAs were waited for by every warpgroup in tile i - 1.
+        wgmma::copy_wait<0>();
+        wgmma::fence_shared_for_mma();
+        __syncthreads();
+        if (i + 2 < n_tiles) {
+          copy_tile((i + 2) % kKvBuffers);
+          tile_rows(k0 + 3 * kKeys);
+        }
+        const bool need = group_needs(i), need_next = group_needs(i + 1);
+        if (need) {
+          float o_lo, o_hi;
+          softmax_tile(sc, k0, 0, 0, o_lo, o_hi);
+          if (pv_pending) {  // O and the P fragments are the MMAs' until they finish
+            wgmma::wait<0>();
+            wgmma::fence_operands(d);
+            fence_fragments(pf);
+          }
+          rescale_and_pack(sc, o_lo, o_hi, pf);
+        }
+        if (need_next) issue_scores(i + 1);  // reads K of tile i + 1; sc's weights are in pf already
+        if (need) {
+          const std::uint64_t v_desc =
+              wgmma::sw128_n_major_descriptor(kv_tiles + (i % kKvBuffers) * kKvBufferBytes + kKvTileBytes);
+          wgmma::fence_operands(d);
+          wgmma::fence();
+#pragma unroll
+          for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::mma_bf16_rs64_n_major(d, pf[kk], v_desc + 128 * kk);
+          wgmma::commit();
+          wgmma::wait<1>();  // S of tile i + 1 (the older group) done; P V may go on
+        } else {
+          wgmma::wait<0>();  // S of tile i + 1, and a P V left from before
+          wgmma::fence_operands(d);
+        }
+        wgmma::fence_operands(s);
+        pv_pending = need;
+      }
+      if (pv_pending) {
         wgmma::wait<0>();
         wgmma::fence_operands(d);
-      } else {
+        fence_fragments(pf);
+      }
+    } else {
+      for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys) {
+        // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
+        // two per tile (its largest magnitude first: loads, then a block maximum).
+        float4 kr[kStage], vr[kStage];
+        float kmax = 0.f, vmax = 0.f;
+#pragma unroll
+        for (int n = 0; n < kStage; ++n) {
+          const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4), key = k0 + r;
+          kr[n] = vr[n] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (key >= lo && key <= valid_to) {
+            const std::int64_t row = key_rows(key);
+            kr[n] = load_kv4(static_cast<const KV*>(a.k) + row * kv_width + kvh * kD + 4 * c4);
+            vr[n] = load_kv4(static_cast<const KV*>(a.v) + row * kv_width + kvh * kD + 4 * c4);
+          }
+          kmax = max_abs4(kmax, kr[n]);
+          vmax = max_abs4(vmax, vr[n]);
+        }
+        const unsigned kmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(kmax));
+        const unsigned vmax_w = __reduce_max_sync(0xffffffffu, __float_as_uint(vmax));
+        __syncthreads();  // the previous tile is consumed
+        if (lane == 0) {
+          atomicMax(&tile_max[parity][0], kmax_w);
+          atomicMax(&tile_max[parity][1], vmax_w);
+        }
+        if (tid < 2) tile_max[parity ^ 1][tid] = 0;  // for the next tile; this one's readers are past the barrier
+        __syncthreads();
+        const int ek = block_exponent(__uint_as_float(tile_max[parity][0]));
+        const int ev_tile = block_exponent(__uint_as_float(tile_max[parity][1]));
+        parity ^= 1;
+        {
+          const float dk = pow2(-ek), dv = pow2(-ev_tile);
+#pragma unroll
+          for (int n = 0; n < kStage; ++n) {
+            const int r = tid / (kD / 4) + n * (kThreads / (kD / 4)), c4 = tid % (kD / 4);
+            const uint2 kh = make_uint2(half2_bits(kr[n].x * dk, kr[n].y * dk), half2_bits(kr[n].z * dk, kr[n].w * dk));
+            const uint2 vh = make_uint2(half2_bits(vr[n].x * dv, vr[n].y * dv), half2_bits(vr[n].z * dv, vr[n].w * dv));
+            *reinterpret_cast<uint2*>(&ks[r][4 * c4]) = kh;
+            *reinterpret_cast<uint2*>(&vs[r][4 * c4]) = vh;
+          }
+        }
+        __syncthreads();
+        // A warp none of whose rows is in this sequence skips the tile (its lanes agree: shuffles below need them
+        // all); nor does one whose rows all see none of the tile's keys: such a tile would add weight 0 and rescale
+        // by 1.
+        if (!__any_sync(0xffffffffu, live_lo || live_hi)) continue;
+        const bool none_lo = !live_lo || k0 + kKeys - 1 < first_lo || k0 > min(pos_lo, valid_to);
+        const bool none_hi = !live_hi || k0 + kKeys - 1 < first_hi || k0 > min(pos_hi, valid_to);
+        if (__all_sync(0xffffffffu, none_lo && none_hi)) continue;
+
+        // Scores for 16 rows x 64 keys: sc[j] holds keys k0 + 8j + 2t, +1 of rows g (0, 1) and g + 8 (2, 3). Each
+        // lane's ldmatrix rows from one base address per tile (constant offsets: immediates).
+        constexpr unsigned kRowBytes = kStride * 2;
+        float sc[kKeys / 8][4];
+        const unsigned k_base = static_cast<unsigned>(__cvta_generic_to_shared(&ks[lane % 8][8 * (lane / 8)]));
+#pragma unroll
+        for (int j = 0; j < kKeys / 8; ++j) {
+          sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.f;
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {  // dims 32 half .. 32 half + 31: two k-steps per ldmatrix
+            std::uint32_t b[4];
+            ldmatrix_x4_at(b, k_base + 8 * j * kRowBytes + 32 * half * 2);
+            mma_16816<kBf16>(sc[j], qf[2 * half][0], qf[2 * half][1], qf[2 * half][2], qf[2 * half][3], b[0], b[1]);
+            mma_16816<kBf16>(sc[j], qf[2 * half + 1][0], qf[2 * half + 1][1], qf[2 * half + 1][2],
+                             qf[2 * half + 1][3], b[2], b[3]);
+          }
+        }
+        float o_lo, o_hi;
+        softmax_tile(sc, k0, ek, ev_tile, o_lo, o_hi);
+        std::uint32_t pf[kKeys / 16][4];
+        rescale_and_pack(sc, o_lo, o_hi, pf);
+        // O += P V: V's B fragments by transposed ldmatrix, two dim tiles (16 dims) a load.
         const unsigned v_base = static_cast<unsigned>(
-            __cvta_generic_to_shared(&vs[buf][8 * ((lane / 8) & 1) + lane % 8][8 * (lane / 16)]));
+            __cvta_generic_to_shared(&vs[8 * ((lane / 8) & 1) + lane % 8][8 * (lane / 16)]));
 #pragma unroll
         for (int kk = 0; kk < kKeys / 16; ++kk)
 #pragma unroll
@@ -554,10 +613,10 @@ Status attention_tc_cuda(const AttentionTcArgs& a, const AttentionParams& p, cud
   if (a.kv_bf16 && a.bf16_operands) {
     // Once per process (a process drives one device): the Q tiles take the static tiles past 48 KB a block.
     static const cudaError_t opted_in = cudaFuncSetAttribute(attention_tc_kernel<__nv_bfloat16, true>,
-                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kQBytes);
+                                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicBytes);
     D0_CUDA_RETURN_IF_ERROR(opted_in);
     attention_tc_kernel<__nv_bfloat16, true>
-        <<<grid, kThreads, kQBytes, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
+        <<<grid, kThreads, kDynamicBytes, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
   } else if (a.kv_bf16) {
     attention_tc_kernel<__nv_bfloat16, false>
         <<<grid, kThreads, 0, stream>>>(a, p.n_heads, group, p.sliding_window, p.scale);
