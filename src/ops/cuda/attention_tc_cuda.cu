@@ -109,16 +109,6 @@ __device__ __forceinline__ float max_abs4(float m, float4 v) {
   return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
 }
 
-// The MMAs' register operands pinned here for the compiler: a P fragment an asynchronous MMA still reads stays in
-// its registers until the wait after which this is called (no instruction).
-template <int N>
-__device__ __forceinline__ void fence_fragments(std::uint32_t (&f)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(f[i][j])::"memory");
-}
-
 // Two operand forms. f16 (kBf16 false): K and V staged through registers, each tile divided by its power of two,
 // Q rows too (11 significant bits, TF32's). bf16 (kBf16, a bf16 KV pool): the pool's values are bf16 already, so
 // K and V tiles are copied raw (cp.async into dynamic shared memory, two tiles ahead), Q and P round to bf16
@@ -392,16 +382,18 @@ __global__ void __launch_bounds__(kThreads, 2)
       // tiles ahead, over four buffers. The warpgroup's MMAs are collective: it skips a tile only as a whole, where
       // none of its rows sees any of the tile's keys (a sliding window's first or last tile, the causal diagonal's
       // last for the first rows).
-      const int first_key = lo - lo % kKeys, n_tiles = (hi - first_key) / kKeys + 1;
+      const int first_key = __shfl_sync(0xffffffffu, lo - lo % kKeys, 0);
+      const int n_tiles = __shfl_sync(0xffffffffu, (hi - first_key) / kKeys + 1, 0);
+      const int need_lo = __shfl_sync(0xffffffffu, group_lo, 0), need_hi = __shfl_sync(0xffffffffu, min(group_hi, valid_to), 0);
       auto group_needs = [&](int i) {
         const int k0 = first_key + i * kKeys;
-        return i < n_tiles && !(k0 + kKeys - 1 < group_lo || k0 > min(group_hi, valid_to));
+        return i < n_tiles && !(k0 + kKeys - 1 < need_lo || k0 > need_hi);
       };
       const std::uint64_t q_desc = wgmma::sw128_descriptor(q_tile);
       float(&d)[32] = reinterpret_cast<float(&)[32]>(o);
       float sc[kKeys / 8][4];
       float(&s)[32] = reinterpret_cast<float(&)[32]>(sc);
-      auto issue_scores = [&](int i) {  // S = Q K^T of tile i into sc: four k16 steps, one group
+      auto issue_scores = [&](int i) {  // S = Q K^T of tile i into sc: four k16 steps (the caller commits)
 #pragma unroll
         for (int e = 0; e < 32; ++e) s[e] = 0.f;
         const std::uint64_t k_desc = wgmma::sw128_descriptor(kv_tiles + (i % kKvBuffers) * kKvBufferBytes);
@@ -409,7 +401,6 @@ __global__ void __launch_bounds__(kThreads, 2)
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < kD / 16; ++kk) wgmma::mma_bf16<64>(s, q_desc + 2 * kk, k_desc + 2 * kk);
-        wgmma::commit();
       };
       tile_rows(first_key);
       copy_tile(0);
@@ -423,13 +414,11 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
       wgmma::fence_shared_for_mma();
       __syncthreads();  // tile 0 landed
-      if (group_needs(0)) {
-        issue_scores(0);
-        wgmma::wait<0>();
-        wgmma::fence_operands(s);
-      }
+      issue_scores(0);
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(s);
       std::uint32_t pf[kKeys / 16][4];
-      bool pv_pending = false;  // this warpgroup's P V of the tile before is still in the tensor cores
       for (int i = 0; i < n_tiles; ++i) {
         const int k0 = first_key + i * kKeys;
         // Every thread's copies of tile i + 1 landed (its S goes out at the end of this tile), and buffer
@@ -441,39 +430,36 @@ __global__ void __launch_bounds__(kThreads, 2)
           copy_tile((i + 2) % kKvBuffers);
           tile_rows(k0 + 3 * kKeys);
         }
-        const bool need = group_needs(i), need_next = group_needs(i + 1);
-        if (need) {
-          float o_lo, o_hi;
-          softmax_tile(sc, k0, 0, 0, o_lo, o_hi);
-          if (pv_pending) {  // O and the P fragments are the MMAs' until they finish
-            wgmma::wait<0>();
-            wgmma::fence_operands(d);
-            fence_fragments(pf);
-          }
-          rescale_and_pack(sc, o_lo, o_hi, pf);
-        }
-        if (need_next) issue_scores(i + 1);  // reads K of tile i + 1; sc's weights are in pf already
-        if (need) {
-          const std::uint64_t v_desc =
-              wgmma::sw128_n_major_descriptor(kv_tiles + (i % kKvBuffers) * kKvBufferBytes + kKvTileBytes);
-          wgmma::fence_operands(d);
-          wgmma::fence();
-#pragma unroll
-          for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::mma_bf16_rs64_n_major(d, pf[kk], v_desc + 128 * kk);
-          wgmma::commit();
-          wgmma::wait<1>();  // S of tile i + 1 (the older group) done; P V may go on
-        } else {
-          wgmma::wait<0>();  // S of tile i + 1, and a P V left from before
-          wgmma::fence_operands(d);
-        }
-        wgmma::fence_operands(s);
-        pv_pending = need;
-      }
-      if (pv_pending) {
-        wgmma::wait<0>();
+        // The MMAs are issued on every path, with the waits: where ptxas cannot follow them through branches it
+        // serialises every warpgroup MMA of the kernel (C7515, C7518). So a tile this warpgroup skips still runs
+        // its P V on zero weights (adding zeros: the same bits), and the last tile's S = Q K^T multiplies a stale
+        // buffer whose scores nothing reads.
+        const bool need = group_needs(i);
+        float o_lo = 1.f, o_hi = 1.f;
+        if (need) softmax_tile(sc, k0, 0, 0, o_lo, o_hi);
+        wgmma::wait<0>();  // the tile before's P V: O and its P fragments are the MMAs' until it finishes
         wgmma::fence_operands(d);
-        fence_fragments(pf);
+        if (need) {
+          rescale_and_pack(sc, o_lo, o_hi, pf);
+        } else {  // zeros by volatile moves: a plain constant's moves were hoisted above the wait (C7513)
+#pragma unroll
+          for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) asm volatile("mov.b32 %0, 0;" : "=r"(pf[kk][e]));
+        }
+        const std::uint64_t v_desc =
+            wgmma::sw128_n_major_descriptor(kv_tiles + (i % kKvBuffers) * kKvBufferBytes + kKvTileBytes);
+        issue_scores(i + 1);  // reads K of tile i + 1; sc's weights are in pf already
+        wgmma::commit();
+        wgmma::fence_operands(d);
+#pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk) wgmma::mma_bf16_rs64_n_major(d, pf[kk], v_desc + 128 * kk);
+        wgmma::commit();
+        wgmma::wait<1>();  // S of tile i + 1 (the older group) done; P V goes on under the next softmax
+        wgmma::fence_operands(s);
       }
+      wgmma::wait<0>();
+      wgmma::fence_operands(d);
     } else {
       for (int k0 = lo - lo % kKeys; k0 <= hi; k0 += kKeys) {
         // Stage K and V rows k0..k0+63 (zeros outside [lo, valid_to]) as f16, each tensor divided by one power of
