@@ -72,6 +72,7 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kMaxGrowth = 8.f;  // log2 units: softmax weights up to 256 (bf16 and f16 keep their precision)
 
 // Deferred RoPE on one Q row as loaded (x[c]: dims 8c + 2t, +1): lane pair (i, i + half) is chunk c with chunk
 // c + kShift (kShift = half / 8, so both are this thread's), rotated as the rope kernels do (rope_math) by the
@@ -331,7 +332,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
         mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
       }
-      const float new_lo = fmaxf(m_lo, mx_lo * f_lo), new_hi = fmaxf(m_hi, mx_hi * f_hi);
+      // The running maximum moves only where a score passes it by more than 2^kMaxGrowth (FA3's threshold): the
+      // weights stay below 2^kMaxGrowth and most tiles of a long prompt then leave O as it is (a factor of 1).
+      const float top_lo = mx_lo * f_lo, top_hi = mx_hi * f_hi;
+      const float new_lo = top_lo > m_lo + kMaxGrowth ? top_lo : m_lo;
+      const float new_hi = top_hi > m_hi + kMaxGrowth ? top_hi : m_hi;
       // A row with nothing seen yet (max -inf) keeps zeros: no exp(-inf - -inf).
       const float keep_lo = new_lo == -INFINITY ? 1.f : exp2_approx(m_lo - new_lo);
       const float keep_hi = new_hi == -INFINITY ? 1.f : exp2_approx(m_hi - new_hi);
