@@ -9,10 +9,12 @@
 // lose more, absolutely negligible), all sums in f32; twice TF32's MMA rate and a quarter of its shared loads.
 // Rows of one tile may belong to different sequences (a mixed batch): the tile walks each sequence present.
 // With a bf16 KV cache and bf16_operands, the MMAs take bf16 operands instead: K and V tiles copied raw (cp.async,
-// the next tile in flight while one computes), Q and P rounded to bf16, no scales (8 significant bits, as a bf16
-// model's own attention; the default, `--f16-attention` the other). That form runs on warpgroup MMAs (wgmma,
-// sm_90a): each warpgroup's 64 rows take S = Q K^T from its Q tile and the K tile in shared memory, and O += P V
-// with P from registers and V read N-major; a warpgroup skips a tile none of its rows sees.
+// two tiles ahead over four buffers), Q and P rounded to bf16, no scales (8 significant bits, as a bf16 model's own
+// attention; the default, `--f16-attention` the other). That form runs on warpgroup MMAs (wgmma, sm_90a): each
+// warpgroup's 64 rows take S = Q K^T from its Q tile and the K tile in shared memory, and O += P V with P from
+// registers and V read N-major, in FA3's order (the next tile's S issued with this tile's P V, whose MMAs run under
+// the next softmax); a warpgroup skips the softmax of a tile none of its rows sees. Both forms move a row's running
+// maximum only past 2^8 (FA3's threshold), so most tiles leave O unscaled.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,7 +48,7 @@ struct AttentionTcArgs {
   float* out;  // null: out_bf16 only
   int S, T;
   KeyLayout layout;
-  // With kv_bf16: bf16 MMA operands, the pool's K and V as they are (copied raw, double-buffered), Q and P rounded
+  // With kv_bf16: bf16 MMA operands, the pool's K and V as they are (copied raw, two tiles ahead), Q and P rounded
   // to bf16: 8 significant bits where the f16 form keeps 11 with a power of two per block.
   bool bf16_operands = false;
   // Where given ([S, n_heads d] bf16, 4-byte aligned): out rounded to nearest even as well, as it is written.
