@@ -1,24 +1,23 @@
 // Tensor-core prefill attention: see the header for the scheme.
 #include "ops/cuda/attention_tc_cuda.h"
 
-#include <cuda_fp16.h>
 
 #include <climits>
 #include <string>
 #include <type_traits>
 
+#include "ops/cuda/attention_tc_math.cuh"
 #include "ops/cuda/cuda_status.h"
-#include "ops/cuda/mma_sync.cuh"
-#include "ops/cuda/rope_math.cuh"
 #include "ops/cuda/wgmma.cuh"
 
 namespace day0 {
 namespace {
 
-constexpr int kD = kAttentionTcHeadDim;
-// 8 warps (128 query rows) per CTA share each staged K/V tile, 2 CTAs per SM (128 registers; ptxas spills 24 bytes
-// in the f16-operand forms, none in the bf16 one). H200, 20b fp8-mode prefill of 4,096 tokens: 37.6k tok/s against
-// 35.4-35.6k with 4 warps at 168 registers (3 CTAs per SM) and 36.6-36.8k with 4 warps capped at 128.
+using namespace attention_tc_math;
+
+// 8 warps (128 query rows) per CTA share each staged K/V tile, 2 CTAs per SM (128 registers; ptxas spills 12-16
+// bytes in the f16-operand forms, none in the bf16 one). H200, 20b fp8-mode prefill of 4,096 tokens: 37.6k tok/s
+// against 35.4-35.6k with 4 warps at 168 registers (3 CTAs per SM) and 36.6-36.8k with 4 warps capped at 128.
 constexpr int kWarps = 8;
 constexpr int kRows = 16 * kWarps;  // query rows per CTA
 constexpr int kKeys = 64;           // keys per tile
@@ -37,78 +36,8 @@ constexpr int kKvTileBytes = kKeys * kD * 2;
 constexpr int kKvBufferBytes = 2 * kKvTileBytes;  // K, then V
 constexpr int kDynamicBytes = kWarps / 4 * kQTileBytes + kKvBuffers * kKvBufferBytes + 1024;
 
-// The exponent e that puts a block's largest magnitude m in [2^14, 2^15) once divided by 2^e: f16 then keeps
-// 11 significant bits (TF32's) for everything within 2^-28 of m. 0 for zero, inf or NaN (they pass through).
-__device__ __forceinline__ int block_exponent(float max_abs) {
-  const int biased = static_cast<int>(__float_as_uint(max_abs) >> 23);
-  if (biased == 0 || biased >= 255) return 0;
-  return min(max(biased - 127 - 14, -100), 100);
-}
-
-// 2^e for e in [-126, 127], exactly.
-__device__ __forceinline__ float pow2(int e) { return __uint_as_float(static_cast<std::uint32_t>(127 + e) << 23); }
-
-__device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&h);
-}
-
-// An MMA operand register of two values: f16 or bf16 (round to nearest even), lo in the low half.
-template <bool kBf16>
-__device__ __forceinline__ std::uint32_t operand_bits(float lo, float hi) {
-  if constexpr (kBf16)
-    return pack_bf16x2(lo, hi);
-  else
-    return half2_bits(lo, hi);
-}
-
-template <bool kBf16>
-__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  if constexpr (kBf16)
-    mma_bf16_16816(c, a0, a1, a2, a3, b0, b1);
-  else
-    mma_f16_16816(c, a0, a1, a2, a3, b0, b1);
-}
-
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kMaxGrowth = 8.f;  // log2 units: softmax weights up to 256 (bf16 and f16 keep their precision)
-
-// Deferred RoPE on one Q row as loaded (x[c]: dims 8c + 2t, +1): lane pair (i, i + half) is chunk c with chunk
-// c + kShift (kShift = half / 8, so both are this thread's), rotated as the rope kernels do (rope_math) by the
-// (cos, sin) pairs of i, i + 1 in cos_sin, the row's table; lanes past 2 half are left as they are.
-template <int kShift>
-__device__ __forceinline__ void rotate_q_row(float2 (&x)[kD / 8], const float* cos_sin, int t) {
-#pragma unroll
-  for (int c = 0; c < kShift; ++c) {
-    // cos i, sin i, cos i + 1, sin i + 1 (i = 8c + 2t)
-    const float4 w = *reinterpret_cast<const float4*>(cos_sin + 2 * (8 * c + 2 * t));
-    const float2 a = x[c], b = x[c + kShift];
-    x[c] = make_float2(rope_math::rotated_first(a.x, b.x, w.x, w.y), rope_math::rotated_first(a.y, b.y, w.z, w.w));
-    x[c + kShift] =
-        make_float2(rope_math::rotated_second(a.x, b.x, w.x, w.y), rope_math::rotated_second(a.y, b.y, w.z, w.w));
-  }
-}
-
-__device__ __forceinline__ void rotate_q_row(float2 (&x)[kD / 8], const float* cos_sin, int t, int half) {
-  switch (half / 8) {
-    case 1: rotate_q_row<1>(x, cos_sin, t); break;
-    case 2: rotate_q_row<2>(x, cos_sin, t); break;
-    case 3: rotate_q_row<3>(x, cos_sin, t); break;
-    default: rotate_q_row<4>(x, cos_sin, t); break;
-  }
-}
-
-// 2^x by the special-function unit (relative error ~2^-22; flash attention's softmax exponential); 2^-inf = 0.
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ float max_abs4(float m, float4 v) {
-  return fmaxf(fmaxf(m, fmaxf(fabsf(v.x), fabsf(v.y))), fmaxf(fabsf(v.z), fabsf(v.w)));
-}
 
 // Two operand forms. f16 (kBf16 false): K and V staged through registers, each tile divided by its power of two,
 // Q rows too (11 significant bits, TF32's). bf16 (kBf16, a bf16 KV pool): the pool's values are bf16 already, so
