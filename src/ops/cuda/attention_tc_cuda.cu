@@ -1,7 +1,6 @@
 // Tensor-core prefill attention: see the header for the scheme.
 #include "ops/cuda/attention_tc_cuda.h"
 
-
 #include <climits>
 #include <string>
 #include <type_traits>
