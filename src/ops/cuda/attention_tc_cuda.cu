@@ -368,8 +368,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         // The MMAs are issued on every path, with the waits: where ptxas cannot follow them through branches it
         // serialises every warpgroup MMA of the kernel (C7515, C7518). So a tile this warpgroup skips still runs
-        // its P V on zero weights (adding zeros: the same bits), and the last tile's S = Q K^T multiplies a stale
-        // buffer whose scores nothing reads.
+        // its P V on zero weights (adding zeros to O, as the masked keys of a tile it needs do), and the last
+        // tile's S = Q K^T multiplies a stale buffer whose scores nothing reads.
         const bool need = group_needs(i);
         float o_lo = 1.f, o_hi = 1.f;
         if (need) softmax_tile(sc, k0, 0, 0, o_lo, o_hi);
