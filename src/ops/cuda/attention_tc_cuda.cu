@@ -321,10 +321,6 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int n_tiles = __shfl_sync(0xffffffffu, (hi - first_key) / kKeys + 1, 0);
       const int need_lo = __shfl_sync(0xffffffffu, group_lo, 0);
       const int need_hi = __shfl_sync(0xffffffffu, min(group_hi, valid_to), 0);
-      auto group_needs = [&](int i) {
-        const int k0 = first_key + i * kKeys;
-        return i < n_tiles && !(k0 + kKeys - 1 < need_lo || k0 > need_hi);
-      };
       const std::uint64_t q_desc = wgmma::sw128_descriptor(q_tile);
       float(&d)[32] = reinterpret_cast<float(&)[32]>(o);
       float sc[kKeys / 8][4];
@@ -370,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         // serialises every warpgroup MMA of the kernel (C7515, C7518). So a tile this warpgroup skips still runs
         // its P V on zero weights (adding zeros to O, as the masked keys of a tile it needs do), and the last
         // tile's S = Q K^T multiplies a stale buffer whose scores nothing reads.
-        const bool need = group_needs(i);
+        const bool need = k0 + kKeys - 1 >= need_lo && k0 <= need_hi;  // some row of the warpgroup sees a key
         float o_lo = 1.f, o_hi = 1.f;
         if (need) softmax_tile(sc, k0, 0, 0, o_lo, o_hi);
         wgmma::wait<0>();  // the tile before's P V: O and its P fragments are the MMAs' until it finishes
