@@ -29,6 +29,12 @@ struct Cupti {
   CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;  // optional
 };
 
+// A runtime call as CUPTI records it: named in finish() from its callback id.
+struct RuntimeRecord {
+  std::uint32_t callback_id = 0, thread = 0;
+  std::uint64_t start = 0, end = 0;
+};
+
 struct State {
   std::mutex mu;
   Cupti api;
@@ -36,7 +42,7 @@ struct State {
   bool registered = false;  // buffer callbacks: registered once per process, kept across traces
   // Every launch since start: the totals come from them, and so does each kernel's share of the timeline.
   std::vector<KernelLaunch> launches;  // names mangled
-  std::vector<HostCall> host_calls;    // named by callback id ("42") until finish names them
+  std::vector<RuntimeRecord> runtime_calls;
 };
 
 State& state() {
@@ -77,8 +83,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       }
       if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
         const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
-        s.host_calls.push_back(
-            {std::to_string(a->cbid), a->threadId, a->start, std::max(a->start, a->end)});
+        s.runtime_calls.push_back({a->cbid, a->threadId, a->start, std::max(a->start, a->end)});
         continue;
       }
       if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
@@ -249,7 +254,7 @@ Result<std::unique_ptr<KernelTrace>> KernelTrace::start() {
   }
   s.api.enable(kHostKind);  // refused: host() stays empty
   s.launches.clear();
-  s.host_calls.clear();
+  s.runtime_calls.clear();
   s.running = true;
   return std::unique_ptr<KernelTrace>(new KernelTrace());
 }
@@ -272,27 +277,28 @@ Result<std::vector<KernelTime>> KernelTrace::finish() {
   }
   std::vector<KernelTime> out = kernel_totals(s.launches);
   s.launches.clear();
-  std::map<std::string, std::string> api_names;  // callback id -> "cudaMemcpyAsync"
-  for (HostCall& c : s.host_calls) {
-    auto it = api_names.find(c.name);
+  std::map<std::uint32_t, std::string> api_names;  // callback id -> "cudaMemcpyAsync"
+  std::vector<HostCall> host_calls;
+  host_calls.reserve(s.runtime_calls.size());
+  for (const RuntimeRecord& r : s.runtime_calls) {
+    auto it = api_names.find(r.callback_id);
     if (it == api_names.end()) {
       const char* n = nullptr;
       const bool named = s.api.callback_name &&
-                         s.api.callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, static_cast<uint32_t>(std::stoul(c.name)),
-                                             &n) == CUPTI_SUCCESS &&
+                         s.api.callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, r.callback_id, &n) == CUPTI_SUCCESS &&
                          n != nullptr;
-      std::string name = named ? std::string(n) : "runtime call " + c.name;
+      std::string name = named ? std::string(n) : "runtime call " + std::to_string(r.callback_id);
       // "cudaMemcpyAsync_v3020" -> "cudaMemcpyAsync": the version suffix of the entry point
       if (const std::size_t v = name.rfind("_v");
           v != std::string::npos && v + 2 < name.size() &&
           name.find_first_not_of("0123456789", v + 2) == std::string::npos)
         name.resize(v);
-      it = api_names.emplace(c.name, name).first;
+      it = api_names.emplace(r.callback_id, name).first;
     }
-    c.name = it->second;
+    host_calls.push_back({it->second, r.thread, r.start, r.end});
   }
-  host_ = host_summary(std::move(s.host_calls));
-  s.host_calls.clear();
+  s.runtime_calls.clear();
+  host_ = host_summary(std::move(host_calls));
   return out;
 }
 
