@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "core/dtype.h"
-#include "quant/e4m3_pow2_scale.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -58,20 +57,6 @@ Fp8Row fp8_quantize_row(const float* x, std::int64_t n, std::uint8_t* q) {
   row.scale = amax >= kMinNormalAmax ? amax / kE4m3Max : 1.0f;
   for (std::int64_t i = 0; i < n; ++i) {
     const float v = x[i] / row.scale;
-    q[i] = std::isnan(v) ? kE4m3PositiveNaN : f32_to_e4m3(v);
-  }
-  return row;
-}
-
-Fp8Row fp8_quantize_row_pow2(const float* x, std::int64_t n, std::uint8_t* q) {
-  float amax = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const int e = e4m3_pow2_exponent(amax);
-  Fp8Row row;
-  row.scale = e4m3_pow2_scale(e);
-  const float inverse = e4m3_pow2_inverse(e);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * inverse;  // exact: a power of two, and no value falls under f32's normals that matters
     q[i] = std::isnan(v) ? kE4m3PositiveNaN : f32_to_e4m3(v);
   }
   return row;

@@ -1,7 +1,6 @@
 // FP8 (OCP E4M3, "fn") with one f32 scale per row: the CPU reference of the online MXFP4 -> FP8 expert path.
 // Weights: one MXFP4 row becomes E4M3 bytes and a power-of-two row scale. Activations: one token row becomes
-// E4M3 bytes and an amax/448 scale (at one token a power-of-two one: e4m3_pow2_scale.h). The CUDA kernels
-// (ops/cuda) are bit-exact with these functions.
+// E4M3 bytes and an amax/448 scale. The CUDA kernels (ops/cuda) are bit-exact with these functions.
 //
 // Weight rule. A row holds groups g of 32 E2M1 values v with block exponent b_g = scale_g - 127
 // (value = v * 2^b_g). The row exponent is R = max over the row's non-zero groups of b_g, minus 6: E2M1's
@@ -45,10 +44,6 @@ Fp8Row mxfp4_row_to_fp8(const std::uint8_t* blocks, const std::uint8_t* scales, 
 
 // Quantises one activation row of n values to E4M3 with its per-row scale (rule above).
 Fp8Row fp8_quantize_row(const float* x, std::int64_t n, std::uint8_t* q);
-
-// The same with the power-of-two scale of e4m3_pow2_scale.h (the one-token W4A8 kernels' rule): scale 2^e, or NaN
-// for a row holding an infinity or NaN.
-Fp8Row fp8_quantize_row_pow2(const float* x, std::int64_t n, std::uint8_t* q);
 
 // out[i] = f32(q[i]) * scale, one f32 multiplication: exact for power-of-two scales (the weights) wherever the
 // result is in f32 range, as the MXFP4 decode; rounded once otherwise (4 significant bits times 24 may need 28).

@@ -5,14 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
-#include "quant/e4m3_pow2_scale.h"
 #include "quant/e4m3_rne.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_to_fp8_table.h"
@@ -187,54 +185,6 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(fp8_quantize_row(inf_row, 2, q.data()).scale, INFINITY);
   EXPECT_EQ(q[0], 0x7F) << "inf / inf";
   EXPECT_EQ(q[1], 0x00);
-}
-
-// The one-token W4A8 kernels' rule (e4m3_pow2_scale.h): the least power of two that brings amax to <= 448, each
-// value scaled exactly and rounded once.
-TEST(Fp8Experts, pow2_activation_rows_take_the_least_power_of_two_that_fits_448) {
-  std::mt19937 rng(6);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  for (int rep = 0; rep < 200; ++rep) {
-    const int n = 1 + static_cast<int>(rng() % 3000);
-    const float spread = std::ldexp(1.0f, static_cast<int>(rng() % 60) - 30);
-    std::vector<float> x(n), back(n);
-    for (auto& v : x) v = normal(rng) * spread;
-    std::vector<std::uint8_t> q(n);
-    const Fp8Row row = fp8_quantize_row_pow2(x.data(), n, q.data());
-    float amax = 0;
-    for (float v : x) amax = std::fmax(amax, std::fabs(v));
-    int e = 0;
-    ASSERT_EQ(std::frexp(row.scale, &e), 0.5f) << "a power of two";
-    ASSERT_LE(amax / row.scale, 448.0f) << rep;
-    ASSERT_GT(amax / (row.scale / 2), 448.0f) << rep << ": half the scale would not fit";
-    fp8_decode_row(q.data(), row.scale, n, back.data());
-    for (int i = 0; i < n; ++i) {
-      ASSERT_EQ(q[i], f32_to_e4m3(x[i] / row.scale)) << rep << "," << i;
-      const double bound = std::fmax(std::fabs(x[i]) * 0x1p-4, row.scale * 0x1p-10);
-      ASSERT_LE(std::fabs(double(back[i]) - x[i]), bound) << rep << "," << i;
-    }
-  }
-}
-
-TEST(Fp8Experts, pow2_activation_edges_448_zero_tiny_and_non_finite_rows) {
-  EXPECT_EQ(e4m3_pow2_exponent(448.f), 0);
-  EXPECT_EQ(e4m3_pow2_exponent(std::nextafter(448.f, 1e9f)), 1);
-  EXPECT_EQ(e4m3_pow2_exponent(256.f), 0);
-  EXPECT_EQ(e4m3_pow2_exponent(1.f), -8);
-  EXPECT_EQ(e4m3_pow2_exponent(0.f), -126);
-  EXPECT_EQ(e4m3_pow2_exponent(1e-40f), -126) << "subnormal amax";
-  EXPECT_EQ(e4m3_pow2_exponent(0x1p-119f), -126) << "clamped: 2^-127 would not be a normal f32";
-  EXPECT_EQ(e4m3_pow2_exponent(FLT_MAX), 120);
-  EXPECT_EQ(e4m3_pow2_exponent(INFINITY), kE4m3Pow2NonFinite);
-  EXPECT_EQ(e4m3_pow2_exponent(NAN), kE4m3Pow2NonFinite);
-  std::vector<std::uint8_t> q(2);
-  const float inf_row[2] = {-INFINITY, 1.f};
-  EXPECT_TRUE(std::isnan(fp8_quantize_row_pow2(inf_row, 2, q.data()).scale)) << "every output of the row is NaN";
-  const float nan_row[2] = {NAN, 2.f};
-  const Fp8Row row = fp8_quantize_row_pow2(nan_row, 2, q.data());
-  EXPECT_EQ(row.scale, 0x1p-7f) << "fmax skips NaN: the scale follows 2";
-  EXPECT_EQ(q[0], 0x7F);
-  EXPECT_EQ(q[1], f32_to_e4m3(256.f));
 }
 
 TEST(Fp8Experts, device_rounding_helper_equals_f32_to_e4m3_on_every_tested_bit_pattern) {

@@ -259,13 +259,6 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
         report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
-        auto token_e4m3 = [&] {  // W4A8: what fp8 compute runs for one token
-          Routing& r = next();
-          return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true},
-                                         TokenInputs::e4m3);
-        };
-        D0_ASSIGN_OR_RETURN(double t_e4m3, time_graph_median(ctx, 9, token_e4m3, calls));
-        report_row("matmul token e4m3 (graph)", t_e4m3, distinct * down_bytes, 2 * A * m.H * m.I);
       }
       auto tiled = [&] {
         Routing& r = next();

@@ -34,17 +34,6 @@ __device__ __forceinline__ void mma_f16_16816(float (&c)[4], std::uint32_t a0, s
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// e4m3 m16n8k32 (sm_89 and later), four codes a register, the lowest k in the low byte: a0 row g k 4t..4t+3, a1 row
-// g+8 the same k, a2 row g k 16+4t..16+4t+3, a3 row g+8 the same; b0 column g k 4t..4t+3, b1 column g k
-// 16+4t..16+4t+3; c as above.
-__device__ __forceinline__ void mma_e4m3_16832(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                               std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Four 8x8 b16 matrices from shared memory in one instruction: lane L gives the address of row L % 8 of matrix
 // L / 8 (16 contiguous bytes, 16-byte aligned); register i receives matrix i in the fragment layout above (lane
 // 4 g + t: row g, columns 2t, 2t + 1). Same values as four 32-bit loads per lane, a quarter of the instructions.

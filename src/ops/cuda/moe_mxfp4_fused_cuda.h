@@ -68,18 +68,12 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 struct TokenSettledInputs {
   bool slots = false;
 };
-// What the MMAs multiply the weights by: the token rounded to bf16 (the grouped kernel's bits), or, in fp8 mode, each
-// row of x rounded to E4M3 with a power-of-two scale (quant/e4m3_pow2_scale.h; fp8_quantize_row_pow2 is its CPU
-// reference) against the exact MXFP4 weights, each group's sum scaled by its block scale: W4A8, E4M3 MMAs on about
-// half the decode instructions (moe_mxfp4_token_cuda.cu).
-enum class TokenInputs { bf16, e4m3 };
 // Fits: MXFP4 (16-byte aligned), out a multiple of 16, in a multiple of 32 with the bf16 row in
 // kMxfp4TokenMaxInputBytes (a CTA holds 16 weight rows and the row in shared memory).
 constexpr std::int64_t kMxfp4TokenMaxInputBytes = 8 * 1024;
 bool mxfp4_token_matmul_fits(const ExpertWeights& w);
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
-                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled = {},
-                               TokenInputs inputs = TokenInputs::bf16);
+                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled = {});
 
 // out f32 [S, H] = sum over j of weights[s, j] * y[s k + j], summed in ascending expert id order (as CpuOps adds its
 // experts), each term a separate multiply and add. y f32 [S k, H]; indices i32 / weights f32 [S, k] on the device.

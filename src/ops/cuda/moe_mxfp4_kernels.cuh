@@ -35,17 +35,6 @@ __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::ui
   return (v * 0x1040u) & 0x81C081C0u;
 }
 
-// A packed word's E2M1 values as E4M3 codes holding value * 2^-6, exact (sign to bit 7, the 3 magnitude bits to bits
-// 4..2: E2M1's 2-bit exponent in the low bits of E4M3's, 0.5 its subnormal 2^-7): the low nibbles (values 0, 2, 4, 6
-// of the word, bytes 0..3) and the high ones (values 1, 3, 5, 7). About seven instructions for a word's eight values,
-// where the bf16 decode and its scale take about twenty: the one-token W4A8 kernels' (moe_mxfp4_token_cuda.cu).
-__device__ __forceinline__ std::uint32_t e2m1_low_to_e4m3x4(std::uint32_t w) {
-  return ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);
-}
-__device__ __forceinline__ std::uint32_t e2m1_high_to_e4m3x4(std::uint32_t w) {
-  return ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);
-}
-
 // bf16x2 factor 2^(scale - 1) (both halves) for scale <= 128; larger scales take two multiplies (see decode).
 __device__ __forceinline__ std::uint32_t pow2_bf16x2(int exponent_field) {
   const std::uint32_t h = static_cast<std::uint32_t>(exponent_field) << 7;

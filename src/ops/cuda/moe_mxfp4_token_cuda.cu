@@ -10,7 +10,6 @@
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
-#include "quant/e4m3_pow2_scale.h"
 
 namespace day0 {
 namespace {
@@ -101,36 +100,6 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
   return l;
 }
 
-// TokenInputs::e4m3: one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8. Column n of
-// the four MMAs carries the token's values of the tile's group n only (lane 4 n + n; zeros elsewhere), so C[r][n] is
-// row r's unscaled sum over group n, and lanes t = 0, 1 scale theirs (c0, c1: groups 2t, 2t + 1 of row g; c2, c3
-// of row g + 8) by 2^(scale - 127) times the decode's 2^6 into their rows' sums. The products are exact; each
-// group is one f32 sum and one multiply-add, where the bf16 form scales every value pair before its MMA.
-__device__ __forceinline__ void e4m3_tile(const TileLoad& l, const unsigned char* shared, const StagedLayout& layout,
-                                          const uint2* xs8, int groups, int grp, float& row_g, float& row_h) {
-  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
-  const bool carries = g == t && grp < groups;
-  const std::uint32_t wg[4] = {l.g.x, l.g.y, l.g.z, l.g.w}, wh[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
-  float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint2 b = carries ? xs8[grp * 4 + j] : make_uint2(0u, 0u);
-    mma_e4m3_16832(c, e2m1_low_to_e4m3x4(wg[j]), e2m1_low_to_e4m3x4(wh[j]), e2m1_high_to_e4m3x4(wg[j]),
-                   e2m1_high_to_e4m3x4(wh[j]), b.x, b.y);
-  }
-  // Group 2t (+ 1) of this tile: grp - t + 2t. A code past 248 makes the factor infinite (2^128 and up).
-  const int first = grp - t + 2 * t;
-  const auto factor = [&](int row, int group) {
-    if (t >= 2 || group >= groups) return 0.f;
-    const int code = shared[layout.scales + row * groups + group];
-    return __uint_as_float(static_cast<unsigned>(min(code + 6, 255)) << 23);
-  };
-  row_g = fmaf(c[0], factor(g, first), row_g);
-  row_g = fmaf(c[1], factor(g, first + 1), row_g);
-  row_h = fmaf(c[2], factor(g + 8, first), row_h);
-  row_h = fmaf(c[3], factor(g + 8, first + 1), row_h);
-}
-
 constexpr std::size_t kMaxShared = 48 * 1024;  // no opt-in launch attribute needed
 constexpr int kCtasPerSm = 6;  // 40 registers: 6 x 256 threads fit a multiprocessor, so the down shape's grid
                                // (720 CTAs) is one wave; shared memory (31 KB a CTA at K = 2,880) fits 7
@@ -150,10 +119,9 @@ struct TokenArgs {
   void* out;
 };
 
-// Dynamic shared memory: stage barriers, split-K partials, each warp's share of the row's amax (E4M3 inputs), a zero
-// row (the MMA's token-less columns), the staged rows and scales, and the token's row (bf16, or E4M3 in half of it).
-constexpr int kAmax = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
-constexpr int kZeros = kAmax + kWarps * 4;
+// Dynamic shared memory: stage barriers, split-K partials, a zero row (the MMA's token-less columns), the staged
+// rows and scales, and the token's bf16 row.
+constexpr int kZeros = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
 constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 
 __host__ __device__ constexpr int x_offset(int groups) { return staged_layout(groups, kHeader).end; }
@@ -199,57 +167,6 @@ __device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int
   return x;
 }
 
-// Piece p's 8 values as f32 (a bf16 value widens exactly).
-template <bool kF32>
-__device__ __forceinline__ void piece_values(const WarpXPieces<kF32>& x, int p, float (&v)[8]) {
-  if constexpr (kF32) {
-    const float4 a = x.raw[p][0], b = x.raw[p][1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const std::uint32_t w[4] = {x.raw[p].x, x.raw[p].y, x.raw[p].z, x.raw[p].w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      v[2 * i] = __uint_as_float(w[i] << 16);
-      v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-    }
-  }
-}
-
-// TokenInputs::e4m3: the row's amax over every warp's pieces (a CTA barrier: each warp holds only its own), its
-// power-of-two scale (returned), and this warp's pieces as E4M3 codes into xs8, a piece's even values' codes then
-// its odd ones' (the order e2m1_low / high_to_e4m3x4 give a weight word's values). Only this warp reads them.
-template <bool kF32>
-__device__ __forceinline__ float store_warp_x_e4m3(const WarpXPieces<kF32>& x, int in, int tiles, uint2* xs8,
-                                                   float* warp_amax) {
-  float amax = 0.f;
-#pragma unroll
-  for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
-    if (warp_x_piece(p, in, tiles) < 0) continue;
-    float v[8];
-    piece_values<kF32>(x, p, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  }
-  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-  if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
-  __syncthreads();
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, warp_amax[w]);
-  const int e = e4m3_pow2_exponent(amax);
-  const float inverse = e4m3_pow2_inverse(e);
-#pragma unroll
-  for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
-    const int i = warp_x_piece(p, in, tiles);
-    if (i < 0) continue;
-    float v[8];
-    piece_values<kF32>(x, p, v);
-    const auto q = [&](int a, int b) { return fp8_moe::e4m3x2_in_range(v[a] * inverse, v[b] * inverse); };
-    xs8[i] = make_uint2(q(0, 2) | q(4, 6) << 16, q(1, 3) | q(5, 7) << 16);
-  }
-  __syncwarp();
-  return e4m3_pow2_scale(e);
-}
-
 template <bool kF32>
 __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs) {
 #pragma unroll
@@ -273,9 +190,7 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
 // carry the token and the others read a zero row, so the sums are the grouped kernel's wide split bit for bit.
 // H200, 20b down shape (bench-moe): 12.9 us with each warp's tiles loaded into registers (1.36 waves of 64-register
 // CTAs), 9.5 us staged.
-// kE4m3 (TokenInputs::e4m3): the row quantised as the CTA stages it, e4m3_tile's MMAs, the row's scale applied to
-// each summed output before its bias.
-template <bool kF32, bool kSwiglu, bool kE4m3>
+template <bool kF32, bool kSwiglu>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(TokenArgs a) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int groups = a.groups, in = groups * 32;
@@ -301,35 +216,20 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   issue_staged_copies(a.blocks, a.scales, static_cast<std::int64_t>(e) * a.out_rows + row0, groups, layout, shared,
                       bars);
   if (a.slots_settled) begin_dependent_grid();
-  float acc[4] = {0.f, 0.f, 0.f, 0.f}, x_scale = 1.f;
-  if constexpr (kE4m3) {
-    auto* xs8 = reinterpret_cast<uint2*>(x_shared);
-    x_scale = store_warp_x_e4m3<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, xs8,
-                                      reinterpret_cast<float*>(shared + kAmax));
-    for (int s = 0; s < stages; ++s) {
-      const int tile = s * kWarps + warp;
-      bulk_copy::wait(&bars[s], 0);
-      if (tile >= tiles) break;
-      const int grp = tile * kGroupsPerTile + t;
-      e4m3_tile(staged_tile(shared, layout, groups, grp), shared, layout, xs8, groups, grp, acc[0], acc[2]);
-    }
-    // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
-    acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
-    acc[2] += __shfl_xor_sync(0xffffffffu, acc[2], 1);
-  } else {
-    store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
-    for (int s = 0; s < stages; ++s) {
-      const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
-      bulk_copy::wait(&bars[s], 0);
-      if (tile >= tiles) break;
-      const TileLoad l = staged_tile(shared, layout, groups, grp);
-      const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
-      const auto words = [&](int q) { return xg[q]; };
-      if (needs_two_multiplies(l))
-        mma_tile<true>(l, words, acc);
-      else
-        mma_tile<false>(l, words, acc);
-    }
+  store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
+
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s = 0; s < stages; ++s) {
+    const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
+    bulk_copy::wait(&bars[s], 0);
+    if (tile >= tiles) break;
+    const TileLoad l = staged_tile(shared, layout, groups, grp);
+    const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
+    const auto words = [&](int q) { return xg[q]; };
+    if (needs_two_multiplies(l))
+      mma_tile<true>(l, words, acc);
+    else
+      mma_tile<false>(l, words, acc);
   }
 
   // Split-K partials summed in warp order by warp 0, as the grouped kernel. Only MMA column 0 is the token: lanes
@@ -344,7 +244,6 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   float v = partial[0][r];
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) v += partial[w][r];
-  if constexpr (kE4m3) v *= x_scale;
   v += bias_value(a.bias, a.bias_kind, static_cast<std::int64_t>(e) * a.out_rows + row);
   if constexpr (kSwiglu) {  // rows 2c (gate) and 2c + 1 (up): lanes r and r + 1
     const float up = __shfl_down_sync(0xffffffffu, v, 1);
@@ -357,12 +256,12 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm) mxfp4_token_kernel(To
   }
 }
 
-template <bool kF32, bool kE4m3>
+template <bool kF32>
 void launch(const TokenArgs& a, bool swiglu, dim3 grid, std::size_t shared, cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_token_kernel<kF32, true, kE4m3>, grid, kWarps * 32, shared, stream, a);
+    launch_dependent(mxfp4_token_kernel<kF32, true>, grid, kWarps * 32, shared, stream, a);
   else
-    launch_dependent(mxfp4_token_kernel<kF32, false, kE4m3>, grid, kWarps * 32, shared, stream, a);
+    launch_dependent(mxfp4_token_kernel<kF32, false>, grid, kWarps * 32, shared, stream, a);
 }
 
 }  // namespace
@@ -375,8 +274,7 @@ bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
 }
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
-                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled,
-                               TokenInputs inputs) {
+                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
     return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
@@ -417,11 +315,10 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     o.raw()};
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
-  const bool e4m3 = inputs == TokenInputs::e4m3, glu = swiglu != nullptr;
   if (f32)
-    e4m3 ? launch<true, true>(a, glu, grid, shared, stream) : launch<true, false>(a, glu, grid, shared, stream);
+    launch<true>(a, swiglu != nullptr, grid, shared, stream);
   else
-    e4m3 ? launch<false, true>(a, glu, grid, shared, stream) : launch<false, false>(a, glu, grid, shared, stream);
+    launch<false>(a, swiglu != nullptr, grid, shared, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_token_kernel");
   return Status::success();
 }
