@@ -1,6 +1,7 @@
 // One token's routed experts on the fused MXFP4 tile: see moe_mxfp4_fused_cuda.h (mxfp4_token_matmul_cuda).
 #include <cuda_bf16.h>
 
+#include <climits>
 #include <string>
 #include <type_traits>
 
@@ -56,10 +57,11 @@ __device__ __forceinline__ StagedLayout staged_layout(const unsigned char* share
 __device__ __forceinline__ int staged_row(int g) { return (g & 1) * 4 + g / 2; }
 
 // Whether w's rows can be staged: K up to kMaxStages stages, 16-byte aligned blocks and scales (a 16-row tile's
-// scales then start at a multiple of 16 bytes too).
+// scales then start at a multiple of 16 bytes too), and every row a 32-bit tensor-copy coordinate.
 inline bool staged_rows_fit(const ExpertWeights& w) {
   return w.storage == ExpertStorage::mxfp4 && w.out % kRowsPerCta == 0 && w.in % 32 == 0 &&
-         w.in / 32 <= kMaxStages * kGroupsPerStage && aligned_to(w.blocks.raw(), 16) && aligned_to(w.scales.raw(), 16);
+         w.in / 32 <= kMaxStages * kGroupsPerStage && w.n_experts * w.out <= INT_MAX &&
+         aligned_to(w.blocks.raw(), 16) && aligned_to(w.scales.raw(), 16);
 }
 
 // Thread 0, before a CTA barrier; depends on nothing an earlier kernel writes.
