@@ -79,7 +79,10 @@ __device__ __forceinline__ void init_stage_barriers(std::uint64_t* bars, int sta
 __device__ __forceinline__ void issue_staged_copies(const CUtensorMap* map, const std::uint8_t* scales, int first_row,
                                                     int groups, const StagedLayout& layout, unsigned char* shared,
                                                     std::uint64_t* bars) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, boxes = staged_boxes(groups);
+  // The warp index through a shuffle from lane 0: ptxas then knows it warp-uniform and keeps the copies' operands
+  // in uniform registers.
+  const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0), lane = threadIdx.x % 32;
+  const int boxes = staged_boxes(groups);
   if (threadIdx.x == 0) {
     for (int s = 0; s < staged_stages(groups); ++s) {
       const int stage_boxes = min(boxes - s * kBoxesPerStage, kBoxesPerStage);
