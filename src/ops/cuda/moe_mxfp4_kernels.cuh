@@ -35,6 +35,28 @@ __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::ui
   return (v * 0x1040u) & 0x81C081C0u;
 }
 
+// A packed word's E2M1 values as E4M3 codes holding value * 2^-6, exact (sign to bit 7, the 3 magnitude bits to bits
+// 4..2: E2M1's 2-bit exponent in the low bits of E4M3's, 0.5 its subnormal 2^-7): the low nibbles (values 0, 2, 4, 6
+// of the word, bytes 0..3) and the high ones (values 1, 3, 5, 7), seven bit operations for the word's eight values.
+__device__ __forceinline__ std::uint32_t e2m1_low_to_e4m3x4(std::uint32_t w) {
+  return ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);
+}
+__device__ __forceinline__ std::uint32_t e2m1_high_to_e4m3x4(std::uint32_t w) {
+  return ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);
+}
+
+// Two E4M3 codes (the low or high half of v) as an f16x2, exactly (every E4M3 value is an f16): one F2FP on sm_90.
+// The halves split by a PTX move, not a shift: ptxas then reads the high half in place (F2FP's .H1 operand).
+template <int kHalf>
+__device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint32_t v) {
+  std::uint32_t h;
+  if constexpr (kHalf == 0)
+    asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(h) : "r"(v));
+  else
+    asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(h) : "r"(v));
+  return h;
+}
+
 // bf16x2 factor 2^(scale - 1) (both halves) for scale <= 128; larger scales take two multiplies (see decode).
 __device__ __forceinline__ std::uint32_t pow2_bf16x2(int exponent_field) {
   const std::uint32_t h = static_cast<std::uint32_t>(exponent_field) << 7;

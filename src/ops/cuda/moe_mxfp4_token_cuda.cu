@@ -1,5 +1,6 @@
 // One token's routed experts on the fused MXFP4 tile: see moe_mxfp4_fused_cuda.h (mxfp4_token_matmul_cuda).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <climits>
 #include <string>
@@ -115,6 +116,48 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
   return l;
 }
 
+// TokenForm::f16_groups: one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its weights
+// decoded to E4M3 bits (value * 2^-6, exact) and unpacked to f16 (exact). Column n of the eight MMAs carries the
+// token's values of the tile's group n only (lane 4 n + n; zeros elsewhere), so C[r][n] is row r's sum over group n
+// unscaled, and lanes t = 0, 1 multiply theirs (c0, c1: groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the
+// block scale 2^(code - 127), the decode's 2^6 and the token group's 2^e into their rows' sums: one multiply-add a
+// group, where the bf16 form multiplies every weight pair by its scale before the MMA.
+// Lanes that carry no token values read them from `zeros` (a load, not a zeroing of four registers each word).
+// Every lane computes its four factors; those of lanes t = 2, 3 and of groups past the row (clamped to the last
+// group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
+// infinite and makes such a zero NaN, as the bf16 form's 2^128 does).
+__device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned char* shared,
+                                               const StagedLayout& layout, const uint4* xs16, const uint4* zeros,
+                                               const float* group_scale, int groups, int grp, float& row_g,
+                                               float& row_h) {
+  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+  const uint4* xg = g == t && grp < groups ? xs16 + grp * 4 : zeros;
+  const std::uint32_t wg[4] = {l.g.x, l.g.y, l.g.z, l.g.w}, wh[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
+  float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // word j: values 8j .. 8j + 7 of the group
+    const uint4 b = xg[j];
+    const std::uint32_t lg = e2m1_low_to_e4m3x4(wg[j]), hg = e2m1_high_to_e4m3x4(wg[j]);
+    const std::uint32_t lh = e2m1_low_to_e4m3x4(wh[j]), hh = e2m1_high_to_e4m3x4(wh[j]);
+    mma_f16_16816(c, e4m3x2_to_f16x2<0>(lg), e4m3x2_to_f16x2<0>(lh), e4m3x2_to_f16x2<0>(hg), e4m3x2_to_f16x2<0>(hh),
+                  b.x, b.y);  // values 0, 2 | 1, 3
+    mma_f16_16816(c, e4m3x2_to_f16x2<1>(lg), e4m3x2_to_f16x2<1>(lh), e4m3x2_to_f16x2<1>(hg), e4m3x2_to_f16x2<1>(hh),
+                  b.z, b.w);  // values 4, 6 | 5, 7
+  }
+  // The tile's groups 2t, 2t + 1 (lanes t = 2, 3 take 0, 1's: this warp's own tile, whose token factors it wrote).
+  const int g0 = min(grp - t + 2 * (t & 1), groups - 1), g1 = min(g0 + 1, groups - 1);
+  const float x0 = group_scale[g0], x1 = group_scale[g1];
+  const auto factor = [&](int row, int group, float x) {
+    const int code = shared[layout.scales + row * groups + group];  // past 248 the factor is infinite
+    return __uint_as_float(static_cast<unsigned>(min(code + 6, 255)) << 23) * x;
+  };
+  const int r = staged_row(g);  // the staged rows MMA rows g and g + 8 read
+  row_g = fmaf(c[0], factor(r, g0, x0), row_g);
+  row_g = fmaf(c[1], factor(r, g1, x1), row_g);
+  row_h = fmaf(c[2], factor(r + 8, g0, x0), row_h);
+  row_h = fmaf(c[3], factor(r + 8, g1, x1), row_h);
+}
+
 constexpr std::size_t kMaxShared = 48 * 1024;  // no opt-in launch attribute needed
 constexpr int kCtasPerSm = 6;  // 40 registers: 6 x 256 threads fit a multiprocessor, so the down shape's grid
                                // (720 CTAs) is one wave; shared memory (33 KB a CTA at K = 2,880) fits 6
@@ -133,9 +176,11 @@ struct TokenArgs {  // the blocks come through the kernel's tensor map
   void* out;
 };
 
-// Dynamic shared memory: stage barriers, split-K partials, a zero row (the MMA's token-less columns), the staged
-// rows and scales (StagedLayout), and the token's bf16 row.
-constexpr int kZeros = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
+// Dynamic shared memory: stage barriers, split-K partials, the token's group factors (TokenForm::f16_groups), a zero
+// row (the MMA's token-less columns), the staged rows and scales (StagedLayout), and the token's row (bf16, or f16
+// scaled by group).
+constexpr int kGroupScales = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
+constexpr int kZeros = kGroupScales + kMaxStages * kGroupsPerStage * 4;
 constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 
 __host__ __device__ constexpr int shared_bytes(int groups) { return kHeader + staged_bytes(groups) + groups * 32 * 2; }
@@ -180,6 +225,56 @@ __device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int
   return x;
 }
 
+// Piece p's 8 values as the bf16 form multiplies them (an f32 token rounded to bf16), widened to f32.
+template <bool kF32>
+__device__ __forceinline__ void piece_bf16_values(const WarpXPieces<kF32>& x, int p, float (&v)[8]) {
+  std::uint32_t w[4];
+  if constexpr (kF32) {
+    const float4 a = x.raw[p][0], b = x.raw[p][1];
+    w[0] = pack_bf16x2(a.x, a.y), w[1] = pack_bf16x2(a.z, a.w), w[2] = pack_bf16x2(b.x, b.y);
+    w[3] = pack_bf16x2(b.z, b.w);
+  } else {
+    w[0] = x.raw[p].x, w[1] = x.raw[p].y, w[2] = x.raw[p].z, w[3] = x.raw[p].w;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = __uint_as_float(w[i] << 16);
+    v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+  }
+}
+
+// TokenForm::f16_groups: the token's bf16 values in f16, each 32-value group times 2^-e, e = (the exponent of the
+// group's largest magnitude) - 14 (at least -126): the group's values then lie under 2^15, and a bf16 value converts
+// exactly down to 2^-31 of the group's largest (below, f16's subnormals may round it). A group's four pieces sit in
+// four neighbouring lanes (warp_x_piece), so no barrier. Pieces go to xs16 as [x0 x2 | x1 x3 | x4 x6 | x5 x7] (the
+// order e2m1_low / high_to_e4m3x4 give a weight word's values), the factor 2^e to group_scale[group].
+template <bool kF32>
+__device__ __forceinline__ void store_warp_x_f16(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs16,
+                                                 float* group_scale) {
+#pragma unroll
+  for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
+    const int i = warp_x_piece(p, in, tiles);
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (i >= 0) piece_bf16_values<kF32>(x, p, v);
+    float amax = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) amax = fmaxf(amax, fabsf(v[k]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const int field = static_cast<int>(__float_as_uint(amax) >> 23);  // amax >= 0; 255: infinite or NaN
+    const int e = field == 255 ? 0 : max(field - 127 - 14, -126);
+    const float down = __uint_as_float(static_cast<unsigned>(127 - e) << 23);
+    if (i < 0) continue;
+    const auto h = [&](int a, int b) {
+      const __half2 r = __floats2half2_rn(v[a] * down, v[b] * down);
+      return *reinterpret_cast<const std::uint32_t*>(&r);
+    };
+    xs16[i] = make_uint4(h(0, 2), h(1, 3), h(4, 6), h(5, 7));
+    if (i % 4 == 0) group_scale[i / 4] = __uint_as_float(static_cast<unsigned>(e + 127) << 23);
+  }
+  __syncwarp();
+}
+
 template <bool kF32>
 __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs) {
 #pragma unroll
@@ -203,7 +298,8 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
 // carry the token and the others read a zero row, so the sums are the grouped kernel's wide split bit for bit.
 // H200, 20b down shape (bench-moe): 12.9 us with each warp's tiles loaded into registers (1.36 waves of 64-register
 // CTAs), 9.5 us staged.
-template <bool kF32, bool kSwiglu>
+// kF16Groups (TokenForm::f16_groups): store_warp_x_f16's token and f16_group_tile's MMAs.
+template <bool kF32, bool kSwiglu, bool kF16Groups>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     mxfp4_token_kernel(TokenArgs a, const __grid_constant__ CUtensorMap weight_map) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -229,20 +325,35 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   const int row0 = blockIdx.x * kRowsPerCta;
   issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
   if (a.slots_settled) begin_dependent_grid();
-  store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
-
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int s = 0; s < stages; ++s) {
-    const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
-    bulk_copy::wait(&bars[s], 0);
-    if (tile >= tiles) break;
-    const TileLoad l = staged_tile(shared, layout, groups, grp);
-    const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
-    const auto words = [&](int q) { return xg[q]; };
-    if (needs_two_multiplies(l))
-      mma_tile<true>(l, words, acc);
-    else
-      mma_tile<false>(l, words, acc);
+  if constexpr (kF16Groups) {
+    auto* group_scale = reinterpret_cast<float*>(shared + kGroupScales);
+    store_warp_x_f16<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared, group_scale);
+    for (int s = 0; s < stages; ++s) {
+      const int tile = s * kWarps + warp;
+      bulk_copy::wait(&bars[s], 0);
+      if (tile >= tiles) break;
+      const int grp = tile * kGroupsPerTile + t;
+      f16_group_tile(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
+                     grp, acc[0], acc[2]);
+    }
+    // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
+    acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
+    acc[2] += __shfl_xor_sync(0xffffffffu, acc[2], 1);
+  } else {
+    store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
+    for (int s = 0; s < stages; ++s) {
+      const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
+      bulk_copy::wait(&bars[s], 0);
+      if (tile >= tiles) break;
+      const TileLoad l = staged_tile(shared, layout, groups, grp);
+      const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
+      const auto words = [&](int q) { return xg[q]; };
+      if (needs_two_multiplies(l))
+        mma_tile<true>(l, words, acc);
+      else
+        mma_tile<false>(l, words, acc);
+    }
   }
 
   // Split-K partials summed in warp order by warp 0, as the grouped kernel. Only MMA column 0 is the token: lanes
@@ -270,13 +381,13 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
 }
 
-template <bool kF32>
+template <bool kF32, bool kF16Groups>
 void launch(const TokenArgs& a, const CUtensorMap& map, bool swiglu, dim3 grid, std::size_t shared,
             cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_token_kernel<kF32, true>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, true, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
   else
-    launch_dependent(mxfp4_token_kernel<kF32, false>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, false, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
 }
 
 }  // namespace
@@ -289,7 +400,8 @@ bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
 }
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
-                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled) {
+                               Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled,
+                               TokenForm form) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
     return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
@@ -334,10 +446,13 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                                             map));
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
+  const bool groups16 = form == TokenForm::f16_groups, glu = swiglu != nullptr;
   if (f32)
-    launch<true>(a, map, swiglu != nullptr, grid, shared, stream);
+    groups16 ? launch<true, true>(a, map, glu, grid, shared, stream)
+             : launch<true, false>(a, map, glu, grid, shared, stream);
   else
-    launch<false>(a, map, swiglu != nullptr, grid, shared, stream);
+    groups16 ? launch<false, true>(a, map, glu, grid, shared, stream)
+             : launch<false, false>(a, map, glu, grid, shared, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_token_kernel");
   return Status::success();
 }
