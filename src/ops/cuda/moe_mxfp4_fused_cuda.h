@@ -59,7 +59,8 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
 // One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
 // ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or
 // f32 [k, out]); x is f32 [1, in] (the token, converted to bf16 on the way in) or f32 / bf16 [k, in] (a row per
-// slot: the gate_up output). The sums are the grouped kernel's with the wide split, bit for bit, so this serves
+// slot: the gate_up output). In the bf16 form (TokenForm below) the sums are the grouped kernel's with the wide
+// split, bit for bit; the f16-groups form makes the same products and sums them in another order. Either serves
 // where fused_moe_wide_split does. An id outside [0, E) sets error_flag and leaves its row unwritten.
 // `settled.slots`: no kernel still running when this one is launched writes the ids (they were written two or more
 // launches back), so they are read and their weights fetched before the dependent-launch wait, overlapping the
