@@ -16,6 +16,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "quant/e2m1_to_e4m3.h"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
@@ -33,16 +34,6 @@ __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::ui
   // v << 6 (magnitudes to bits 6-8 / 22-24) plus v << 12 (signs to bits 15 / 31) in one multiply: the two
   // shifted copies occupy disjoint bits (6-9, 22-25 and 12-15, 28-31), so the sum carries nothing.
   return (v * 0x1040u) & 0x81C081C0u;
-}
-
-// A packed word's E2M1 values as E4M3 codes holding value * 2^-6, exact (sign to bit 7, the 3 magnitude bits to bits
-// 4..2: E2M1's 2-bit exponent in the low bits of E4M3's, 0.5 its subnormal 2^-7): the low nibbles (values 0, 2, 4, 6
-// of the word, bytes 0..3) and the high ones (values 1, 3, 5, 7), seven bit operations for the word's eight values.
-__device__ __forceinline__ std::uint32_t e2m1_low_to_e4m3x4(std::uint32_t w) {
-  return ((w << 2) & 0x1C1C1C1Cu) | ((w << 4) & 0x80808080u);
-}
-__device__ __forceinline__ std::uint32_t e2m1_high_to_e4m3x4(std::uint32_t w) {
-  return ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);
 }
 
 // Two E4M3 codes (the low or high half of v) as an f16x2, exactly (every E4M3 value is an f16): one F2FP on sm_90.
