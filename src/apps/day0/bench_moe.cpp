@@ -250,7 +250,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         }
         pass_tokens = 0;
       }
-      if (S == 1) {  // the token kernel (no grouping), what moe_experts runs for one token: a row per slot
+      if (S == 1) {  // the token kernel (no grouping), both forms (moe_experts runs f16 groups): a row per slot
         D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));
         D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xk.raw(), 0x3c, xk.nbytes(), ctx.stream()));
         auto token = [&] {
@@ -259,6 +259,13 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
         report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
+        auto token_f16 = [&] {  // the form moe_experts runs: f16 MMAs, block scales on each group's sum
+          Routing& r = next();
+          return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true},
+                                         TokenForm::f16_groups);
+        };
+        D0_ASSIGN_OR_RETURN(double t_f16, time_graph_median(ctx, 9, token_f16, calls));
+        report_row("matmul token f16 groups (graph)", t_f16, distinct * down_bytes, 2 * A * m.H * m.I);
       }
       auto tiled = [&] {
         Routing& r = next();
