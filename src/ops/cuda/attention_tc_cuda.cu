@@ -239,13 +239,18 @@ __global__ void __launch_bounds__(kThreads, 2)
                                                      k0 + kKeys - 1 <= min(min(pos_lo, pos_hi), valid_to));
       float mx_lo = -INFINITY, mx_hi = -INFINITY;
       if (!full) {
+        // Key k0 + 8 j + 2 t + (e & 1) is a row's where it lies in [first, min(pos, valid_to)]: as its offset
+        // c = 8 j + (e & 1) from this lane's first key, where c is in [c_first, c_last] (c_first past the tile for a
+        // row not live). Two compares with an immediate a score, where the keys' own bounds took three and an add.
+        const int base = k0 + 2 * t;
+        const int c_first_lo = live_lo ? first_lo - base : kKeys, c_last_lo = min(pos_lo, valid_to) - base;
+        const int c_first_hi = live_hi ? first_hi - base : kKeys, c_last_hi = min(pos_hi, valid_to) - base;
 #pragma unroll
         for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int key = k0 + 8 * j + 2 * t + (e & 1);
-            const bool ok = e >= 2 ? live_hi && key >= first_hi && key <= pos_hi && key <= valid_to
-                                   : live_lo && key >= first_lo && key <= pos_lo && key <= valid_to;
+            const int c = 8 * j + (e & 1);
+            const bool ok = e >= 2 ? c >= c_first_hi && c <= c_last_hi : c >= c_first_lo && c <= c_last_lo;
             if (!ok) sc[j][e] = -INFINITY;
           }
       }
