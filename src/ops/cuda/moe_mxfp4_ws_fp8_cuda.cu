@@ -53,8 +53,8 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (each warp of a role finds its
-// own: no barrier), and how many slots hold work (`total`). Every lane of the warp calls it.
+// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (no barrier: the issuer for
+// each item, every warp for the count), and how many slots hold work (`total`). Every lane of the warp calls it.
 __device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, int& total) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   TokenTile tile{-1, 0, 0};
@@ -117,7 +117,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
   __shared__ int shared_offsets[kSharedOffsets + 1];
-  __shared__ int item_of[2];  // the item of count c at [c % 2], -1 past the last: posted with scales_full[c % 2]
+  // The item of count c and its token tile at [c % 2] (item -1 past the last), posted with scales_full[c % 2]: the
+  // consumers read the tile the issuer found rather than each warp scanning the offsets again between two items.
+  __shared__ int item_of[2];
+  __shared__ TokenTile tile_of[2];
   // codes_free[i]: row_code[i] stored (consumer warps); scales_full / scales_empty[i]: scale block i copied / read.
   __shared__ std::uint64_t full[kStages], converted[kStages], empty[kStages], codes_free[2], scales_full[2],
       scales_empty[2];
@@ -180,6 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
           }
           item_of[b] = item;
+          tile_of[b] = tile;
           bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
           bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
                                     a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
@@ -290,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     bulk_copy::wait(&scales_full[count % 2], (count / 2) & 1);
     const int item = item_of[count % 2];
     if (item < 0) break;
-    const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
+    const TokenTile tile = tile_of[count % 2];
     const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
     const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;
