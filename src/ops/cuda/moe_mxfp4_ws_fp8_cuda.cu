@@ -98,10 +98,11 @@ __device__ __forceinline__ int next_item(int* counter, int count, int items) {
 // Persistent: CTA i takes item i first, then the next unclaimed one from f.item_counter (item = slot * row_blocks +
 // row block: the row blocks of one token tile run side by side and share its token rows in L2), or without a counter
 // items i + gridDim.x, i + 2 gridDim.x, .. Items differ in cost (an expert's last tile is narrow), so a fixed share
-// left SMs idle while the slowest finished. The issuer claims each item and posts it in item_of for the other roles. Tensor copies (TMA) bring each k-tile's raw
-// weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the consumers' MMAs read both. Every
-// hand-over is an mbarrier: full (the copies' bytes landed), converted (the converter warps' arrivals), empty (the
-// consumer warps', once the MMAs that read the stage are done); no CTA-wide barrier after the set-up.
+// left SMs idle while the slowest finished. The issuer claims each item and posts it in item_of for the other roles.
+// Tensor copies (TMA) bring each k-tile's raw weight bytes and token rows; the converters turn the bytes into E4M3
+// A tiles; the consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies' bytes landed), converted
+// (the converter warps' arrivals), empty (the consumer warps', once the MMAs that read the stage are done); no
+// CTA-wide barrier after the set-up.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
