@@ -81,8 +81,13 @@ double mxfp4_bytes(std::int64_t out, std::int64_t in) { return double(out) * in 
 struct Routing {
   Tensor indices, weights;
   Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
+  Tensor item_counter;  // the warp-specialised FP8 GEMM's item claims (zero between launches)
   int distinct = 0;
   std::vector<int> per_expert;
+  // claims false: that GEMM's CTAs take fixed shares of its items (the A/B row)
+  DeviceExpertGroups groups(bool claims = true) const {
+    return {offsets, rows, assignments, experts, claims ? item_counter : Tensor()};
+  }
 };
 
 // Each token's k distinct experts: uniformly, or with skew > 0 in proportion to popularities exp(skew x), x standard
@@ -136,7 +141,9 @@ Result<Routing> random_routing(CudaContext& ctx, std::int64_t S, const MoeShape&
   D0_ASSIGN_OR_RETURN(r.experts, arena.allocate({m.E}, DType::i32, "routing experts"));
   D0_ASSIGN_OR_RETURN(r.n_routed, arena.allocate({1}, DType::i32, "routing count"));
   D0_ASSIGN_OR_RETURN(r.flag, arena.allocate({1}, DType::i32, "routing flag"));
+  D0_ASSIGN_OR_RETURN(r.item_counter, arena.allocate({1}, DType::i32, "routing gemm item claims"));
   D0_CUDA_RETURN_IF_ERROR(cudaMemset(r.flag.raw(), 0, sizeof(std::int32_t)));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemset(r.item_counter.raw(), 0, sizeof(std::int32_t)));
   D0_RETURN_IF_ERROR(group_by_expert_cuda(r.indices, m.E, r.counts, r.offsets, r.rows, r.assignments, r.experts,
                                           r.n_routed, r.flag, ctx.stream()));
   return r;
@@ -218,7 +225,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     int pass_tokens = 0;  // the kernel's own choice
     auto matmul = [&] {
       Routing& r = next();
-      const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+      const DeviceExpertGroups g = r.groups();
       return mxfp4_grouped_matmul_cuda(xb, true, down, g, wide, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
                                        ctx.stream(), pass_tokens);
     };
@@ -269,7 +276,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       }
       auto tiled = [&] {
         Routing& r = next();
-        const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+        const DeviceExpertGroups g = r.groups();
         const std::int64_t slots = mxfp4_gemm_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k);
         return mxfp4_grouped_gemm_cuda(xb, true, down, g, slots, nullptr, y, ctx.stream());
       };
@@ -278,7 +285,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       for (int tile : {32, 64, 128}) {  // the warpgroup-MMA GEMM, every token tile
         auto wgmma = [&] {
           Routing& r = next();
-          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const DeviceExpertGroups g = r.groups();
           const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
           return mxfp4_grouped_gemm_wgmma_cuda(xb, true, down, g, tile, slots, nullptr, y, ctx.stream());
         };
@@ -292,15 +299,18 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({S * m.k}, DType::f32, "bench x fp8 scales"));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x8.raw(), 0x38, x8.nbytes(), ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
-      for (int tile : {64, 128, 192}) {  // 192: the warp-specialised form
-        auto fp8 = [&] {
+      // 192: the warp-specialised form, its items claimed as CTAs free up, then in fixed shares (the A/B row)
+      for (const auto& [tile, claims] : {std::pair{64, true}, std::pair{128, true}, std::pair{192, true},
+                                         std::pair{192, false}}) {
+        auto fp8 = [&, tile = tile, claims = claims] {
           Routing& r = next();
-          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const DeviceExpertGroups g = r.groups(claims);
           const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
           return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, down, g, tile, slots, nullptr, y, ctx.stream());
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, fp8, calls));
-        const std::string name = "matmul wgmma fp8 " + std::to_string(tile) + " (graph)";
+        const std::string name =
+            "matmul wgmma fp8 " + std::to_string(tile) + (claims ? "" : " fixed items") + " (graph)";
         report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
       }
       // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it
@@ -308,7 +318,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
         auto fp8 = [&] {
           Routing& r = next();
-          const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+          const DeviceExpertGroups g = r.groups();
           const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
           return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, &p, y, ctx.stream());
         };
@@ -324,7 +334,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));
         for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
           auto plain_on = [&, tile = tile, by_token = by_token](Routing& r) {
-            const DeviceExpertGroups g{r.offsets, r.rows, r.assignments, r.experts};
+            const DeviceExpertGroups g = r.groups();
             const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
             return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, nullptr, gu,
                                                      ctx.stream());
@@ -343,6 +353,14 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
           D0_ASSIGN_OR_RETURN(double t2, time_graph_median(ctx, 9, plain_swiglu_after, calls));
           report_row("  + swiglu-quantise (graph)", t2, distinct * gu_bytes, 4 * A * m.H * m.I);
         }
+        auto plain_fixed = [&] {  // the warp-specialised form with fixed shares of its items (the A/B row)
+          Routing& r = next();
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, r.groups(false), 192, slots, nullptr, gu,
+                                                   ctx.stream());
+        };
+        D0_ASSIGN_OR_RETURN(double t_fixed, time_graph_median(ctx, 9, plain_fixed, calls));
+        report_row("gate_up fp8 192 plain fixed items (graph)", t_fixed, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
     }
     if (!fp8_gemms_only) {  // the grouping and the whole expert block by path

@@ -172,6 +172,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
       D0_ASSIGN_OR_RETURN(ws.fused_gu, arena.allocate({Af, 2 * I}, DType::f32, "moe workspace fused f32 gate_up"));
       D0_ASSIGN_OR_RETURN(ws.fused_h8, arena.allocate({Af, I}, DType::f8_e4m3, "moe workspace fused fp8 swiglu"));
       D0_ASSIGN_OR_RETURN(ws.fused_sh, arena.allocate({Af}, DType::f32, "moe workspace fused swiglu scales"));
+      D0_ASSIGN_OR_RETURN(ws.group_item_counter, arena.allocate({1}, DType::i32, "moe workspace gemm item claims"));
     }
   }
   ws.device_bytes = arena.used_bytes() - before;
@@ -334,7 +335,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
                                           assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream,
                                           entries.defined() ? &entries : nullptr));
-  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts};
+  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_item_counter};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
@@ -404,6 +405,8 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   // one layer is not forgotten by the next.
   if (!ws.error_flag_zeroed) {
     D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.error_flag.raw(), 0, sizeof(std::int32_t), stream));
+    if (ws.group_item_counter.defined())
+      D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.group_item_counter.raw(), 0, sizeof(std::int32_t), stream));
     ws.error_flag_zeroed = true;
   }
   const std::int64_t A = S * k;

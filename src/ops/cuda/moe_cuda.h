@@ -108,6 +108,8 @@ struct MoeWorkspace {
   // inputs (by token or by grouped entry) and their scales; gate_up's f32 output, [Af, 2I] by assignment without
   // SwiGLU or the first [Af, I] with it by grouped entry; the SwiGLU output quantised by grouped entry, its scales.
   Tensor fused_x8, fused_sx, fused_gu, fused_h8, fused_sh;
+  Tensor group_item_counter;  // fp8 compute: i32 [1], the FP8 GEMMs' item claims (DeviceExpertGroups), zeroed with
+                              // the error flag
 
   // Host staging, reserved by plan() so a call does not touch the heap either.
   std::vector<std::int32_t> host_indices, host_rows, host_expert_ids;

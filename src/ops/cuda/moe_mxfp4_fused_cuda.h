@@ -28,8 +28,11 @@ namespace day0 {
 
 // group_by_expert_cuda's outputs, on the device (all i32): offsets [E + 1], rows [A], assignments [A],
 // experts [E] (routed ascending, then -1: the kernels stop at the first -1, so they need no routed count).
+// item_counter: i32 [1], zero, or undefined: lets the warp-specialised FP8 GEMM hand out its items as its CTAs free
+// up (moe_mxfp4_ws_fp8_cuda.cuh), which leaves it zero again; launches sharing one run one after another.
 struct DeviceExpertGroups {
   Tensor offsets, rows, assignments, experts;
+  Tensor item_counter = {};
 };
 
 // For every routed expert e and each of its grouped entries p (device data, read by the kernel):

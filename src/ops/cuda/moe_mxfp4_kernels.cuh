@@ -194,6 +194,7 @@ struct Fp8KernelArgs {
   KernelArgs k;            // weights, grouping, bias, SwiGLU, out (KernelArgs::x unused)
   const std::uint8_t* x8;  // e4m3 rows: by token (KernelArgs::inputs_are_tokens: entry p reads rows[p]) or entry
   const float* sx;         // a scale per row of x8
+  int* item_counter = nullptr;  // the warp-specialised GEMM's claims on its items (zero between launches), or null
 };
 
 // Half a copied MXFP4 group (8 bytes, 16 values) as E4M3 codes under its table (mxfp4_to_fp8_table.h: the group's

@@ -191,8 +191,11 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
     return make_error(std::string(op) + ": tile_tokens must be 32, 64, 128 or 192, got " + std::to_string(tile_tokens));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
+  Tensor counter = groups.item_counter;  // a view the kernel writes
+  if (counter.defined()) D0_RETURN_IF_ERROR(check_cuda_tensor(counter, op, "item_counter", {DType::i32}, {1}));
   if (launch_slots == 0 || A == 0) return Status::success();
-  const Fp8KernelArgs f{args, static_cast<const std::uint8_t*>(x8.raw()), sx.data<float>()};
+  const Fp8KernelArgs f{args, static_cast<const std::uint8_t*>(x8.raw()), sx.data<float>(),
+                        counter.defined() ? counter.data<std::int32_t>() : nullptr};
   const dim3 grid(static_cast<unsigned>((w.out + kBM - 1) / kBM), static_cast<unsigned>(launch_slots));
   const int E = static_cast<int>(w.n_experts);
   switch (tile_tokens) {

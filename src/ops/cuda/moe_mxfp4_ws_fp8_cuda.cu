@@ -53,8 +53,8 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (each warp of a role finds its
-// own: no barrier), and how many slots hold work (`total`). Every lane of the warp calls it.
+// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (no barrier: the issuer for
+// each item, every warp for the count), and how many slots hold work (`total`). Every lane of the warp calls it.
 __device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, int& total) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   TokenTile tile{-1, 0, 0};
@@ -83,11 +83,26 @@ __device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, i
   return tile;
 }
 
-// Persistent: CTA i takes work items i, i + gridDim.x, .. (item = slot * row_blocks + row block: the row blocks of
-// one token tile run side by side and share its token rows in L2). Tensor copies (TMA) bring each k-tile's raw
-// weight bytes and token rows; the converters turn the bytes into E4M3 A tiles; the consumers' MMAs read both. Every
-// hand-over is an mbarrier: full (the copies' bytes landed), converted (the converter warps' arrivals), empty (the
-// consumer warps', once the MMAs that read the stage are done); no CTA-wide barrier after the set-up.
+// Item `count` of this CTA (lane 0 of the issuer): blockIdx.x first, then a claim on the counter (whose claims
+// number exactly `items` a launch, each CTA's last one past the end, so the one that draws claim items - 1 knows
+// every CTA has drawn its last and sets the counter back to zero for the next launch on it); without a counter,
+// every gridDim.x-th item.
+__device__ __forceinline__ int next_item(int* counter, int count, int items) {
+  if (count == 0) return blockIdx.x;
+  if (counter == nullptr) return blockIdx.x + count * gridDim.x;
+  const int claim = atomicAdd(counter, 1);
+  if (claim == items - 1) atomicExch(counter, 0);
+  return gridDim.x + claim;
+}
+
+// Persistent: CTA i takes item i first, then the next unclaimed one from f.item_counter (item = slot * row_blocks +
+// row block: the row blocks of one token tile run side by side and share its token rows in L2), or without a counter
+// items i + gridDim.x, i + 2 gridDim.x, .. Items differ in cost (an expert's last tile is narrow), so a fixed share
+// left SMs idle while the slowest finished. The issuer claims each item and posts it in item_of for the other roles.
+// Tensor copies (TMA) bring each k-tile's raw weight bytes and token rows; the converters turn the bytes into E4M3
+// A tiles; the consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies' bytes landed), converted
+// (the converter warps' arrivals), empty (the consumer warps', once the MMAs that read the stage are done); no
+// CTA-wide barrier after the set-up.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
@@ -103,6 +118,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
   __shared__ int shared_offsets[kSharedOffsets + 1];
+  // The item of count c and its token tile at [c % 2] (item -1 past the last), posted with scales_full[c % 2]: the
+  // consumers read the tile the issuer found rather than each warp scanning the offsets again between two items.
+  __shared__ int item_of[2];
+  __shared__ TokenTile tile_of[2];
   // codes_free[i]: row_code[i] stored (consumer warps); scales_full / scales_empty[i]: scale block i copied / read.
   __shared__ std::uint64_t full[kStages], converted[kStages], empty[kStages], codes_free[2], scales_full[2],
       scales_empty[2];
@@ -140,14 +159,32 @@ __global__ void __launch_bounds__(kThreads, 1)
       // ---- Issuer: one lane copies each item's scale block, then its k-tiles' weight box and token boxes into
       // each stage once the MMAs that read it last are done.
       int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
-      for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
+      for (int count = 0;; ++count) {
+        const int item = __shfl_sync(0xffffffffu, lane == 0 ? next_item(f.item_counter, count, items) : 0, 0);
+        const int b = count % 2;
+        if (item >= items) {  // none left: posted, so that the other roles stop
+          if (lane == 0) {
+            if (count >= 2) {
+              bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
+              bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
+            }
+            item_of[b] = -1;
+            bulk_copy::arrive(&scales_full[b]);
+          }
+          break;
+        }
         const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
         if (lane == 0) {
           const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
           const int block_row0 = tile.e * a.out_rows + row0;
           const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
-          const int b = count % 2;
-          if (count >= 2) bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
+          // item_of[b] is read by the converters and the consumers of item count - 2 until they are done with it.
+          if (count >= 2) {
+            bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
+            bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
+          }
+          item_of[b] = item;
+          tile_of[b] = tile;
           bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
           bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
                                     a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
@@ -171,10 +208,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // are not stored), groups past the row its zeros.
     const int ct = tid - 32;
     int kg = 0;
-    for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-      const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
+    for (int count = 0;; ++count) {
       const int b = count % 2;
       bulk_copy::wait(&scales_full[b], (count / 2) & 1);
+      const int item = item_of[b];
+      if (item < 0) break;
+      const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
       const std::uint8_t* codes = smem + L::kScales + b * scale_block;
       // Read by the consumers' stores after a full barrier this precedes; free once they stored item count - 2.
       if (count >= 2) bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
@@ -252,8 +291,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegisters));
   const int ct = tid - kProducers, c = ct / 128, warp = ct / 32;
   int kg = 0;
-  for (int item = blockIdx.x, count = 0; item < items; item += gridDim.x, ++count) {
-    const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
+  for (int count = 0;; ++count) {
+    bulk_copy::wait(&scales_full[count % 2], (count / 2) & 1);
+    const int item = item_of[count % 2];
+    if (item < 0) break;
+    const TokenTile tile = tile_of[count % 2];
     const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
     const int live = tile.end - tile.begin, cols = (live + 15) / 16 * 16;
     const std::int64_t block_row0 = static_cast<std::int64_t>(tile.e) * a.out_rows + row0;

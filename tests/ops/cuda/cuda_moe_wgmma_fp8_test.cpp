@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/dtype.h"
@@ -169,6 +170,48 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   // through both scale blocks and every stage's phases.
   compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
   compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, true, Inputs::by_entry, rng);
+}
+
+// The warp-specialised form's CTAs claim items as they free up: the same bits as fixed shares (each item's sums do
+// not depend on which CTA runs it), launch after launch on one counter, which each launch leaves at zero. Uneven
+// experts (items of different widths); 2 k-tiles (fewer than the stages: item hand-overs back to back) and 23.
+TEST(CudaMoeWgmmaFp8, claimed_items_give_the_fixed_shares_bits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(907);
+  for (const int in : {256, 2880}) {
+    SCOPED_TRACE(::testing::Message() << "in " << in);
+    const int E = 8, k = 2, out = 1920;
+    const std::int64_t S = 1500, A = S * k;
+    const ExpertWeights d = upload_experts(*ctx, encoded_experts(E, out, in, DType::bf16, rng));
+    Tensor indices = Tensor::zeros({S, k}, DType::i32);
+    for (std::int64_t s = 0; s < S; ++s) {  // expert 0 in every token, the second expert skewed to low ids
+      indices.data<std::int32_t>()[s * k] = 0;
+      indices.data<std::int32_t>()[s * k + 1] = 1 + static_cast<int>((rng() % 7) * (rng() % 7) / 6);
+    }
+    const Groups g = group(*ctx, indices, E);
+    Tensor x8 = Tensor::zeros({A, in}, DType::f8_e4m3), sx = Tensor::zeros({A}, DType::f32);
+    const Tensor x = optest::random_f32({A, in}, rng);
+    for (std::int64_t p = 0; p < A; ++p)
+      sx.data<float>()[p] = fp8_quantize_row(x.data<float>() + p * in, in, x8.data<std::uint8_t>() + p * in).scale;
+    const Tensor dx8 = upload(*ctx, x8), dsx = upload(*ctx, sx);
+    const std::int64_t slots = mxfp4_wgmma_launch_slots(E, A, 192);
+    auto run = [&](bool claims) {
+      Tensor y = poisoned(*ctx, {A, out}, DType::f32);
+      const Status st = mxfp4_grouped_gemm_wgmma_fp8_cuda(dx8, dsx, false, d, g.view(claims), 192, slots, nullptr, y,
+                                                          ctx->stream());
+      EXPECT_TRUE(st.ok()) << st.error().message;
+      return download(*ctx, y);
+    };
+    const Tensor fixed = run(false);
+    EXPECT_EQ(cudatest::count_nan(fixed), 0);
+    for (int launch = 0; launch < 3; ++launch) {
+      const Tensor claimed = run(true);
+      EXPECT_EQ(std::memcmp(claimed.raw(), fixed.raw(), fixed.nbytes()), 0) << "launch " << launch;
+      EXPECT_EQ(download(*ctx, g.item_counter).data<std::int32_t>()[0], 0) << "launch " << launch;
+    }
+  }
 }
 
 }  // namespace

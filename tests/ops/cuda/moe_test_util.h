@@ -109,7 +109,11 @@ inline Tensor spread_inputs(std::int64_t rows, int in, std::mt19937& rng) {
 // Device grouping of `indices` (host, [S, k]) for E experts; `flag` receives bad ids.
 struct Groups {
   Tensor counts, offsets, rows, assignments, experts, n_routed, flag;
-  DeviceExpertGroups view() const { return {offsets, rows, assignments, experts}; }
+  Tensor item_counter;  // zeroed: the warp-specialised FP8 GEMM claims its items through it
+  // claims false: that GEMM's CTAs take fixed shares of its items
+  DeviceExpertGroups view(bool claims = true) const {
+    return {offsets, rows, assignments, experts, claims ? item_counter : Tensor()};
+  }
 };
 
 inline Groups group(CudaContext& ctx, const Tensor& indices, int E) {
@@ -117,7 +121,7 @@ inline Groups group(CudaContext& ctx, const Tensor& indices, int E) {
   const std::int64_t A = indices.numel();
   Groups g{poisoned(ctx, {E}, DType::i32), poisoned(ctx, {E + 1}, DType::i32), poisoned(ctx, {A}, DType::i32),
            poisoned(ctx, {A}, DType::i32), poisoned(ctx, {E}, DType::i32),     poisoned(ctx, {1}, DType::i32),
-           cudatest::zeroed(ctx, {1}, DType::i32)};
+           cudatest::zeroed(ctx, {1}, DType::i32), cudatest::zeroed(ctx, {1}, DType::i32)};
   EXPECT_TRUE(group_by_expert_cuda(cudatest::upload(ctx, indices), E, g.counts, g.offsets, g.rows, g.assignments,
                                    g.experts, g.n_routed, g.flag, ctx.stream())
                   .ok());
