@@ -225,17 +225,22 @@ __device__ __forceinline__ WarpXPieces<kF32> load_warp_x(const TokenArgs& a, int
   return x;
 }
 
-// Piece p's 8 values as the bf16 form multiplies them (an f32 token rounded to bf16), widened to f32.
+// Piece p's 8 values as the bf16 form multiplies them (an f32 token rounded to bf16), 2 a word.
 template <bool kF32>
-__device__ __forceinline__ void piece_bf16_values(const WarpXPieces<kF32>& x, int p, float (&v)[8]) {
-  std::uint32_t w[4];
+__device__ __forceinline__ uint4 piece_bf16_words(const WarpXPieces<kF32>& x, int p) {
   if constexpr (kF32) {
     const float4 a = x.raw[p][0], b = x.raw[p][1];
-    w[0] = pack_bf16x2(a.x, a.y), w[1] = pack_bf16x2(a.z, a.w), w[2] = pack_bf16x2(b.x, b.y);
-    w[3] = pack_bf16x2(b.z, b.w);
+    return make_uint4(pack_bf16x2(a.x, a.y), pack_bf16x2(a.z, a.w), pack_bf16x2(b.x, b.y), pack_bf16x2(b.z, b.w));
   } else {
-    w[0] = x.raw[p].x, w[1] = x.raw[p].y, w[2] = x.raw[p].z, w[3] = x.raw[p].w;
+    return x.raw[p];
   }
+}
+
+// The same values widened to f32.
+template <bool kF32>
+__device__ __forceinline__ void piece_bf16_values(const WarpXPieces<kF32>& x, int p, float (&v)[8]) {
+  const uint4 u = piece_bf16_words<kF32>(x, p);
+  const std::uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     v[2 * i] = __uint_as_float(w[i] << 16);
@@ -280,13 +285,7 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
 #pragma unroll
   for (int p = 0; p < WarpXPieces<kF32>::kPerLane; ++p) {
     const int i = warp_x_piece(p, in, tiles);
-    if (i < 0) continue;
-    if constexpr (kF32) {
-      const float4 u = x.raw[p][0], v = x.raw[p][1];
-      xs[i] = make_uint4(pack_bf16x2(u.x, u.y), pack_bf16x2(u.z, u.w), pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
-    } else {
-      xs[i] = x.raw[p];
-    }
+    if (i >= 0) xs[i] = piece_bf16_words<kF32>(x, p);
   }
   __syncwarp();
 }
