@@ -332,33 +332,28 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         D0_ASSIGN_OR_RETURN(Tensor gu, arena.allocate({S * m.k, 2 * m.I}, DType::f32, "bench gate_up f32"));
         D0_ASSIGN_OR_RETURN(Tensor h8, arena.allocate({S * m.k, m.I}, DType::f8_e4m3, "bench h fp8"));
         D0_ASSIGN_OR_RETURN(Tensor sh, arena.allocate({S * m.k}, DType::f32, "bench h fp8 scales"));
+        // claims false: the warp-specialised form's fixed shares of its items (the A/B row)
+        auto plain_on = [&](Routing& r, int tile, bool by_token, bool claims) {
+          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
+          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, r.groups(claims), tile, slots, nullptr,
+                                                   gu, ctx.stream());
+        };
         for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
-          auto plain_on = [&, tile = tile, by_token = by_token](Routing& r) {
-            const DeviceExpertGroups g = r.groups();
-            const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, tile);
-            return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, by_token, gate_up, g, tile, slots, nullptr, gu,
-                                                     ctx.stream());
-          };
-          auto plain = [&] { return plain_on(next()); };
+          auto plain = [&, tile = tile, by_token = by_token] { return plain_on(next(), tile, by_token, true); };
           D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, plain, calls));
           const std::string name = "gate_up fp8 " + std::to_string(tile) + " plain (graph)";
           report_row(name.c_str(), t, distinct * gu_bytes, 4 * A * m.H * m.I);
           // and with that SwiGLU and quantisation pass after it (entry p from row assignments[p]): what the SwiGLU
           // epilogue and the quantisation of h do on the other route
-          auto plain_swiglu_after = [&]() -> Status {
+          auto plain_swiglu_after = [&, tile = tile, by_token = by_token]() -> Status {
             Routing& r = next();
-            D0_RETURN_IF_ERROR(plain_on(r));
+            D0_RETURN_IF_ERROR(plain_on(r, tile, by_token, true));
             return gather_swiglu_quantize_fp8_cuda(gu, r.assignments, p, h8, sh, r.flag, ctx.stream());
           };
           D0_ASSIGN_OR_RETURN(double t2, time_graph_median(ctx, 9, plain_swiglu_after, calls));
           report_row("  + swiglu-quantise (graph)", t2, distinct * gu_bytes, 4 * A * m.H * m.I);
         }
-        auto plain_fixed = [&] {  // the warp-specialised form with fixed shares of its items (the A/B row)
-          Routing& r = next();
-          const std::int64_t slots = mxfp4_wgmma_launch_slots(std::min<std::int64_t>(m.E, S * m.k), S * m.k, 192);
-          return mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, false, gate_up, r.groups(false), 192, slots, nullptr, gu,
-                                                   ctx.stream());
-        };
+        auto plain_fixed = [&] { return plain_on(next(), 192, false, false); };
         D0_ASSIGN_OR_RETURN(double t_fixed, time_graph_median(ctx, 9, plain_fixed, calls));
         report_row("gate_up fp8 192 plain fixed items (graph)", t_fixed, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
