@@ -31,6 +31,11 @@ __device__ __forceinline__ void arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
 }
 
+// Arrives `count` times at once (for warps that have nothing to do in this phase).
+__device__ __forceinline__ void arrive(std::uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+}
+
 // dst and src 16-byte aligned, bytes a multiple of 16.
 __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/bulk_copy.cuh"
 #include "ops/cuda/cuda_check.h"
@@ -162,51 +163,49 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int count = 0;; ++count) {
         const int item = __shfl_sync(0xffffffffu, lane == 0 ? next_item(f.item_counter, count, items) : 0, 0);
         const int b = count % 2;
-        if (item >= items) {  // none left: posted, so that the other roles stop
-          if (lane == 0) {
-            if (count >= 2) {
-              bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
-              bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
-            }
-            item_of[b] = -1;
-            bulk_copy::arrive(&scales_full[b]);
-          }
-          break;
-        }
+        // Past the last item: no tile, and item -1 is posted so that the other roles stop.
         const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
         if (lane == 0) {
-          const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
-          const int block_row0 = tile.e * a.out_rows + row0;
-          const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
           // item_of[b] is read by the converters and the consumers of item count - 2 until they are done with it.
           if (count >= 2) {
             bulk_copy::wait(&scales_empty[b], ((count / 2) & 1) ^ 1);
             bulk_copy::wait(&codes_free[b], ((count / 2) & 1) ^ 1);
           }
-          item_of[b] = item;
-          tile_of[b] = tile;
-          bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
-          bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
-                                    a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
-                                    &scales_full[b]);
-          for (int kt = 0; kt < k_tiles; ++kt) {
-            const int at = kg + kt, s = at % kStages;
-            if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
-            bulk_copy::arrive_expecting(&full[s], L::kRaw + boxes * kTokenBox * kBK);
-            bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0, &full[s]);
-            for (int x = 0; x < boxes; ++x)
-              bulk_copy::tensor_copy_2d(smem + L::kB + s * L::kBTile + x * kTokenBox * kBK, &token_map, kt * kBK,
-                                        tile.begin + x * kTokenBox, &full[s]);
+          if (item >= items) {
+            item_of[b] = -1;
+            bulk_copy::arrive(&scales_full[b]);
+          } else {
+            const int row0 = item % row_blocks * kBM, rows = min(kBM, a.out_rows - row0);
+            const int block_row0 = tile.e * a.out_rows + row0;
+            const int boxes = (tile.end - tile.begin + kTokenBox - 1) / kTokenBox;
+            item_of[b] = item;
+            tile_of[b] = tile;
+            bulk_copy::arrive_expecting(&scales_full[b], rows * a.groups);
+            bulk_copy::copy_to_shared(smem + L::kScales + b * scale_block,
+                                      a.scales + static_cast<std::int64_t>(block_row0) * a.groups, rows * a.groups,
+                                      &scales_full[b]);
+            for (int kt = 0; kt < k_tiles; ++kt) {
+              const int at = kg + kt, s = at % kStages;
+              if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
+              bulk_copy::arrive_expecting(&full[s], L::kRaw + boxes * kTokenBox * kBK);
+              bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0,
+                                        &full[s]);
+              for (int x = 0; x < boxes; ++x)
+                bulk_copy::tensor_copy_2d(smem + L::kB + s * L::kBTile + x * kTokenBox * kBK, &token_map, kt * kBK,
+                                          tile.begin + x * kTokenBox, &full[s]);
+            }
           }
         }
         __syncwarp();
+        if (item >= items) break;
         kg += k_tiles;
       }
       return;
     }
-    // ---- Converters: rows past `rows` convert whatever the copy brought (the next expert's rows: their outputs
-    // are not stored), groups past the row its zeros.
+    // ---- Converters: an item's live rows only (128, or 64 where out = 64 mod 128: the A tile's other half is not
+    // read then), groups past the row as zeros.
     const int ct = tid - 32;
+    const int j = ct % 4;  // kConverters % 4 == 0: every whole slot of this thread has the same group
     int kg = 0;
     for (int count = 0;; ++count) {
       const int b = count % 2;
@@ -224,62 +223,64 @@ __global__ void __launch_bounds__(kThreads, 1)
         row_code[b][ct] = max_code;
       }
       named_barrier(1, kConverters);
-      // This thread's (row, group) slots stay for the item: their rows' codes read once, and each k-tile's loads
-      // (raw bytes, block codes) issued together before any conversion. kFull whole slots a thread, the rest of the
-      // tile's 512 as 16-value halves on the first threads (one each): 2.5 groups of 32 values for the busiest warps
-      // where whole slots gave 3 (each k-tile waits for its slowest converter warp, v34).
-      constexpr int kFull = kBM * 4 / kConverters, kHalves = 2 * (kBM * 4 - kFull * kConverters);
-      static_assert(kHalves <= kConverters, "one half slot a converter thread at most");
-      int slot_row[kFull], row_shift[kFull];
+      // The item's (row, group) slots stay with a thread for the item: their rows' codes read once, and each k-tile's
+      // loads (raw bytes, block codes) issued together before any conversion. kWhole whole slots a thread (slot
+      // ct + kConverters i), the rest as 16-value halves on the first threads, one each: at 128 rows the busiest
+      // warps take 2.5 groups of 32 values where whole slots gave 3 (each k-tile waits for its slowest converter
+      // warp, v34), at 64 rows 1.5. One loop for each row count, so the 128-row loop tests no row.
+      auto convert_k_tiles = [&](auto live_rows) {
+        constexpr int kWhole = decltype(live_rows)::value * 4 / kConverters;
+        constexpr int kHalves = 2 * (decltype(live_rows)::value * 4 - kWhole * kConverters);
+        static_assert(kHalves <= kConverters, "one half slot a converter thread at most");
+        int row_shift[kWhole];
 #pragma unroll
-      for (int i = 0; i < kFull; ++i) {
-        const int r = (ct + kConverters * i) / 4;
-        slot_row[i] = r < rows ? r : -1;  // -1: a dead row
-        row_shift[i] = slot_row[i] >= 0 ? row_code[b][r] - kFp8RowExponentShift : 0;
-      }
-      const int j = ct % 4;  // kConverters % 4 == 0: every whole slot of this thread has the same group
-      // The half slot: slot kFull kConverters + ct / 2 (row half_r, group half_j), its values 16 half_h on.
-      const bool has_half = ct < kHalves;
-      const int half_slot = kFull * kConverters + ct / 2, half_r = half_slot / 4, half_j = half_slot % 4,
-                half_h = ct % 2;
-      const bool half_live = has_half && half_r < rows;
-      const int half_row_shift = half_live ? row_code[b][half_r] - kFp8RowExponentShift : 0;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int at = kg + kt, s = at % kStages, g = 4 * kt + j, half_g = 4 * kt + half_j;
-        bulk_copy::wait(&full[s], (at / kStages) & 1);
-        const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
-        unsigned char* a_tile = smem + L::kA + s * L::kATile;
-        uint4 w[kFull];
-        int code[kFull];
+        for (int i = 0; i < kWhole; ++i) row_shift[i] = row_code[b][(ct + kConverters * i) / 4] - kFp8RowExponentShift;
+        // The half slot: slot kWhole kConverters + ct / 2 (row half_r, group half_j), its values 16 half_h on.
+        const bool has_half = ct < kHalves;
+        const int half_slot = kWhole * kConverters + ct / 2, half_r = half_slot / 4, half_j = half_slot % 4,
+                  half_h = ct % 2;
+        const int half_row_shift = has_half ? row_code[b][half_r] - kFp8RowExponentShift : 0;
+        for (int kt = 0; kt < k_tiles; ++kt) {
+          const int at = kg + kt, s = at % kStages, g = 4 * kt + j, half_g = 4 * kt + half_j;
+          bulk_copy::wait(&full[s], (at / kStages) & 1);
+          const unsigned char* raw = smem + L::kRawAt + s * L::kRaw;
+          unsigned char* a_tile = smem + L::kA + s * L::kATile;
+          uint4 w[kWhole];
+          int code[kWhole];
 #pragma unroll
-        for (int i = 0; i < kFull; ++i) {
-          const int r = (ct + kConverters * i) / 4;
-          w[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j);
-          code[i] = slot_row[i] >= 0 && g < a.groups ? static_cast<int>(codes[slot_row[i] * a.groups + g]) : -1;
-        }
-        uint2 half_w = make_uint2(0u, 0u);
-        int half_code = -1;
-        if (has_half) {
-          half_w = *reinterpret_cast<const uint2*>(raw + half_r * 64 + 16 * half_j + 8 * half_h);
-          if (half_live && half_g < a.groups) half_code = codes[half_r * a.groups + half_g];
-        }
+          for (int i = 0; i < kWhole; ++i) {
+            const int r = (ct + kConverters * i) / 4;
+            w[i] = *reinterpret_cast<const uint4*>(raw + r * 64 + 16 * j);
+            code[i] = g < a.groups ? static_cast<int>(codes[r * a.groups + g]) : -1;
+          }
+          uint2 half_w = make_uint2(0u, 0u);
+          int half_code = -1;
+          if (has_half) {
+            half_w = *reinterpret_cast<const uint2*>(raw + half_r * 64 + 16 * half_j + 8 * half_h);
+            if (half_g < a.groups) half_code = codes[half_r * a.groups + half_g];
+          }
 #pragma unroll
-        for (int i = 0; i < kFull; ++i) {
-          const int r = (ct + kConverters * i) / 4;
-          // Dead rows and groups past the row: shift 0 (their bytes are zeros or not stored).
-          const int shift = code[i] >= 0 ? code[i] - row_shift[i] : 0;
-          store_group_fp8(w[i], shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r,
-                          j);
+          for (int i = 0; i < kWhole; ++i) {
+            const int r = (ct + kConverters * i) / 4;
+            // Groups past the row: shift 0 (their bytes are zeros).
+            const int shift = code[i] >= 0 ? code[i] - row_shift[i] : 0;
+            store_group_fp8(w[i], shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift], a_tile + r * kBK, r,
+                            j);
+          }
+          if (has_half) {
+            const int shift = half_code >= 0 ? half_code - half_row_shift : 0;
+            store_half_group_fp8(half_w, shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift],
+                                 a_tile + half_r * kBK, half_r, 2 * half_j + half_h);
+          }
+          wgmma::fence_shared_for_mma();  // the conversion's stores, for the MMAs
+          __syncwarp();
+          if (lane == 0) bulk_copy::arrive(&converted[s]);
         }
-        if (has_half) {
-          const int shift = half_code >= 0 ? half_code - half_row_shift : 0;
-          store_half_group_fp8(half_w, shift_codes[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift],
-                               a_tile + half_r * kBK, half_r, 2 * half_j + half_h);
-        }
-        wgmma::fence_shared_for_mma();  // the conversion's stores, for the MMAs
-        __syncwarp();
-        if (lane == 0) bulk_copy::arrive(&converted[s]);
-      }
+      };
+      if (rows == kBM)
+        convert_k_tiles(std::integral_constant<int, kBM>{});
+      else
+        convert_k_tiles(std::integral_constant<int, kBM / 2>{});
       __syncwarp();
       if (lane == 0) bulk_copy::arrive(&scales_empty[b]);
       kg += k_tiles;
@@ -304,13 +305,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     using Stage = EpilogueStage<kBN, kBM>;
     const Stage::Values staged = Stage::fetch<kSwiglu>(a, tile.begin, live, block_row0, rows, ct);
     const float token_scale = ct < live ? f.sx[tile.begin + ct] : 0.f;  // rows of x8 by entry (the launch checks)
+    // A 64-row item (out = 64 mod 128) has no rows for the second warpgroup: it runs zero k-tiles, and the first
+    // warpgroup's warps arrive for it on each stage's empty barrier. A trip count ptxas knows warp-uniform, not a
+    // branch around the MMAs (under which it serialises them, v42). Skipping the stages' barriers stays within
+    // their parity: the named barrier after the k-loop holds it until the first warpgroup has waited every k-tile.
+    const bool has_rows = c * 64 < rows;
+    const int my_k_tiles = __shfl_sync(0xffffffffu, has_rows ? k_tiles : 0, 0);
+    const unsigned empty_arrivals = rows > 64 ? 1 : 2;
     named_barrier(2, kConsumers);  // the last item's stores read the staged values
     wgmma::at_width<kBN>(cols, [&](auto width) {
       constexpr int N = decltype(width)::value;
       float acc[N / 2];
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
-      for (int kt = 0; kt < k_tiles; ++kt) {
+      for (int kt = 0; kt < my_k_tiles; ++kt) {
         const int at = kg + kt, s = at % kStages;
         bulk_copy::wait(&full[s], (at / kStages) & 1);       // the tokens' bytes
         bulk_copy::wait(&converted[s], (at / kStages) & 1);  // the A tile
@@ -323,13 +331,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         // This k-tile's MMAs done: its stage goes straight back to the issuer (three stages ahead of the MMAs, not
         // two; the other consumer warpgroup's MMAs fill the tensor cores meanwhile).
         wgmma::wait<0>();
-        if (lane == 0) bulk_copy::arrive(&empty[s]);
+        if (lane == 0) bulk_copy::arrive(&empty[s], empty_arrivals);
       }
       stage.put(ct, staged);
       if (ct < live) entry_scale[ct] = token_scale;
       named_barrier(2, kConsumers);  // the staged values written
-      // Rows past the matrix (out = 64 mod 128: the second warpgroup's) store nothing.
-      if (row0 + c * 64 < a.out_rows)
+      if (has_rows)
         store_fp8_tile<kSwiglu, N>(a, acc, row0, c * 64 + (warp % 4) * 16, live, row_code[count % 2], stage,
                                    entry_scale);
     });

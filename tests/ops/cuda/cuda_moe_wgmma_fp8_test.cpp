@@ -170,11 +170,16 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   // through both scale blocks and every stage's phases.
   compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
   compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, true, Inputs::by_entry, rng);
+  // Out 1,984 = 15.5 row blocks: each token tile's last item has 64 rows (the second warpgroup runs no k-tiles, the
+  // converters convert half a tile), among 128-row items on the same CTAs' stages and barriers.
+  compare_with_cpu(*ctx, 192, 4, 4, 1984, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
+  compare_with_cpu(*ctx, 192, 4, 4, 1984, 256, 1200, 0, DType::bf16, true, Inputs::by_entry, rng);
 }
 
 // The warp-specialised form's CTAs claim items as they free up: the same bits as fixed shares (each item's sums do
 // not depend on which CTA runs it), launch after launch on one counter, which each launch leaves at zero. Uneven
-// experts (items of different widths); 2 k-tiles (fewer than the stages: item hand-overs back to back) and 23.
+// experts (items of different widths), 64-row items among 128-row ones (out 1,984); 2 k-tiles (fewer than the
+// stages: item hand-overs back to back) and 23.
 TEST(CudaMoeWgmmaFp8, claimed_items_give_the_fixed_shares_bits) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
@@ -182,7 +187,7 @@ TEST(CudaMoeWgmmaFp8, claimed_items_give_the_fixed_shares_bits) {
   std::mt19937 rng(907);
   for (const int in : {256, 2880}) {
     SCOPED_TRACE(::testing::Message() << "in " << in);
-    const int E = 8, k = 2, out = 1920;
+    const int E = 8, k = 2, out = 1984;
     const std::int64_t S = 1500, A = S * k;
     const ExpertWeights d = upload_experts(*ctx, encoded_experts(E, out, in, DType::bf16, rng));
     Tensor indices = Tensor::zeros({S, k}, DType::i32);
