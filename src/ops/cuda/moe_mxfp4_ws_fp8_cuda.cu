@@ -54,9 +54,10 @@ __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Slot y's (expert, token range) as pick_token_tile gives it, found by one warp alone (no barrier: the issuer for
-// each item, every warp for the count), and how many slots hold work (`total`). Every lane of the warp calls it.
-__device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, int& total) {
+// Slot y among the tiles of the experts with a full tile (`whole_only`) or of every expert, in expert order, found by
+// one warp alone (no barrier: the issuer for each item, every warp for the count), and how many such slots there are
+// (`total`). Every lane of the warp calls it.
+__device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, bool whole_only, int& total) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   TokenTile tile{-1, 0, 0};
   int before = 0;
@@ -67,7 +68,7 @@ __device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, i
       b = offsets[i];
       n = offsets[i + 1] - b;
     }
-    const int tiles = (n + kBN - 1) / kBN;
+    const int tiles = whole_only && n < kBN ? 0 : (n + kBN - 1) / kBN;
     const int inclusive = warp_inclusive_sum(tiles);
     const int start = before + inclusive - tiles;
     const unsigned hit = __ballot_sync(0xffffffffu, tiles > 0 && y >= start && y < start + tiles);
@@ -84,6 +85,62 @@ __device__ TokenTile warp_token_tile(const int* offsets, int n_experts, int y, i
   return tile;
 }
 
+// The order in which the items' token tiles go (the issuer's; the CTAs claim items in slot order, and an item's cost
+// grows with its width, so a launch ends wherever the order put its last wide items). With the offsets in shared
+// memory: every tile of the experts with a full tile first, in expert order (an expert's tiles side by side, so its
+// raw weights come from L2 for all but the first: apart, the GEMM lost 3-10%, v40); then the experts of one partial
+// tile by width in 16-token steps (the MMAs' widths), widest first, expert order within a step. Otherwise expert
+// order. The same sums whichever order: each item's outputs do not depend on when or where it runs.
+class SlotOrder {
+ public:
+  // Every lane of the issuer warp calls each member; `table` is kSharedOffsets bytes of shared memory.
+  __device__ SlotOrder(const int* offsets, int n_experts, bool small_last, std::uint8_t* table)
+      : offsets_(offsets), n_experts_(n_experts), small_last_(small_last), table_(table) {
+    if (small_last_) warp_token_tile(offsets, n_experts, 0, true, whole_slots_);
+  }
+
+  // Slot y < the launch's slots.
+  __device__ TokenTile tile(int y) {
+    int total;
+    if (!small_last_ || y < whole_slots_) return warp_token_tile(offsets_, n_experts_, y, small_last_, total);
+    if (!table_written_) write_table();
+    const int e = table_[y - whole_slots_];
+    return TokenTile{e, offsets_[e], offsets_[e + 1]};
+  }
+
+ private:
+  // The experts of one partial tile in their order, written once a CTA when the issuer first reaches them (late in
+  // the launch, under the stages it has in flight). Lane l holds the widths of experts l, l + 32, .. (4 bits each:
+  // 1..12 steps, 0 for none or a full tile); each (step, chunk of 32 experts) places its experts by a ballot.
+  __device__ void write_table() {
+    const int lane = static_cast<int>(threadIdx.x) % 32, chunks = (n_experts_ + 31) / 32;
+    static_assert(kSharedOffsets <= 8 * 32 && kBN / 16 <= 15, "8 experts' steps of 4 bits a lane");
+    unsigned steps = 0;
+    for (int i = 0; i < chunks; ++i) {
+      const int e = lane + 32 * i;
+      const int n = e < n_experts_ ? offsets_[e + 1] - offsets_[e] : 0;
+      if (n > 0 && n < kBN) steps |= static_cast<unsigned>((n + 15) / 16) << (4 * i);
+    }
+    int at = 0;
+    for (int step = kBN / 16; step >= 1; --step)
+      for (int i = 0; i < chunks; ++i) {
+        const bool mine = ((steps >> (4 * i)) & 15u) == static_cast<unsigned>(step);
+        const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+        if (mine) table_[at + __popc(ballot & ((1u << lane) - 1))] = static_cast<std::uint8_t>(lane + 32 * i);
+        at += __popc(ballot);
+      }
+    __syncwarp();  // every lane reads what the others wrote
+    table_written_ = true;
+  }
+
+  const int* offsets_;
+  int n_experts_;
+  bool small_last_;
+  std::uint8_t* table_;
+  int whole_slots_ = 0;  // tiles of the experts with a full tile
+  bool table_written_ = false;
+};
+
 // Item `count` of this CTA (lane 0 of the issuer): blockIdx.x first, then a claim on the counter (whose claims
 // number exactly `items` a launch, each CTA's last one past the end, so the one that draws claim items - 1 knows
 // every CTA has drawn its last and sets the counter back to zero for the next launch on it); without a counter,
@@ -97,13 +154,13 @@ __device__ __forceinline__ int next_item(int* counter, int count, int items) {
 }
 
 // Persistent: CTA i takes item i first, then the next unclaimed one from f.item_counter (item = slot * row_blocks +
-// row block: the row blocks of one token tile run side by side and share its token rows in L2), or without a counter
-// items i + gridDim.x, i + 2 gridDim.x, .. Items differ in cost (an expert's last tile is narrow), so a fixed share
-// left SMs idle while the slowest finished. The issuer claims each item and posts it in item_of for the other roles.
-// Tensor copies (TMA) bring each k-tile's raw weight bytes and token rows; the converters turn the bytes into E4M3
-// A tiles; the consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies' bytes landed), converted
-// (the converter warps' arrivals), empty (the consumer warps', once the MMAs that read the stage are done); no
-// CTA-wide barrier after the set-up.
+// row block, slots in SlotOrder's order: the row blocks of one token tile run side by side and share its token rows
+// in L2), or without a counter items i + gridDim.x, i + 2 gridDim.x, .. Items differ in cost (an expert's last tile is
+// narrow), so a fixed share left SMs idle while the slowest finished. The issuer claims each item and posts it in
+// item_of for the other roles. Tensor copies (TMA) bring each k-tile's raw weight bytes and token rows; the converters
+// turn the bytes into E4M3 A tiles; the consumers' MMAs read both. Every hand-over is an mbarrier: full (the copies'
+// bytes landed), converted (the converter warps' arrivals), empty (the consumer warps', once the MMAs that read the
+// stage are done); no CTA-wide barrier after the set-up.
 template <bool kSwiglu>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_ws_fp8_gemm_kernel(Fp8KernelArgs f, int n_experts, const __grid_constant__ CUtensorMap weight_map,
@@ -119,6 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ EpilogueStage<kBN, kBM> stage;
   __shared__ float entry_scale[kBN];
   __shared__ int shared_offsets[kSharedOffsets + 1];
+  __shared__ std::uint8_t small_experts[kSharedOffsets];  // the issuer's SlotOrder
   // The item of count c and its token tile at [c % 2] (item -1 past the last), posted with scales_full[c % 2]: the
   // consumers read the tile the issuer found rather than each warp scanning the offsets again between two items.
   __shared__ int item_of[2];
@@ -151,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   const int lane = tid % 32;
   int total;  // slots with work, the same for every item
-  warp_token_tile(offsets, n_experts, 0, total);
+  warp_token_tile(offsets, n_experts, 0, false, total);
   const int items = total * row_blocks;
 
   if (tid < kProducers) {
@@ -160,11 +218,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       // ---- Issuer: one lane copies each item's scale block, then its k-tiles' weight box and token boxes into
       // each stage once the MMAs that read it last are done.
       int kg = 0;  // k-tiles issued before this item: stage and phase count on across items
+      SlotOrder order(offsets, n_experts, offsets_shared, small_experts);
       for (int count = 0;; ++count) {
         const int item = __shfl_sync(0xffffffffu, lane == 0 ? next_item(f.item_counter, count, items) : 0, 0);
         const int b = count % 2;
         // Past the last item: no tile, and item -1 is posted so that the other roles stop.
-        const TokenTile tile = warp_token_tile(offsets, n_experts, item / row_blocks, total);
+        const TokenTile tile = item < items ? order.tile(item / row_blocks) : TokenTile{-1, 0, 0};
         if (lane == 0) {
           // item_of[b] is read by the converters and the consumers of item count - 2 until they are done with it.
           if (count >= 2) {

@@ -174,6 +174,12 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   // converters convert half a tile), among 128-row items on the same CTAs' stages and barriers.
   compare_with_cpu(*ctx, 192, 4, 4, 1984, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
   compare_with_cpu(*ctx, 192, 4, 4, 1984, 256, 1200, 0, DType::bf16, true, Inputs::by_entry, rng);
+  // The slots' order: 32 experts of ~87 tokens (one tile each, of several widths: widest first) and of ~190 (several
+  // tiles, each expert's side by side, then the one-tile experts), with 64-row items (out 192); 300 experts (their
+  // offsets in global memory: expert order).
+  for (std::int64_t S : {700, 1500})
+    compare_with_cpu(*ctx, 192, 32, 4, 192, 320, S, 0, DType::bf16, false, Inputs::by_entry, rng);
+  compare_with_cpu(*ctx, 192, 300, 4, 192, 320, 400, 0, DType::bf16, false, Inputs::by_entry, rng);
 }
 
 // The warp-specialised form's CTAs claim items as they free up: the same bits as fixed shares (each item's sums do
