@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "quant/e2m1_to_e4m3.h"
+#include "quant/e2m1_to_f16.h"
 #include "quant/e4m3_rne.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_to_fp8_table.h"
@@ -188,30 +188,31 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(q[1], 0x00);
 }
 
-// The one-token kernels' decode (e2m1_to_e4m3.h): every nibble in every position of a word becomes the E4M3 code of
-// its E2M1 value times 2^-6, whatever the other nibbles hold.
-TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
+// The one-token kernels' decode (e2m1_to_f16.h): every nibble in every position of a word becomes the f16 of its
+// E2M1 value times 2^-14 (0.5 an f16 subnormal), whatever the other nibbles hold, in the order the kernel's token
+// pieces follow: f16x2 h of the low nibbles' bytes holds values 4h and 4h + 2, of the high ones' 4h + 1 and 4h + 3.
+TEST(Fp8Experts, e2m1_words_decode_to_f16_pairs_of_each_value_times_2_to_the_minus_14) {
+  const auto half = [](std::uint32_t pair, int i) { return f16_to_f32(static_cast<std::uint16_t>(pair >> (16 * i))); };
+  const auto check = [&](std::uint32_t w) {
+    const std::uint32_t low = e2m1_low_to_f16_bytes(w), high = e2m1_high_to_f16_bytes(w);
+    const std::uint32_t pairs[4] = {f16_bytes_to_f16x2<0>(low), f16_bytes_to_f16x2<1>(low),
+                                    f16_bytes_to_f16x2<0>(high), f16_bytes_to_f16x2<1>(high)};
+    for (int v = 0; v < 8; ++v) {  // value v of the word: nibble v
+      const int h = v / 4, odd = v % 2, at = (v % 4) / 2;
+      const float want = fp4_e2m1_to_f32(static_cast<std::uint8_t>((w >> (4 * v)) & 0xF)) * 0x1p-14f;
+      const float got = half(pairs[2 * odd + h], at);
+      if (got != want || std::signbit(got) != std::signbit(want)) return testing::AssertionFailure()
+             << std::hex << "word " << w << " value " << v << ": " << got << " != " << want;
+    }
+    return testing::AssertionSuccess();
+  };
   std::mt19937 rng(7);
-  for (int rep = 0; rep < 4096; ++rep) {
-    const std::uint32_t w = static_cast<std::uint32_t>(rng());
-    const std::uint32_t low = e2m1_low_to_e4m3x4(w), high = e2m1_high_to_e4m3x4(w);
-    for (int b = 0; b < 4; ++b) {
-      const std::uint8_t byte = static_cast<std::uint8_t>(w >> (8 * b));
-      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(low >> (8 * b))), fp4_e2m1_to_f32(byte & 0xF) * 0x1p-6f)
-          << std::hex << w << " byte " << b << " low nibble";
-      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(high >> (8 * b))), fp4_e2m1_to_f32(byte >> 4) * 0x1p-6f)
-          << std::hex << w << " byte " << b << " high nibble";
-    }
-  }
-  for (std::uint32_t n = 0; n < 16; ++n) {  // each nibble alone, in each of the 8 positions, the rest all ones
+  for (int rep = 0; rep < 4096; ++rep) ASSERT_TRUE(check(static_cast<std::uint32_t>(rng())));
+  for (std::uint32_t n = 0; n < 16; ++n)  // each nibble alone, in each of the 8 positions, the rest all ones / zeros
     for (int i = 0; i < 8; ++i) {
-      const std::uint32_t w = (0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i));
-      const std::uint32_t codes = i % 2 == 0 ? e2m1_low_to_e4m3x4(w) : e2m1_high_to_e4m3x4(w);
-      EXPECT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(codes >> (8 * (i / 2)))),
-                fp4_e2m1_to_f32(static_cast<std::uint8_t>(n)) * 0x1p-6f)
-          << "nibble " << n << " at " << i;
+      EXPECT_TRUE(check((0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i))));
+      EXPECT_TRUE(check(n << (4 * i)));
     }
-  }
 }
 
 TEST(Fp8Experts, device_rounding_helper_equals_f32_to_e4m3_on_every_tested_bit_pattern) {

@@ -13,6 +13,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/tensor_map.h"
+#include "quant/e2m1_to_f16.h"
 
 namespace day0 {
 namespace {
@@ -117,11 +118,12 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
 }
 
 // TokenForm::f16_groups: one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its weights
-// decoded to E4M3 bits (value * 2^-6, exact) and unpacked to f16 (exact). Column n of the eight MMAs carries the
-// token's values of the tile's group n only (lane 4 n + n; zeros elsewhere), so C[r][n] is row r's sum over group n
-// unscaled, and lanes t = 0, 1 multiply theirs (c0, c1: groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the
-// block scale 2^(code - 127), the decode's 2^6 and the token group's 2^e into their rows' sums: one multiply-add a
-// group, where the bf16 form multiplies every weight pair by its scale before the MMA.
+// decoded to f16 by bit moves and a prmt a pair (value * 2^-14, exact: e2m1_to_f16.h). Column n of the eight MMAs
+// carries the token's values of the tile's group n only (lane 4 n + n; zeros elsewhere), so C[r][n] is row r's sum
+// over group n unscaled, and lanes t = 0, 1 multiply theirs (c0, c1: groups 2t, 2t + 1 of row g; c2, c3 of row
+// g + 8) by the block scale 2^(code - 127), the decode's 2^14 (2^6 here, 2^8 in group_scale) and the token group's
+// 2^e into their rows' sums: one multiply-add a group, where the bf16 form multiplies every weight pair by its scale
+// before the MMA.
 // Lanes that carry no token values read them from `zeros` (a load, not a zeroing of four registers each word).
 // Every lane computes its four factors; those of lanes t = 2, 3 and of groups past the row (clamped to the last
 // group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
@@ -137,12 +139,12 @@ __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned
 #pragma unroll
   for (int j = 0; j < 4; ++j) {  // word j: values 8j .. 8j + 7 of the group
     const uint4 b = xg[j];
-    const std::uint32_t lg = e2m1_low_to_e4m3x4(wg[j]), hg = e2m1_high_to_e4m3x4(wg[j]);
-    const std::uint32_t lh = e2m1_low_to_e4m3x4(wh[j]), hh = e2m1_high_to_e4m3x4(wh[j]);
-    mma_f16_16816(c, e4m3x2_to_f16x2<0>(lg), e4m3x2_to_f16x2<0>(lh), e4m3x2_to_f16x2<0>(hg), e4m3x2_to_f16x2<0>(hh),
-                  b.x, b.y);  // values 0, 2 | 1, 3
-    mma_f16_16816(c, e4m3x2_to_f16x2<1>(lg), e4m3x2_to_f16x2<1>(lh), e4m3x2_to_f16x2<1>(hg), e4m3x2_to_f16x2<1>(hh),
-                  b.z, b.w);  // values 4, 6 | 5, 7
+    const std::uint32_t lg = e2m1_low_to_f16_bytes(wg[j]), hg = e2m1_high_to_f16_bytes(wg[j]);
+    const std::uint32_t lh = e2m1_low_to_f16_bytes(wh[j]), hh = e2m1_high_to_f16_bytes(wh[j]);
+    mma_f16_16816(c, f16_bytes_to_f16x2<0>(lg), f16_bytes_to_f16x2<0>(lh), f16_bytes_to_f16x2<0>(hg),
+                  f16_bytes_to_f16x2<0>(hh), b.x, b.y);  // values 0, 2 | 1, 3
+    mma_f16_16816(c, f16_bytes_to_f16x2<1>(lg), f16_bytes_to_f16x2<1>(lh), f16_bytes_to_f16x2<1>(hg),
+                  f16_bytes_to_f16x2<1>(hh), b.z, b.w);  // values 4, 6 | 5, 7
   }
   // The tile's groups 2t, 2t + 1 (lanes t = 2, 3 take 0, 1's: this warp's own tile, whose token factors it wrote).
   const int g0 = min(grp - t + 2 * (t & 1), groups - 1), g1 = min(g0 + 1, groups - 1);
@@ -252,7 +254,7 @@ __device__ __forceinline__ void piece_bf16_values(const WarpXPieces<kF32>& x, in
 // group's largest magnitude) - 14 (at least -126): the group's values then lie under 2^15, and a bf16 value converts
 // exactly down to 2^-31 of the group's largest (below, f16's subnormals may round it). A group's four pieces sit in
 // four neighbouring lanes (warp_x_piece), so no barrier. Pieces go to xs16 as [x0 x2 | x1 x3 | x4 x6 | x5 x7] (the
-// order e2m1_low / high_to_e4m3x4 give a weight word's values), the factor 2^e to group_scale[group].
+// order f16_bytes_to_f16x2 gives a weight word's values), the factor 2^(e + 8) to group_scale[group].
 template <bool kF32>
 __device__ __forceinline__ void store_warp_x_f16(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs16,
                                                  float* group_scale) {
@@ -275,7 +277,8 @@ __device__ __forceinline__ void store_warp_x_f16(const WarpXPieces<kF32>& x, int
       return *reinterpret_cast<const std::uint32_t*>(&r);
     };
     xs16[i] = make_uint4(h(0, 2), h(1, 3), h(4, 6), h(5, 7));
-    if (i % 4 == 0) group_scale[i / 4] = __uint_as_float(static_cast<unsigned>(e + 127) << 23);
+    // 2^(e + 8): the weights' f16 carry 2^-14, f16_group_tile's block factor 2^6 of it (e + 8 <= 121).
+    if (i % 4 == 0) group_scale[i / 4] = __uint_as_float(static_cast<unsigned>(e + 127 + 8) << 23);
   }
   __syncwarp();
 }
