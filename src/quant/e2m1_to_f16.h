@@ -1,7 +1,7 @@
-// E2M1 (MXFP4's values) to f16 by bit moves and byte permutes, for the one-token kernels' f16-groups decode
-// (moe_mxfp4_token_cuda.cu), with no conversion instruction: the E4M3 route this replaces ended each word in four
-// F2FP (cvt.rn.f16x2.e4m3x2), which sm_90 runs at a fraction of the bit operations' rate; a prmt does the same
-// unpacking. Host-callable, so a CPU test checks every nibble in every position against the reference decode.
+// E2M1 (MXFP4's values) to f16 by bit moves and byte permutes, for the one-token kernels' TokenForm::f16_groups_prmt
+// (moe_mxfp4_token_cuda.cu), with no conversion instruction: the E4M3 route of f16_groups (e2m1_to_e4m3.h) ends each
+// word in four F2FP (cvt.rn.f16x2.e4m3x2), which sm_90 runs at a fraction of the bit operations' rate; a prmt does
+// the same unpacking. Host-callable, so a CPU test checks every nibble in every position against the reference decode.
 #pragma once
 
 #include <cstdint>

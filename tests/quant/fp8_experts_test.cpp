@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "quant/e2m1_to_e4m3.h"
 #include "quant/e2m1_to_f16.h"
 #include "quant/e4m3_rne.h"
 #include "quant/mxfp4.h"
@@ -188,7 +189,33 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(q[1], 0x00);
 }
 
-// The one-token kernels' decode (e2m1_to_f16.h): every nibble in every position of a word becomes the f16 of its
+// The one-token kernels' decode (e2m1_to_e4m3.h): every nibble in every position of a word becomes the E4M3 code of
+// its E2M1 value times 2^-6, whatever the other nibbles hold.
+TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
+  std::mt19937 rng(7);
+  for (int rep = 0; rep < 4096; ++rep) {
+    const std::uint32_t w = static_cast<std::uint32_t>(rng());
+    const std::uint32_t low = e2m1_low_to_e4m3x4(w), high = e2m1_high_to_e4m3x4(w);
+    for (int b = 0; b < 4; ++b) {
+      const std::uint8_t byte = static_cast<std::uint8_t>(w >> (8 * b));
+      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(low >> (8 * b))), fp4_e2m1_to_f32(byte & 0xF) * 0x1p-6f)
+          << std::hex << w << " byte " << b << " low nibble";
+      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(high >> (8 * b))), fp4_e2m1_to_f32(byte >> 4) * 0x1p-6f)
+          << std::hex << w << " byte " << b << " high nibble";
+    }
+  }
+  for (std::uint32_t n = 0; n < 16; ++n) {  // each nibble alone, in each of the 8 positions, the rest all ones
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t w = (0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i));
+      const std::uint32_t codes = i % 2 == 0 ? e2m1_low_to_e4m3x4(w) : e2m1_high_to_e4m3x4(w);
+      EXPECT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(codes >> (8 * (i / 2)))),
+                fp4_e2m1_to_f32(static_cast<std::uint8_t>(n)) * 0x1p-6f)
+          << "nibble " << n << " at " << i;
+    }
+  }
+}
+
+// TokenForm::f16_groups_prmt's decode (e2m1_to_f16.h): every nibble in every position of a word becomes the f16 of its
 // E2M1 value times 2^-14 (0.5 an f16 subnormal), whatever the other nibbles hold, in the order the kernel's token
 // pieces follow: f16x2 h of the low nibbles' bytes holds values 4h and 4h + 2, of the high ones' 4h + 1 and 4h + 3.
 TEST(Fp8Experts, e2m1_words_decode_to_f16_pairs_of_each_value_times_2_to_the_minus_14) {

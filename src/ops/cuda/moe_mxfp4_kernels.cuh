@@ -16,6 +16,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/cuda/wgmma.cuh"
+#include "quant/e2m1_to_e4m3.h"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
@@ -33,6 +34,18 @@ __device__ __forceinline__ std::uint32_t e2m1_pair_to_bf16x2_scaled_down(std::ui
   // v << 6 (magnitudes to bits 6-8 / 22-24) plus v << 12 (signs to bits 15 / 31) in one multiply: the two
   // shifted copies occupy disjoint bits (6-9, 22-25 and 12-15, 28-31), so the sum carries nothing.
   return (v * 0x1040u) & 0x81C081C0u;
+}
+
+// Two E4M3 codes (the low or high half of v) as an f16x2, exactly (every E4M3 value is an f16): one F2FP on sm_90.
+// The halves split by a PTX move, not a shift: ptxas then reads the high half in place (F2FP's .H1 operand).
+template <int kHalf>
+__device__ __forceinline__ std::uint32_t e4m3x2_to_f16x2(std::uint32_t v) {
+  std::uint32_t h;
+  if constexpr (kHalf == 0)
+    asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(h) : "r"(v));
+  else
+    asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(h) : "r"(v));
+  return h;
 }
 
 // bf16x2 factor 2^(scale - 1) (both halves) for scale <= 128; larger scales take two multiplies (see decode).
