@@ -11,8 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "quant/e2m1_to_e4m3.h"
-#include "quant/e2m1_to_f16.h"
+#include "quant/e2m1_bit_decode.h"
 #include "quant/e4m3_rne.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_to_fp8_table.h"
@@ -189,7 +188,7 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(q[1], 0x00);
 }
 
-// The one-token kernels' decode (e2m1_to_e4m3.h): every nibble in every position of a word becomes the E4M3 code of
+// The one-token kernels' decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the E4M3 code of
 // its E2M1 value times 2^-6, whatever the other nibbles hold.
 TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
   std::mt19937 rng(7);
@@ -215,9 +214,9 @@ TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_mi
   }
 }
 
-// TokenForm::f16_groups_prmt's decode (e2m1_to_f16.h): every nibble in every position of a word becomes the f16 of its
-// E2M1 value times 2^-14 (0.5 an f16 subnormal), whatever the other nibbles hold, in the order the kernel's token
-// pieces follow: f16x2 h of the low nibbles' bytes holds values 4h and 4h + 2, of the high ones' 4h + 1 and 4h + 3.
+// TokenForm::f16_groups_prmt's decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the f16
+// of its E2M1 value times 2^-14 (0.5 an f16 subnormal), whatever the other nibbles hold, in the order the kernel's
+// token pieces follow: f16x2 h of the low nibbles' bytes holds values 4h and 4h + 2, of the high ones' 4h + 1, 4h + 3.
 TEST(Fp8Experts, e2m1_words_decode_to_f16_pairs_of_each_value_times_2_to_the_minus_14) {
   const auto half = [](std::uint32_t pair, int i) { return f16_to_f32(static_cast<std::uint16_t>(pair >> (16 * i))); };
   const auto check = [&](std::uint32_t w) {

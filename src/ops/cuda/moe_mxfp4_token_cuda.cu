@@ -13,8 +13,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/tensor_map.h"
-#include "quant/e2m1_to_e4m3.h"
-#include "quant/e2m1_to_f16.h"
+#include "quant/e2m1_bit_decode.h"
 
 namespace day0 {
 namespace {
@@ -120,7 +119,7 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
 
 // TokenForm::f16_groups(_prmt): one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its
 // weights exact in f16: through E4M3 codes (value * 2^-6) and an F2FP a pair, or (kPrmt) by bit moves and a prmt a
-// pair (value * 2^-14, e2m1_to_f16.h; no conversion instruction, which sm_90 runs at a fraction of the bit
+// pair (value * 2^-14, e2m1_bit_decode.h; no conversion instruction, which sm_90 runs at a fraction of the bit
 // operations' rate). Column n of the eight MMAs carries the token's values of the tile's group n only (lane 4 n + n;
 // zeros elsewhere), so C[r][n] is row r's sum over group n unscaled, and lanes t = 0, 1 multiply theirs (c0, c1:
 // groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the block scale 2^(code - 127), the decode's 2^6 (kPrmt: 2^14,
@@ -345,8 +344,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
       const int grp = tile * kGroupsPerTile + t;
-      f16_group_tile<kPrmt>(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
-                     grp, acc[0], acc[2]);
+      f16_group_tile<kPrmt>(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale,
+                            groups, grp, acc[0], acc[2]);
     }
     // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
     acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);

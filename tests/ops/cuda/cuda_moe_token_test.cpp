@@ -1,8 +1,8 @@
 // The one-token MXFP4 expert kernels (mxfp4_token_matmul_cuda: decode at batch 1, no grouping) against the grouped
 // fused kernel's wide split bit for bit and against the CPU's expert matmul, with SwiGLU, with a row per slot, and
 // with a bad expert id; the f16-groups forms (TokenForm::f16_groups and f16_groups_prmt: the same products in another
-// order) against the CPU and the bf16 form. The whole MoE at one token runs them and is compared with CpuOps::moe_experts in
-// cuda_moe_test.cpp. Skipped visibly without a GPU.
+// order) against the CPU and the bf16 form. The whole MoE at one token runs them and is compared with
+// CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
