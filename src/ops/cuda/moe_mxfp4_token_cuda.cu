@@ -125,6 +125,10 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
 // groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the block scale 2^(code - 127), the decode's 2^6 (kPrmt: 2^14,
 // its other 2^8 in group_scale) and the token group's 2^e into their rows' sums: one multiply-add a group, where the
 // bf16 form multiplies every weight pair by its scale before the MMA.
+// Lanes that carry no token values read them from `zeros` (a load, not a zeroing of four registers each word).
+// Every lane computes its four factors; those of lanes t = 2, 3 and of groups past the row (clamped to the last
+// group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
+// infinite and makes such a zero NaN, as the bf16 form's 2^128 does).
 template <bool kPrmt>
 __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned char* shared,
                                                const StagedLayout& layout, const uint4* xs16, const uint4* zeros,
