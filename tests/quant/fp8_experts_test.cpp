@@ -188,8 +188,8 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(q[1], 0x00);
 }
 
-// The one-token kernels' decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the E4M3 code of
-// its E2M1 value times 2^-6, whatever the other nibbles hold.
+// TokenForm::f16_groups's decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the E4M3 code
+// of its E2M1 value times 2^-6, whatever the other nibbles hold.
 TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
   std::mt19937 rng(7);
   for (int rep = 0; rep < 4096; ++rep) {
@@ -227,8 +227,9 @@ TEST(Fp8Experts, e2m1_words_decode_to_f16_pairs_of_each_value_times_2_to_the_min
       const int h = v / 4, odd = v % 2, at = (v % 4) / 2;
       const float want = fp4_e2m1_to_f32(static_cast<std::uint8_t>((w >> (4 * v)) & 0xF)) * 0x1p-14f;
       const float got = half(pairs[2 * odd + h], at);
-      if (got != want || std::signbit(got) != std::signbit(want)) return testing::AssertionFailure()
-             << std::hex << "word " << w << " value " << v << ": " << got << " != " << want;
+      if (got != want || std::signbit(got) != std::signbit(want))
+        return testing::AssertionFailure()
+               << std::hex << "word " << w << " value " << v << ": " << got << " != " << want;
     }
     return testing::AssertionSuccess();
   };

@@ -282,8 +282,7 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
                      2 * A * m.H * m.I);
           auto gate_up_call = [&, form = form] {
             Routing& r = next();
-            return mxfp4_token_matmul_cuda(x, r.indices, gate_up, &p, hk, r.flag, ctx.stream(), {.slots = true},
-                                           form);
+            return mxfp4_token_matmul_cuda(x, r.indices, gate_up, &p, hk, r.flag, ctx.stream(), {.slots = true}, form);
           };
           D0_ASSIGN_OR_RETURN(double t_gate_up, time_graph_median(ctx, 9, gate_up_call, calls));
           report_row(("gate_up token " + std::string(name) + " (graph)").c_str(), t_gate_up, distinct * gu_bytes,

@@ -16,7 +16,6 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/cuda/wgmma.cuh"
-#include "quant/e2m1_bit_decode.h"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4_to_fp8_table.h"
 

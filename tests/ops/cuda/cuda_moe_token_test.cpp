@@ -152,8 +152,7 @@ TEST_P(CudaMoeTokenF16, form_matches_the_cpu_on_the_bf16_token_for_every_shape) 
       Tensor x = spread.clone();
       for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= scale;
       Tensor y = poisoned(*ctx, {s.k, s.out}, DType::f32), y_bf16 = poisoned(*ctx, {s.k, s.out}, DType::f32);
-      D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y, flag, ctx->stream(), {},
-                                           form));
+      D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y, flag, ctx->stream(), {}, form));
       D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y_bf16, flag, ctx->stream()));
       const Tensor got = download(*ctx, y);
       EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
@@ -172,8 +171,7 @@ TEST_P(CudaMoeTokenF16, form_matches_the_cpu_on_the_bf16_token_for_every_shape) 
     // A row per slot (bf16, as h reaches the down projection).
     const Tensor xs = optest::to_bf16(spread_inputs(s.k, s.in, rng));
     Tensor ys = poisoned(*ctx, {s.k, s.out}, DType::f32);
-    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, xs), d_slots, d, nullptr, ys, flag, ctx->stream(), {},
-                                         form));
+    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, xs), d_slots, d, nullptr, ys, flag, ctx->stream(), {}, form));
     const Tensor per_token = slots.view({s.k, 1}).clone();
     EXPECT_LT(relative_norm_error(download(*ctx, ys), cpu_per_assignment(xs.to_f32(), per_token, w)), 1e-5);
   }
