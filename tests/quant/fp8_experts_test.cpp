@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "quant/e2m1_bit_decode.h"
+#include "quant/e2m1_to_e4m3.h"
 #include "quant/e4m3_rne.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_to_fp8_table.h"
@@ -188,8 +188,8 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
   EXPECT_EQ(q[1], 0x00);
 }
 
-// TokenForm::f16_groups's decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the E4M3 code
-// of its E2M1 value times 2^-6, whatever the other nibbles hold.
+// The one-token kernels' decode (e2m1_to_e4m3.h): every nibble in every position of a word becomes the E4M3 code of
+// its E2M1 value times 2^-6, whatever the other nibbles hold.
 TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
   std::mt19937 rng(7);
   for (int rep = 0; rep < 4096; ++rep) {
@@ -212,34 +212,6 @@ TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_mi
           << "nibble " << n << " at " << i;
     }
   }
-}
-
-// TokenForm::f16_groups_prmt's decode (e2m1_bit_decode.h): every nibble in every position of a word becomes the f16
-// of its E2M1 value times 2^-14 (0.5 an f16 subnormal), whatever the other nibbles hold, in the order the kernel's
-// token pieces follow: f16x2 h of the low nibbles' bytes holds values 4h and 4h + 2, of the high ones' 4h + 1, 4h + 3.
-TEST(Fp8Experts, e2m1_words_decode_to_f16_pairs_of_each_value_times_2_to_the_minus_14) {
-  const auto half = [](std::uint32_t pair, int i) { return f16_to_f32(static_cast<std::uint16_t>(pair >> (16 * i))); };
-  const auto check = [&](std::uint32_t w) {
-    const std::uint32_t low = e2m1_low_to_f16_bytes(w), high = e2m1_high_to_f16_bytes(w);
-    const std::uint32_t pairs[4] = {f16_bytes_to_f16x2<0>(low), f16_bytes_to_f16x2<1>(low),
-                                    f16_bytes_to_f16x2<0>(high), f16_bytes_to_f16x2<1>(high)};
-    for (int v = 0; v < 8; ++v) {  // value v of the word: nibble v
-      const int h = v / 4, odd = v % 2, at = (v % 4) / 2;
-      const float want = fp4_e2m1_to_f32(static_cast<std::uint8_t>((w >> (4 * v)) & 0xF)) * 0x1p-14f;
-      const float got = half(pairs[2 * odd + h], at);
-      if (got != want || std::signbit(got) != std::signbit(want))
-        return testing::AssertionFailure()
-               << std::hex << "word " << w << " value " << v << ": " << got << " != " << want;
-    }
-    return testing::AssertionSuccess();
-  };
-  std::mt19937 rng(7);
-  for (int rep = 0; rep < 4096; ++rep) ASSERT_TRUE(check(static_cast<std::uint32_t>(rng())));
-  for (std::uint32_t n = 0; n < 16; ++n)  // each nibble alone, in each of the 8 positions, the rest all ones / zeros
-    for (int i = 0; i < 8; ++i) {
-      EXPECT_TRUE(check((0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i))));
-      EXPECT_TRUE(check(n << (4 * i)));
-    }
 }
 
 TEST(Fp8Experts, device_rounding_helper_equals_f32_to_e4m3_on_every_tested_bit_pattern) {

@@ -266,28 +266,23 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         };
         D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, token, calls));
         report_row("matmul token (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
-        // The f16-groups forms (moe_experts runs f16_groups: f16 MMAs, block scales on each group's sum), on the
-        // down shape and on gate_up's (SwiGLU, the token as the norm leaves it: f32), where the step spends most.
+        // The f16-groups form (the one moe_experts runs: f16 MMAs, block scales on each group's sum), on the down
+        // shape and on gate_up's (SwiGLU, the token as the norm leaves it: f32), where the step spends most.
         D0_ASSIGN_OR_RETURN(Tensor hk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot h"));
-        const std::pair<const char*, TokenForm> forms[] = {{"f16 groups", TokenForm::f16_groups},
-                                                           {"f16 groups prmt", TokenForm::f16_groups_prmt}};
-        for (const auto& [name, form] : forms) {
-          auto down_call = [&, form = form] {
-            Routing& r = next();
-            return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true},
-                                           form);
-          };
-          D0_ASSIGN_OR_RETURN(double t_down, time_graph_median(ctx, 9, down_call, calls));
-          report_row(("matmul token " + std::string(name) + " (graph)").c_str(), t_down, distinct * down_bytes,
-                     2 * A * m.H * m.I);
-          auto gate_up_call = [&, form = form] {
-            Routing& r = next();
-            return mxfp4_token_matmul_cuda(x, r.indices, gate_up, &p, hk, r.flag, ctx.stream(), {.slots = true}, form);
-          };
-          D0_ASSIGN_OR_RETURN(double t_gate_up, time_graph_median(ctx, 9, gate_up_call, calls));
-          report_row(("gate_up token " + std::string(name) + " (graph)").c_str(), t_gate_up, distinct * gu_bytes,
-                     4 * A * m.H * m.I);
-        }
+        auto down_f16 = [&] {
+          Routing& r = next();
+          return mxfp4_token_matmul_cuda(xk, r.indices, down, nullptr, y, r.flag, ctx.stream(), {.slots = true},
+                                         TokenForm::f16_groups);
+        };
+        D0_ASSIGN_OR_RETURN(double t_down, time_graph_median(ctx, 9, down_f16, calls));
+        report_row("matmul token f16 groups (graph)", t_down, distinct * down_bytes, 2 * A * m.H * m.I);
+        auto gate_up_f16 = [&] {
+          Routing& r = next();
+          return mxfp4_token_matmul_cuda(x, r.indices, gate_up, &p, hk, r.flag, ctx.stream(), {.slots = true},
+                                         TokenForm::f16_groups);
+        };
+        D0_ASSIGN_OR_RETURN(double t_gate_up, time_graph_median(ctx, 9, gate_up_f16, calls));
+        report_row("gate_up token f16 groups (graph)", t_gate_up, distinct * gu_bytes, 4 * A * m.H * m.I);
       }
       auto tiled = [&] {
         Routing& r = next();

@@ -76,10 +76,9 @@ struct TokenSettledInputs {
 // grouped kernel's sums, bit for bit). f16_groups: the weights exact in f16 (through E4M3 bits), the token's bf16
 // values in f16 scaled by a power of two a group, and the block scales applied to each group's sum: the same
 // products, summed in another order, on ~30% fewer instructions a tile (SASS, v43); H200: the one-token MoE block
-// 29.3 -> 28.6 us, decode at batch 1 +1.1% (20b) and +1.5% (120b) (v46). f16_groups_prmt: the same values and
-// sums (the weights' f16 carry another power of two), the weights unpacked to f16 by byte permutes instead of F2FP
-// conversions (v51: built, not yet measured).
-enum class TokenForm { bf16_tiles, f16_groups, f16_groups_prmt };
+// 29.3 -> 28.6 us, decode at batch 1 +1.1% (20b) and +1.5% (120b) (v46). Unpacking the weights by byte permutes
+// instead of F2FP conversions measured equal on an H100 (v52: 10.1 against 10.2 us on down), so not kept.
+enum class TokenForm { bf16_tiles, f16_groups };
 // Fits: MXFP4 (16-byte aligned), out a multiple of 16, in a multiple of 32 with the bf16 row in
 // kMxfp4TokenMaxInputBytes (a CTA holds 16 weight rows and the row in shared memory).
 constexpr std::int64_t kMxfp4TokenMaxInputBytes = 8 * 1024;

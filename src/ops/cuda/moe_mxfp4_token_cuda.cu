@@ -13,7 +13,7 @@
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 #include "ops/cuda/tensor_map.h"
-#include "quant/e2m1_bit_decode.h"
+#include "quant/e2m1_to_e4m3.h"
 
 namespace day0 {
 namespace {
@@ -117,19 +117,16 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
   return l;
 }
 
-// TokenForm::f16_groups(_prmt): one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its
-// weights exact in f16: through E4M3 codes (value * 2^-6) and an F2FP a pair, or (kPrmt) by bit moves and a prmt a
-// pair (value * 2^-14, e2m1_bit_decode.h; no conversion instruction, which sm_90 runs at a fraction of the bit
-// operations' rate). Column n of the eight MMAs carries the token's values of the tile's group n only (lane 4 n + n;
-// zeros elsewhere), so C[r][n] is row r's sum over group n unscaled, and lanes t = 0, 1 multiply theirs (c0, c1:
-// groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the block scale 2^(code - 127), the decode's 2^6 (kPrmt: 2^14,
-// its other 2^8 in group_scale) and the token group's 2^e into their rows' sums: one multiply-add a group, where the
-// bf16 form multiplies every weight pair by its scale before the MMA.
+// TokenForm::f16_groups: one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its weights
+// decoded to E4M3 bits (value * 2^-6, exact) and unpacked to f16 (exact). Column n of the eight MMAs carries the
+// token's values of the tile's group n only (lane 4 n + n; zeros elsewhere), so C[r][n] is row r's sum over group n
+// unscaled, and lanes t = 0, 1 multiply theirs (c0, c1: groups 2t, 2t + 1 of row g; c2, c3 of row g + 8) by the
+// block scale 2^(code - 127), the decode's 2^6 and the token group's 2^e into their rows' sums: one multiply-add a
+// group, where the bf16 form multiplies every weight pair by its scale before the MMA.
 // Lanes that carry no token values read them from `zeros` (a load, not a zeroing of four registers each word).
 // Every lane computes its four factors; those of lanes t = 2, 3 and of groups past the row (clamped to the last
 // group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
 // infinite and makes such a zero NaN, as the bf16 form's 2^128 does).
-template <bool kPrmt>
 __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned char* shared,
                                                const StagedLayout& layout, const uint4* xs16, const uint4* zeros,
                                                const float* group_scale, int groups, int grp, float& row_g,
@@ -141,21 +138,12 @@ __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned
 #pragma unroll
   for (int j = 0; j < 4; ++j) {  // word j: values 8j .. 8j + 7 of the group
     const uint4 b = xg[j];
-    if constexpr (kPrmt) {
-      const std::uint32_t lg = e2m1_low_to_f16_bytes(wg[j]), hg = e2m1_high_to_f16_bytes(wg[j]);
-      const std::uint32_t lh = e2m1_low_to_f16_bytes(wh[j]), hh = e2m1_high_to_f16_bytes(wh[j]);
-      mma_f16_16816(c, f16_bytes_to_f16x2<0>(lg), f16_bytes_to_f16x2<0>(lh), f16_bytes_to_f16x2<0>(hg),
-                    f16_bytes_to_f16x2<0>(hh), b.x, b.y);  // values 0, 2 | 1, 3
-      mma_f16_16816(c, f16_bytes_to_f16x2<1>(lg), f16_bytes_to_f16x2<1>(lh), f16_bytes_to_f16x2<1>(hg),
-                    f16_bytes_to_f16x2<1>(hh), b.z, b.w);  // values 4, 6 | 5, 7
-    } else {
-      const std::uint32_t lg = e2m1_low_to_e4m3x4(wg[j]), hg = e2m1_high_to_e4m3x4(wg[j]);
-      const std::uint32_t lh = e2m1_low_to_e4m3x4(wh[j]), hh = e2m1_high_to_e4m3x4(wh[j]);
-      mma_f16_16816(c, e4m3x2_to_f16x2<0>(lg), e4m3x2_to_f16x2<0>(lh), e4m3x2_to_f16x2<0>(hg),
-                    e4m3x2_to_f16x2<0>(hh), b.x, b.y);
-      mma_f16_16816(c, e4m3x2_to_f16x2<1>(lg), e4m3x2_to_f16x2<1>(lh), e4m3x2_to_f16x2<1>(hg),
-                    e4m3x2_to_f16x2<1>(hh), b.z, b.w);
-    }
+    const std::uint32_t lg = e2m1_low_to_e4m3x4(wg[j]), hg = e2m1_high_to_e4m3x4(wg[j]);
+    const std::uint32_t lh = e2m1_low_to_e4m3x4(wh[j]), hh = e2m1_high_to_e4m3x4(wh[j]);
+    mma_f16_16816(c, e4m3x2_to_f16x2<0>(lg), e4m3x2_to_f16x2<0>(lh), e4m3x2_to_f16x2<0>(hg), e4m3x2_to_f16x2<0>(hh),
+                  b.x, b.y);  // values 0, 2 | 1, 3
+    mma_f16_16816(c, e4m3x2_to_f16x2<1>(lg), e4m3x2_to_f16x2<1>(lh), e4m3x2_to_f16x2<1>(hg), e4m3x2_to_f16x2<1>(hh),
+                  b.z, b.w);  // values 4, 6 | 5, 7
   }
   // The tile's groups 2t, 2t + 1 (lanes t = 2, 3 take 0, 1's: this warp's own tile, whose token factors it wrote).
   const int g0 = min(grp - t + 2 * (t & 1), groups - 1), g1 = min(g0 + 1, groups - 1);
@@ -265,9 +253,8 @@ __device__ __forceinline__ void piece_bf16_values(const WarpXPieces<kF32>& x, in
 // group's largest magnitude) - 14 (at least -126): the group's values then lie under 2^15, and a bf16 value converts
 // exactly down to 2^-31 of the group's largest (below, f16's subnormals may round it). A group's four pieces sit in
 // four neighbouring lanes (warp_x_piece), so no barrier. Pieces go to xs16 as [x0 x2 | x1 x3 | x4 x6 | x5 x7] (the
-// order either decode gives a weight word's values), the factor 2^(e + kDecodeShift) to group_scale[group]
-// (f16_group_tile: kDecodeShift 8 where its weights carry 2^-14, else 0).
-template <bool kF32, int kDecodeShift>
+// order e2m1_low / high_to_e4m3x4 give a weight word's values), the factor 2^e to group_scale[group].
+template <bool kF32>
 __device__ __forceinline__ void store_warp_x_f16(const WarpXPieces<kF32>& x, int in, int tiles, uint4* xs16,
                                                  float* group_scale) {
 #pragma unroll
@@ -289,7 +276,7 @@ __device__ __forceinline__ void store_warp_x_f16(const WarpXPieces<kF32>& x, int
       return *reinterpret_cast<const std::uint32_t*>(&r);
     };
     xs16[i] = make_uint4(h(0, 2), h(1, 3), h(4, 6), h(5, 7));
-    if (i % 4 == 0) group_scale[i / 4] = __uint_as_float(static_cast<unsigned>(e + 127 + kDecodeShift) << 23);
+    if (i % 4 == 0) group_scale[i / 4] = __uint_as_float(static_cast<unsigned>(e + 127) << 23);
   }
   __syncwarp();
 }
@@ -311,8 +298,8 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
 // carry the token and the others read a zero row, so the sums are the grouped kernel's wide split bit for bit.
 // H200, 20b down shape (bench-moe): 12.9 us with each warp's tiles loaded into registers (1.36 waves of 64-register
 // CTAs), 9.5 us staged.
-// kForm f16_groups(_prmt): store_warp_x_f16's token and f16_group_tile's MMAs.
-template <bool kF32, bool kSwiglu, TokenForm kForm>
+// kF16Groups (TokenForm::f16_groups): store_warp_x_f16's token and f16_group_tile's MMAs.
+template <bool kF32, bool kSwiglu, bool kF16Groups>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     mxfp4_token_kernel(TokenArgs a, const __grid_constant__ CUtensorMap weight_map) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -339,17 +326,16 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
   if (a.slots_settled) begin_dependent_grid();
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  if constexpr (kForm != TokenForm::bf16_tiles) {
-    constexpr bool kPrmt = kForm == TokenForm::f16_groups_prmt;
+  if constexpr (kF16Groups) {
     auto* group_scale = reinterpret_cast<float*>(shared + kGroupScales);
-    store_warp_x_f16<kF32, kPrmt ? 8 : 0>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared, group_scale);
+    store_warp_x_f16<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared, group_scale);
     for (int s = 0; s < stages; ++s) {
       const int tile = s * kWarps + warp;
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
       const int grp = tile * kGroupsPerTile + t;
-      f16_group_tile<kPrmt>(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale,
-                            groups, grp, acc[0], acc[2]);
+      f16_group_tile(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
+                     grp, acc[0], acc[2]);
     }
     // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
     acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
@@ -395,13 +381,13 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
 }
 
-template <bool kF32, TokenForm kForm>
+template <bool kF32, bool kF16Groups>
 void launch(const TokenArgs& a, const CUtensorMap& map, bool swiglu, dim3 grid, std::size_t shared,
             cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_token_kernel<kF32, true, kForm>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, true, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
   else
-    launch_dependent(mxfp4_token_kernel<kF32, false, kForm>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, false, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
 }
 
 }  // namespace
@@ -460,17 +446,13 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                                             map));
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
-  const bool glu = swiglu != nullptr;
-  const auto launch_form = [&](auto f32_tag) {
-    constexpr bool kF32 = decltype(f32_tag)::value;
-    switch (form) {
-      case TokenForm::bf16_tiles: return launch<kF32, TokenForm::bf16_tiles>(a, map, glu, grid, shared, stream);
-      case TokenForm::f16_groups: return launch<kF32, TokenForm::f16_groups>(a, map, glu, grid, shared, stream);
-      case TokenForm::f16_groups_prmt:
-        return launch<kF32, TokenForm::f16_groups_prmt>(a, map, glu, grid, shared, stream);
-    }
-  };
-  f32 ? launch_form(std::true_type{}) : launch_form(std::false_type{});
+  const bool groups16 = form == TokenForm::f16_groups, glu = swiglu != nullptr;
+  if (f32)
+    groups16 ? launch<true, true>(a, map, glu, grid, shared, stream)
+             : launch<true, false>(a, map, glu, grid, shared, stream);
+  else
+    groups16 ? launch<false, true>(a, map, glu, grid, shared, stream)
+             : launch<false, false>(a, map, glu, grid, shared, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_token_kernel");
   return Status::success();
 }

@@ -1,8 +1,8 @@
 // The one-token MXFP4 expert kernels (mxfp4_token_matmul_cuda: decode at batch 1, no grouping) against the grouped
 // fused kernel's wide split bit for bit and against the CPU's expert matmul, with SwiGLU, with a row per slot, and
-// with a bad expert id; the f16-groups forms (TokenForm::f16_groups and f16_groups_prmt: the same products in another
-// order) against the CPU and the bf16 form. The whole MoE at one token runs them and is compared with
-// CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly without a GPU.
+// with a bad expert id; the f16-groups form (TokenForm::f16_groups: the same products in another order) against the
+// CPU and the bf16 form. The whole MoE at one token runs them and is compared with CpuOps::moe_experts in
+// cuda_moe_test.cpp. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,14 +128,9 @@ TEST(CudaMoeToken, swiglu_form_gives_the_grouped_wide_split_bits) {
 // TokenForm::f16_groups multiplies the same values (weights exact, the token's bf16 values, exact in f16 under each
 // group's power of two) and sums them in another order: 1e-5 against the CPU as the bf16 form, not its bits. The
 // spread inputs (2^-12..2^12) put a group's values up to 2^24 apart, and the token is also run scaled by 1e30 and
-// 1e-30, which the group scaling must carry without overflowing f16 or flushing to zero. f16_groups_prmt likewise
-// (its weights' f16 are 2^-8 of f16_groups', 0.5 an f16 subnormal the MMAs must keep: flushed, the error would be
-// far over 1e-5).
-class CudaMoeTokenF16 : public ::testing::TestWithParam<TokenForm> {};
-
-TEST_P(CudaMoeTokenF16, form_matches_the_cpu_on_the_bf16_token_for_every_shape) {
+// 1e-30, which the group scaling must carry without overflowing f16 or flushing to zero.
+TEST(CudaMoeToken, f16_groups_form_matches_the_cpu_on_the_bf16_token_for_every_shape) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  const TokenForm form = GetParam();
   auto ctx = make_context(std::size_t(2) << 30);
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4207);
@@ -152,34 +147,34 @@ TEST_P(CudaMoeTokenF16, form_matches_the_cpu_on_the_bf16_token_for_every_shape) 
       Tensor x = spread.clone();
       for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= scale;
       Tensor y = poisoned(*ctx, {s.k, s.out}, DType::f32), y_bf16 = poisoned(*ctx, {s.k, s.out}, DType::f32);
-      D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y, flag, ctx->stream(), {}, form));
+      D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y, flag, ctx->stream(), {},
+                                           TokenForm::f16_groups));
       D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y_bf16, flag, ctx->stream()));
       const Tensor got = download(*ctx, y);
       EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
       EXPECT_EQ(cudatest::count_nan(got), 0);
       const double err = relative_norm_error(got, cpu_per_assignment(optest::to_bf16(x).to_f32(), slots, w));
-      std::printf("[ token %s ] E %d k %d out %d in %d x %g: rel. error %.3g vs the CPU, %.3g vs bf16 form\n",
-                  form == TokenForm::f16_groups ? "f16 groups" : "f16 groups prmt", s.E, s.k, s.out, s.in,
-                  double(scale), err, relative_norm_error(got, download(*ctx, y_bf16)));
+      std::printf("[ token f16 groups ] E %d k %d out %d in %d x %g: rel. error %.3g vs the CPU, %.3g vs bf16 form\n",
+                  s.E, s.k, s.out, s.in, double(scale), err, relative_norm_error(got, download(*ctx, y_bf16)));
       EXPECT_LT(err, 1e-5);
       Tensor y_settled = poisoned(*ctx, {s.k, s.out}, DType::f32);
       D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, x), d_slots, d, nullptr, y_settled, flag, ctx->stream(),
-                                           {.slots = true}, form));
+                                           {.slots = true}, TokenForm::f16_groups));
       EXPECT_TRUE(same_bits(got, download(*ctx, y_settled)));
     }
 
     // A row per slot (bf16, as h reaches the down projection).
     const Tensor xs = optest::to_bf16(spread_inputs(s.k, s.in, rng));
     Tensor ys = poisoned(*ctx, {s.k, s.out}, DType::f32);
-    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, xs), d_slots, d, nullptr, ys, flag, ctx->stream(), {}, form));
+    D0_ASSERT_OK(mxfp4_token_matmul_cuda(upload(*ctx, xs), d_slots, d, nullptr, ys, flag, ctx->stream(), {},
+                                         TokenForm::f16_groups));
     const Tensor per_token = slots.view({s.k, 1}).clone();
     EXPECT_LT(relative_norm_error(download(*ctx, ys), cpu_per_assignment(xs.to_f32(), per_token, w)), 1e-5);
   }
 }
 
-TEST_P(CudaMoeTokenF16, swiglu_form_matches_the_bf16_form) {
+TEST(CudaMoeToken, f16_groups_swiglu_form_matches_the_bf16_form) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  const TokenForm form = GetParam();
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4208);
@@ -191,18 +186,13 @@ TEST_P(CudaMoeTokenF16, swiglu_form_matches_the_bf16_form) {
   p.interleaved = true;
   Tensor h = poisoned(*ctx, {k, I}, DType::bf16), hb = poisoned(*ctx, {k, I}, DType::bf16);
   Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
-  D0_ASSERT_OK(mxfp4_token_matmul_cuda(x, slots, d, &p, h, flag, ctx->stream(), {}, form));
+  D0_ASSERT_OK(mxfp4_token_matmul_cuda(x, slots, d, &p, h, flag, ctx->stream(), {}, TokenForm::f16_groups));
   D0_ASSERT_OK(mxfp4_token_matmul_cuda(x, slots, d, &p, hb, flag, ctx->stream()));
   // 1e-2: the same SwiGLU of sums ~1e-7 apart, rounded to bf16 (2^-9), where a sum near a rounding edge may land
   // one bf16 step away.
   EXPECT_LT(relative_norm_error(download(*ctx, h).to_f32(), download(*ctx, hb).to_f32()), 1e-2);
   EXPECT_EQ(cudatest::count_nan(download(*ctx, h).to_f32()), 0);
 }
-
-INSTANTIATE_TEST_SUITE_P(Forms, CudaMoeTokenF16, ::testing::Values(TokenForm::f16_groups, TokenForm::f16_groups_prmt),
-                         [](const ::testing::TestParamInfo<TokenForm>& info) {
-                           return info.param == TokenForm::f16_groups ? "f16_groups" : "f16_groups_prmt";
-                         });
 
 TEST(CudaMoeToken, a_bad_expert_id_raises_the_flag_and_leaves_the_other_slots_computed) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
