@@ -202,12 +202,12 @@ struct TokenArgs {  // the blocks come through the kernel's tensor map
   void* out;
 };
 
-// Dynamic shared memory: stage barriers, the warps' release counters (kMaxStages + 1, see the kernel), split-K
+// Dynamic shared memory: stage barriers, the warps' release counters (kMaxStages + 2, see the kernel), split-K
 // partials of two row tiles, the token's group factors (TokenForm::f16_groups), a zero row (the MMA's token-less
 // columns), the staged rows and scales (StagedLayout), and the token's row (bf16, or f16 scaled by group).
 constexpr int kCounters = kMaxStages * 8;
 constexpr int kPartials = kCounters + 32;
-static_assert((kMaxStages + 1) * 4 <= 32);
+static_assert((kMaxStages + 2) * 4 <= 32);
 constexpr int kGroupScales = kPartials + 2 * kWarps * kRowsPerCta * 4;
 constexpr int kZeros = kGroupScales + kMaxStages * kGroupsPerStage * 4;
 constexpr int kHeader = kZeros + kGroupsPerTile * 16;
@@ -340,7 +340,10 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   const int tiles = (groups + kGroupsPerTile - 1) / kGroupsPerTile, stages = staged_stages(groups);
   const StagedLayout layout = staged_layout(shared, groups, kHeader);
   auto* bars = reinterpret_cast<std::uint64_t*>(shared);
-  // released[s]: warps done with stage s, over the CTA's row tiles; released[kMaxStages]: warps done with a tile.
+  // released[s]: warps done with stage s, over the CTA's row tiles; released[kMaxStages + j % 2]: warps done with
+  // row tile j, over the tiles of j's parity. Every warp waits for every stage, so none arrives for row tile j + 1
+  // at a stage before all have arrived for tile j there; a warp may finish tile j + 1 before another finishes tile
+  // j, but not tile j + 2 (its stage 0 is copied only once every warp is done with tile j + 1's, after tile j).
   auto* released = reinterpret_cast<unsigned*>(shared + kCounters);
   auto* partials = reinterpret_cast<float(*)[kWarps][kRowsPerCta]>(shared + kPartials);
   uint4* zeros = reinterpret_cast<uint4*>(shared + kZeros);
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   auto* group_scale = reinterpret_cast<float*>(shared + kGroupScales);
   if (threadIdx.x == 0) init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
   if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
-  if (threadIdx.x <= kMaxStages) released[threadIdx.x] = 0;
+  if (threadIdx.x < kMaxStages + 2) released[threadIdx.x] = 0;
   __syncthreads();
   if (!a.slots_settled) begin_dependent_grid();
   const int slot = blockIdx.y;
@@ -374,8 +377,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < stages; ++s) {
       const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
+      bulk_copy::wait(&bars[s], static_cast<unsigned>(j % 2));
       if (tile < tiles) {
-        bulk_copy::wait(&bars[s], static_cast<unsigned>(j % 2));
         const TileLoad l = staged_tile(shared, tl, groups, grp);
         if constexpr (kF16Groups) {
           f16_group_tile(l, shared, tl, x_shared, zeros, group_scale, groups, grp, acc[0], acc[2]);
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
         }
       }
       // Done with stage s (its reads are in registers: the MMAs took them): the last warp copies the next row
-      // tile's stage s over it. A stage with no tile of this warp's has one of another warp's, which waited for it.
+      // tile's stage s over it.
       __syncwarp();
       if (lane == 0 && j + 1 < n) {
         __threadfence_block();
@@ -403,23 +406,29 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       acc[2] += __shfl_xor_sync(0xffffffffu, acc[2], 1);
     }
 
-    // Split-K partials summed in warp order by the last warp done with the tile, as the grouped kernel. Only MMA
-    // column 0 is the token: lanes t = 0 hold its MMA rows g (acc[0]) and g + 8 (acc[2]), staged rows
-    // staged_row(g) and that + 8, and lane r sums row r. Tile j + 2 writes these partials again only after every
-    // warp, this one included, is done with stage 0 of tile j + 1.
+    // Split-K partials summed in warp order, as the grouped kernel: by warp 0 after a CTA barrier where the CTA has
+    // one row tile, else by the last warp done with the tile. Only MMA column 0 is the token: lanes t = 0 hold its
+    // MMA rows g (acc[0]) and g + 8 (acc[2]), staged rows staged_row(g) and that + 8, and lane r sums row r. Tile
+    // j + 2 writes these partials again only after every warp, this one included, is done with stage 0 of tile
+    // j + 1.
     float(*partial)[kRowsPerCta] = partials[j % 2];
     if (t == 0) {
       partial[warp][staged_row(g)] = acc[0];
       partial[warp][staged_row(g) + 8] = acc[2];
     }
-    __syncwarp();
-    unsigned done = 0;
-    if (lane == 0) {
+    if (n == 1) {
+      __syncthreads();
+      if (warp != 0) return;
+    } else {
+      __syncwarp();
+      unsigned done = 0;
+      if (lane == 0) {
+        __threadfence_block();
+        done = atomicAdd(&released[kMaxStages + j % 2], 1u);
+      }
+      if (__shfl_sync(0xffffffffu, done, 0) != kWarps * (j / 2 + 1) - 1) continue;
       __threadfence_block();
-      done = atomicAdd(&released[kMaxStages], 1u);
     }
-    if (__shfl_sync(0xffffffffu, done, 0) != kWarps * (j + 1) - 1) continue;
-    __threadfence_block();
     const int r = lane % kRowsPerCta, row = row0 + r;
     float v = partial[0][r];
 #pragma unroll
