@@ -83,11 +83,9 @@ enum class TokenForm { bf16_tiles, f16_groups };
 // kMxfp4TokenMaxInputBytes (a CTA holds 16 weight rows and the row in shared memory).
 constexpr std::int64_t kMxfp4TokenMaxInputBytes = 8 * 1024;
 bool mxfp4_token_matmul_fits(const ExpertWeights& w);
-// `row_tiles_per_cta` (16 rows a tile): 0 takes as many as make the grid one wave; tests set it to run the path
-// where a CTA takes several.
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
                                Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled = {},
-                               TokenForm form = TokenForm::bf16_tiles, int row_tiles_per_cta = 0);
+                               TokenForm form = TokenForm::bf16_tiles);
 
 // out f32 [S, H] = sum over j of weights[s, j] * y[s k + j], summed in ascending expert id order (as CpuOps adds its
 // experts), each term a separate multiply and add. y f32 [S k, H]; indices i32 / weights f32 [S, k] on the device.

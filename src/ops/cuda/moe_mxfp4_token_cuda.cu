@@ -2,7 +2,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <climits>
 #include <string>
 #include <type_traits>
@@ -36,31 +35,23 @@ constexpr int kBoxBytes = kRowsPerCta * kGroupsPerBox * 16;
 constexpr int kBoxesPerStage = kGroupsPerStage / kGroupsPerBox;
 
 // Offsets into dynamic shared memory: the boxes from the first 1,024-byte boundary at or after `header` bytes (the
-// swizzle's unit; found on the device, where the base address is known), then two blocks of the rows' scales (a
-// CTA's row tiles alternate between them: the next tile's scales land while this one's are still read).
+// swizzle's unit; found on the device, where the base address is known), then the rows' scales.
 struct StagedLayout {
   int weights, scales, end;
 };
 
 __host__ __device__ constexpr int staged_boxes(int groups) { return (groups + kGroupsPerBox - 1) / kGroupsPerBox; }
 __host__ __device__ constexpr int staged_stages(int groups) { return (groups + kGroupsPerStage - 1) / kGroupsPerStage; }
-__host__ __device__ constexpr int scale_block_bytes(int groups) { return (kRowsPerCta * groups + 15) / 16 * 16; }
 // Shared-memory bytes of the boxes and scales, with the alignment's worst case.
 __host__ __device__ constexpr int staged_bytes(int groups) {
-  return 1024 + staged_boxes(groups) * kBoxBytes + 2 * scale_block_bytes(groups);
+  return 1024 + staged_boxes(groups) * kBoxBytes + (kRowsPerCta * groups + 15) / 16 * 16;
 }
 
 __device__ __forceinline__ StagedLayout staged_layout(const unsigned char* shared, int groups, int header) {
   const unsigned at = bulk_copy::shared_address(shared) + static_cast<unsigned>(header);
   const int weights = header + static_cast<int>((1024u - at % 1024u) % 1024u);
   const int scales = weights + staged_boxes(groups) * kBoxBytes;
-  return {weights, scales, scales + 2 * scale_block_bytes(groups)};
-}
-
-// The layout row tile j of a CTA reads: its scales in block j % 2.
-__device__ __forceinline__ StagedLayout tile_layout(StagedLayout layout, int groups, int j) {
-  layout.scales += (j % 2) * scale_block_bytes(groups);
-  return layout;
+  return {weights, scales, scales + (kRowsPerCta * groups + 15) / 16 * 16};
 }
 
 // The staged row MMA row g (0-7; g + 8 likewise) reads: rows g = 2q and 2q + 1 of a quarter-warp's 16-byte loads
@@ -107,22 +98,6 @@ __device__ __forceinline__ void issue_staged_copies(const CUtensorMap* map, cons
     for (int b = warp; b < boxes; b += kWarps)
       bulk_copy::tensor_copy_2d(shared + layout.weights + b * kBoxBytes, map, b * kGroupsPerBox * 16, first_row,
                                 &bars[b / kBoxesPerStage]);
-}
-
-// Stage s of rows first_row .. first_row + 15 (with stage 0, their scales into scale block `block`), all from the
-// calling lane: the stage's barrier armed with its bytes, then its boxes. For a CTA's next row tile, issued by the
-// last warp done with stage s of the tile before (at most four boxes: a few dozen instructions, once a stage).
-__device__ __forceinline__ void issue_stage_copies(const CUtensorMap* map, const std::uint8_t* scales, int first_row,
-                                                   int groups, const StagedLayout& layout, int block,
-                                                   unsigned char* shared, std::uint64_t* bar, int s) {
-  const int b0 = s * kBoxesPerStage, b1 = min(staged_boxes(groups), b0 + kBoxesPerStage);
-  const unsigned scale_bytes = s == 0 ? static_cast<unsigned>(kRowsPerCta * groups) : 0u;
-  bulk_copy::arrive_expecting(bar, static_cast<unsigned>((b1 - b0) * kBoxBytes) + scale_bytes);
-  if (s == 0)
-    bulk_copy::copy_to_shared(shared + layout.scales + block * scale_block_bytes(groups),
-                              scales + static_cast<std::int64_t>(first_row) * groups, scale_bytes, bar);
-  for (int b = b0; b < b1; ++b)
-    bulk_copy::tensor_copy_2d(shared + layout.weights + b * kBoxBytes, map, b * kGroupsPerBox * 16, first_row, bar);
 }
 
 // This lane's share of tile grp / 4 (group grp of MMA rows g and g + 8) from the staged rows; zeros past the last
@@ -202,13 +177,10 @@ struct TokenArgs {  // the blocks come through the kernel's tensor map
   void* out;
 };
 
-// Dynamic shared memory: stage barriers, the warps' release counters (kMaxStages + 2, see the kernel), split-K
-// partials of two row tiles, the token's group factors (TokenForm::f16_groups), a zero row (the MMA's token-less
-// columns), the staged rows and scales (StagedLayout), and the token's row (bf16, or f16 scaled by group).
-constexpr int kCounters = kMaxStages * 8;
-constexpr int kPartials = kCounters + 32;
-static_assert((kMaxStages + 2) * 4 <= 32);
-constexpr int kGroupScales = kPartials + 2 * kWarps * kRowsPerCta * 4;
+// Dynamic shared memory: stage barriers, split-K partials, the token's group factors (TokenForm::f16_groups), a zero
+// row (the MMA's token-less columns), the staged rows and scales (StagedLayout), and the token's row (bf16, or f16
+// scaled by group).
+constexpr int kGroupScales = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
 constexpr int kZeros = kGroupScales + kMaxStages * kGroupsPerStage * 4;
 constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 
@@ -319,16 +291,11 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
   __syncwarp();
 }
 
-// CTA (i, slot j): row tiles i, i + gridDim.x, ... of expert e_j, their 16 rows staged by tensor copies
-// (StagedLayout), warp w decoding tile 8 s + w of each stage as it lands. 8-warp CTAs fit 6 to a multiprocessor,
-// and the grid is one wave of them (mxfp4_token_matmul_cuda): where a row tile was a CTA, gate_up's second wave
-// waited out a launch, the ids and the token again before its first copy (H100 profile, v52: 1.82 waves, the
-// dependent loads of the id and x the largest stalls after the copies'). A CTA's next row tile is copied in stage
-// by stage, each stage as soon as the last of the 8 warps is done with it (a shared counter a stage: no warp
-// waits for another), and its split-K partials are summed by the last warp done with the tile. Where the ids are
-// settled (the down projection: the same ids as the gate_up kernel just before), the first tile's copies go out
-// before the dependent wait and overlap that kernel. Lanes of MMA column 0 (g = 0) carry the token and the others
-// read a zero row, so the sums are the grouped kernel's wide split bit for bit.
+// CTA (row tile, slot j): the tile's 16 rows of expert e_j staged by tensor copies (StagedLayout), warp w
+// decoding tile 8 s + w of each stage as it lands. 8-warp CTAs fit 6 to a multiprocessor and the down shape's
+// grid is one wave. Where the ids are settled (the down projection: the same ids as the gate_up kernel just
+// before), the copies go out before the dependent wait and overlap that kernel. Lanes of MMA column 0 (g = 0)
+// carry the token and the others read a zero row, so the sums are the grouped kernel's wide split bit for bit.
 // H200, 20b down shape (bench-moe): 12.9 us with each warp's tiles loaded into registers (1.36 waves of 64-register
 // CTAs), 9.5 us staged.
 // kF16Groups (TokenForm::f16_groups): store_warp_x_f16's token and f16_group_tile's MMAs.
@@ -340,18 +307,11 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   const int tiles = (groups + kGroupsPerTile - 1) / kGroupsPerTile, stages = staged_stages(groups);
   const StagedLayout layout = staged_layout(shared, groups, kHeader);
   auto* bars = reinterpret_cast<std::uint64_t*>(shared);
-  // released[s]: warps done with stage s, over the CTA's row tiles; released[kMaxStages + j % 2]: warps done with
-  // row tile j, over the tiles of j's parity. Every warp waits for every stage, so none arrives for row tile j + 1
-  // at a stage before all have arrived for tile j there; a warp may finish tile j + 1 before another finishes tile
-  // j, but not tile j + 2 (its stage 0 is copied only once every warp is done with tile j + 1's, after tile j).
-  auto* released = reinterpret_cast<unsigned*>(shared + kCounters);
-  auto* partials = reinterpret_cast<float(*)[kWarps][kRowsPerCta]>(shared + kPartials);
+  auto* partial = reinterpret_cast<float(*)[kRowsPerCta]>(shared + kMaxStages * 8);
   uint4* zeros = reinterpret_cast<uint4*>(shared + kZeros);
   uint4* x_shared = reinterpret_cast<uint4*>(shared + layout.end);
-  auto* group_scale = reinterpret_cast<float*>(shared + kGroupScales);
   if (threadIdx.x == 0) init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
   if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
-  if (threadIdx.x < kMaxStages + 2) released[threadIdx.x] = 0;
   __syncthreads();
   if (!a.slots_settled) begin_dependent_grid();
   const int slot = blockIdx.y;
@@ -362,87 +322,62 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     return;
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int n = (a.out_rows / kRowsPerCta - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1;
-  const int expert_row = e * a.out_rows, step_rows = static_cast<int>(gridDim.x) * kRowsPerCta;
-  issue_staged_copies(&weight_map, a.scales, expert_row + blockIdx.x * kRowsPerCta, groups, layout, shared, bars);
+  const int row0 = blockIdx.x * kRowsPerCta;
+  issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
   if (a.slots_settled) begin_dependent_grid();
-  if constexpr (kF16Groups)
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if constexpr (kF16Groups) {
+    auto* group_scale = reinterpret_cast<float*>(shared + kGroupScales);
     store_warp_x_f16<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared, group_scale);
-  else
+    for (int s = 0; s < stages; ++s) {
+      const int tile = s * kWarps + warp;
+      bulk_copy::wait(&bars[s], 0);
+      if (tile >= tiles) break;
+      const int grp = tile * kGroupsPerTile + t;
+      f16_group_tile(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
+                     grp, acc[0], acc[2]);
+    }
+    // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
+    acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
+    acc[2] += __shfl_xor_sync(0xffffffffu, acc[2], 1);
+  } else {
     store_warp_x<kF32>(load_warp_x<kF32>(a, in, tiles), in, tiles, x_shared);  // in flight with the copies
-
-  for (int j = 0; j < n; ++j) {
-    const int row0 = blockIdx.x * kRowsPerCta + j * step_rows;
-    const StagedLayout tl = tile_layout(layout, groups, j);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < stages; ++s) {
       const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
-      bulk_copy::wait(&bars[s], static_cast<unsigned>(j % 2));
-      if (tile < tiles) {
-        const TileLoad l = staged_tile(shared, tl, groups, grp);
-        if constexpr (kF16Groups) {
-          f16_group_tile(l, shared, tl, x_shared, zeros, group_scale, groups, grp, acc[0], acc[2]);
-        } else {
-          const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
-          const auto words = [&](int q) { return xg[q]; };
-          if (needs_two_multiplies(l))
-            mma_tile<true>(l, words, acc);
-          else
-            mma_tile<false>(l, words, acc);
-        }
-      }
-      // Done with stage s (its reads are in registers: the MMAs took them): the last warp copies the next row
-      // tile's stage s over it.
-      __syncwarp();
-      if (lane == 0 && j + 1 < n) {
-        __threadfence_block();
-        if (atomicAdd(&released[s], 1u) == kWarps * (j + 1) - 1)
-          issue_stage_copies(&weight_map, a.scales, expert_row + row0 + step_rows, groups, layout, (j + 1) % 2, shared,
-                             &bars[s], s);
-      }
+      bulk_copy::wait(&bars[s], 0);
+      if (tile >= tiles) break;
+      const TileLoad l = staged_tile(shared, layout, groups, grp);
+      const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
+      const auto words = [&](int q) { return xg[q]; };
+      if (needs_two_multiplies(l))
+        mma_tile<true>(l, words, acc);
+      else
+        mma_tile<false>(l, words, acc);
     }
-    if constexpr (kF16Groups) {  // lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: t = 0 takes both
-      acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
-      acc[2] += __shfl_xor_sync(0xffffffffu, acc[2], 1);
-    }
+  }
 
-    // Split-K partials summed in warp order, as the grouped kernel: by warp 0 after a CTA barrier where the CTA has
-    // one row tile, else by the last warp done with the tile. Only MMA column 0 is the token: lanes t = 0 hold its
-    // MMA rows g (acc[0]) and g + 8 (acc[2]), staged rows staged_row(g) and that + 8, and lane r sums row r. Tile
-    // j + 2 writes these partials again only after every warp, this one included, is done with stage 0 of tile
-    // j + 1.
-    float(*partial)[kRowsPerCta] = partials[j % 2];
-    if (t == 0) {
-      partial[warp][staged_row(g)] = acc[0];
-      partial[warp][staged_row(g) + 8] = acc[2];
-    }
-    if (n == 1) {
-      __syncthreads();
-      if (warp != 0) return;
-    } else {
-      __syncwarp();
-      unsigned done = 0;
-      if (lane == 0) {
-        __threadfence_block();
-        done = atomicAdd(&released[kMaxStages + j % 2], 1u);
-      }
-      if (__shfl_sync(0xffffffffu, done, 0) != kWarps * (j / 2 + 1) - 1) continue;
-      __threadfence_block();
-    }
-    const int r = lane % kRowsPerCta, row = row0 + r;
-    float v = partial[0][r];
+  // Split-K partials summed in warp order by warp 0, as the grouped kernel. Only MMA column 0 is the token: lanes
+  // t = 0 hold its MMA rows g (acc[0]) and g + 8 (acc[2]), staged rows staged_row(g) and that + 8, and lane r of
+  // warp 0 sums row r.
+  if (t == 0) {
+    partial[warp][staged_row(g)] = acc[0];
+    partial[warp][staged_row(g) + 8] = acc[2];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  const int r = lane % kRowsPerCta, row = row0 + r;
+  float v = partial[0][r];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) v += partial[w][r];
-    v += bias_value(a.bias, a.bias_kind, static_cast<std::int64_t>(e) * a.out_rows + row);
-    if constexpr (kSwiglu) {  // rows 2c (gate) and 2c + 1 (up): lanes r and r + 1
-      const float up = __shfl_down_sync(0xffffffffu, v, 1);
-      if (lane < kRowsPerCta && r % 2 == 0) {
-        __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out) + static_cast<std::int64_t>(slot) * (a.out_rows / 2);
-        h[row / 2] = __float2bfloat16_rn(swiglu_clamped_pair(v, up, a.alpha, a.limit));
-      }
-    } else if (lane < kRowsPerCta) {
-      static_cast<float*>(a.out)[static_cast<std::int64_t>(slot) * a.out_rows + row] = v;
+  for (int w = 1; w < kWarps; ++w) v += partial[w][r];
+  v += bias_value(a.bias, a.bias_kind, static_cast<std::int64_t>(e) * a.out_rows + row);
+  if constexpr (kSwiglu) {  // rows 2c (gate) and 2c + 1 (up): lanes r and r + 1
+    const float up = __shfl_down_sync(0xffffffffu, v, 1);
+    if (lane < kRowsPerCta && r % 2 == 0) {
+      __nv_bfloat16* h = static_cast<__nv_bfloat16*>(a.out) + static_cast<std::int64_t>(slot) * (a.out_rows / 2);
+      h[row / 2] = __float2bfloat16_rn(swiglu_clamped_pair(v, up, a.alpha, a.limit));
     }
+  } else if (lane < kRowsPerCta) {
+    static_cast<float*>(a.out)[static_cast<std::int64_t>(slot) * a.out_rows + row] = v;
   }
 }
 
@@ -466,7 +401,7 @@ bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
                                Tensor& out, Tensor& error_flag, cudaStream_t stream, TokenSettledInputs settled,
-                               TokenForm form, int row_tiles_per_cta) {
+                               TokenForm form) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
     return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
@@ -509,17 +444,7 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
   D0_RETURN_IF_ERROR(byte_matrix_tensor_map(w.blocks.raw(), static_cast<std::uint64_t>(w.n_experts * w.out), row_bytes,
                                             row_bytes, kRowsPerCta, kGroupsPerBox * 16, TensorMapSwizzle::bytes128,
                                             map));
-  // As many row tiles a CTA as make the grid one wave of kCtasPerSm a multiprocessor, shared evenly.
-  const std::int64_t row_tiles = w.out / kRowsPerCta;
-  std::int64_t per_cta = row_tiles_per_cta;
-  if (per_cta <= 0) {
-    int device = 0, sms = 0;
-    D0_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    D0_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const std::int64_t ctas_per_slot = std::max<std::int64_t>(1, std::int64_t(kCtasPerSm) * sms / k);
-    per_cta = (row_tiles + ctas_per_slot - 1) / ctas_per_slot;
-  }
-  const dim3 grid(static_cast<unsigned>((row_tiles + per_cta - 1) / per_cta), static_cast<unsigned>(k));
+  const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
   const bool groups16 = form == TokenForm::f16_groups, glu = swiglu != nullptr;
   if (f32)
