@@ -189,29 +189,27 @@ TEST(Fp8Experts, zero_and_vanishing_activation_rows_get_scale_one_and_nan_become
 }
 
 // The one-token kernels' decode (e2m1_to_e4m3.h): every nibble in every position of a word becomes the E4M3 code of
-// its E2M1 value times 2^-6, whatever the other nibbles hold.
+// its E2M1 value times 2^-6, sign included (-0 stays -0), whatever the other nibbles hold: byte b of the low codes
+// holds value 2b of the word, of the high codes value 2b + 1.
 TEST(Fp8Experts, e2m1_words_decode_to_e4m3_codes_of_each_value_times_2_to_the_minus_6) {
-  std::mt19937 rng(7);
-  for (int rep = 0; rep < 4096; ++rep) {
-    const std::uint32_t w = static_cast<std::uint32_t>(rng());
+  const auto check = [](std::uint32_t w) {
     const std::uint32_t low = e2m1_low_to_e4m3x4(w), high = e2m1_high_to_e4m3x4(w);
-    for (int b = 0; b < 4; ++b) {
-      const std::uint8_t byte = static_cast<std::uint8_t>(w >> (8 * b));
-      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(low >> (8 * b))), fp4_e2m1_to_f32(byte & 0xF) * 0x1p-6f)
-          << std::hex << w << " byte " << b << " low nibble";
-      ASSERT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(high >> (8 * b))), fp4_e2m1_to_f32(byte >> 4) * 0x1p-6f)
-          << std::hex << w << " byte " << b << " high nibble";
+    for (int v = 0; v < 8; ++v) {  // value v of the word: nibble v
+      const std::uint32_t codes = v % 2 == 0 ? low : high;
+      const float got = e4m3_to_f32(static_cast<std::uint8_t>(codes >> (8 * (v / 2))));
+      const float want = fp4_e2m1_to_f32(static_cast<std::uint8_t>((w >> (4 * v)) & 0xF)) * 0x1p-6f;
+      if (got != want || std::signbit(got) != std::signbit(want)) return testing::AssertionFailure()
+             << std::hex << "word " << w << " value " << v << ": " << got << " != " << want;
     }
-  }
-  for (std::uint32_t n = 0; n < 16; ++n) {  // each nibble alone, in each of the 8 positions, the rest all ones
+    return testing::AssertionSuccess();
+  };
+  std::mt19937 rng(7);
+  for (int rep = 0; rep < 4096; ++rep) ASSERT_TRUE(check(static_cast<std::uint32_t>(rng())));
+  for (std::uint32_t n = 0; n < 16; ++n)  // each nibble alone, in each of the 8 positions, the rest all ones / zeros
     for (int i = 0; i < 8; ++i) {
-      const std::uint32_t w = (0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i));
-      const std::uint32_t codes = i % 2 == 0 ? e2m1_low_to_e4m3x4(w) : e2m1_high_to_e4m3x4(w);
-      EXPECT_EQ(e4m3_to_f32(static_cast<std::uint8_t>(codes >> (8 * (i / 2)))),
-                fp4_e2m1_to_f32(static_cast<std::uint8_t>(n)) * 0x1p-6f)
-          << "nibble " << n << " at " << i;
+      EXPECT_TRUE(check((0xFFFFFFFFu & ~(0xFu << (4 * i))) | (n << (4 * i))));
+      EXPECT_TRUE(check(n << (4 * i)));
     }
-  }
 }
 
 TEST(Fp8Experts, device_rounding_helper_equals_f32_to_e4m3_on_every_tested_bit_pattern) {
