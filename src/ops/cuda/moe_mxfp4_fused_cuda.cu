@@ -205,7 +205,7 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
   const bool swiglu_out = swiglu != nullptr;
   if (!wide_split && options.staged && mxfp4_grouped_staged_fits(w))
     return mxfp4_grouped_staged_matmul_cuda(args, w, swiglu_out, pass_tokens, options.groups_settled, launch_slots,
-                                            options.staged_ctas, stream);
+                                            stream);
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
   // Two row tiles a CTA where out allows: bench-moe (H200, 20b down shape) 8 / 32 / 64 / 128 / 256 tokens 39.9 /
   // 60.5 / 76.7 / 118.2 / 214.6 us on one, 38.8 / 57.0 / 73.6 / 103.0 / 173.3 on two (the same sums).

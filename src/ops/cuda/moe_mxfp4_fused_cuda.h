@@ -54,16 +54,13 @@ inline int fused_moe_pass_tokens(std::int64_t A, std::int64_t launch_slots) { re
 
 struct FusedGroupedOptions {
   int pass_tokens = 0;  // 8, 16, or 0 for fused_moe_pass_tokens's choice (the wide split always makes passes of 8)
-  // The 4-warp split's weights: streamed through shared memory by tensor copies (where mxfp4_grouped_staged_fits;
-  // moe_mxfp4_grouped_staged_cuda.cu), or loaded into registers one tile a warp at a time. The same sums, bit for
-  // bit.
+  // The 4-warp split's weights: staged in shared memory by tensor copies, every stage of a CTA's rows at once
+  // (where mxfp4_grouped_staged_fits; moe_mxfp4_grouped_staged_cuda.cu), or loaded into registers one tile a warp
+  // at a time. The same sums, bit for bit.
   bool staged = true;
   // The grouping was written two or more launches back (dependent_launch.h): the staged form reads the expert ids
   // and issues its copies before the dependent-launch wait.
   bool groups_settled = false;
-  // The staged form's CTAs, each looping over its items: 0 for as many as the GPU holds at once (tests take a few, so
-  // that each CTA's ring runs through many items and passes).
-  int staged_ctas = 0;
 };
 
 // x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is).

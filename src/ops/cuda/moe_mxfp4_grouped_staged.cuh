@@ -14,11 +14,9 @@ namespace day0 {
 // MXFP4 experts with out a multiple of 16, in a multiple of 32 up to 4,096, 16-byte aligned blocks and scales.
 bool mxfp4_grouped_staged_fits(const ExpertWeights& w);
 
-// The 4-warp split on a's checked arguments (grouped_kernel_args), passes of pass_tokens (8 or 16), over
-// launch_slots routed-expert slots. `settled`: the grouping was written two or more launches back
-// (dependent_launch.h). ctas: 0 for as many as the GPU holds at once.
+// The 4-warp split on a's checked arguments (grouped_kernel_args), passes of pass_tokens (8 or 16), launch_slots
+// CTAs a row block. `settled`: the grouping was written two or more launches back (dependent_launch.h).
 Status mxfp4_grouped_staged_matmul_cuda(const mxfp4_kernels::KernelArgs& a, const ExpertWeights& w, bool swiglu,
-                                        int pass_tokens, bool settled, std::int64_t launch_slots, int ctas,
-                                        cudaStream_t stream);
+                                        int pass_tokens, bool settled, std::int64_t launch_slots, cudaStream_t stream);
 
 }  // namespace day0

@@ -339,8 +339,7 @@ TEST(CudaMoeFused, staged_weights_give_the_bits_of_weights_in_registers) {
   // Inputs spread over 2^-12..2^12 make the f32 sums inexact: only the same order of the same products agrees.
   // out 64 (two 16-row tiles a CTA) and 48 (one); in 2,880 (gpt-oss: 23 tiles in 6 stages, the last part-filled)
   // and 96; 60 tokens x 2 of 4 experts (~30 an expert: several passes, the last ragged) and 3 tokens (passes of
-  // fewer than 8); plain and SwiGLU; both pass widths; scale codes past 128 in some tiles (two multiplies); the
-  // staged form on a CTA an item and on a few CTAs looping over the items.
+  // fewer than 8); plain and SwiGLU; both pass widths; scale codes past 128 in some tiles (two multiplies).
   const int E = 4, k = 2;
   for (int out : {64, 48}) {
     for (int in : {2880, 96}) {
@@ -363,23 +362,17 @@ TEST(CudaMoeFused, staged_weights_give_the_bits_of_weights_in_registers) {
               SCOPED_TRACE(::testing::Message() << "out " << out << " in " << in << " S " << S << " "
                                                 << (swiglu ? "swiglu" : "plain") << " passes of " << pass_tokens
                                                 << (host == &w ? "" : ", scale codes 131"));
-              auto run = [&](bool staged, int ctas) {
+              auto run = [&](bool staged) {
                 Tensor y = swiglu ? poisoned(*ctx, {S * k, out / 2}, DType::bf16)
                                   : poisoned(*ctx, {S * k, out}, DType::f32);
-                const FusedGroupedOptions options{.pass_tokens = pass_tokens, .staged = staged, .staged_ctas = ctas};
-                EXPECT_TRUE(
-                    mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, swiglu, y, ctx->stream(), options).ok());
+                EXPECT_TRUE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, swiglu, y, ctx->stream(),
+                                                      {.pass_tokens = pass_tokens, .staged = staged})
+                                .ok());
                 return download(*ctx, y);
               };
-              const Tensor registers = run(false, 0);
-              // A CTA an item, and 3 or 1 CTAs looping over all of them: the ring's stages run across items and
-              // passes, and wrap many times.
-              for (int ctas : {0, 3, 1}) {
-                SCOPED_TRACE(::testing::Message() << "staged CTAs " << ctas);
-                const Tensor staged = run(true, ctas);
-                EXPECT_EQ(cudatest::count_nan(staged.to_f32()), 0);
-                EXPECT_EQ(std::memcmp(staged.raw(), registers.raw(), staged.nbytes()), 0);
-              }
+              const Tensor staged = run(true), registers = run(false);
+              EXPECT_EQ(cudatest::count_nan(staged.to_f32()), 0);
+              EXPECT_EQ(std::memcmp(staged.raw(), registers.raw(), staged.nbytes()), 0);
             }
           }
         }
