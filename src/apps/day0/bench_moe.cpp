@@ -222,12 +222,12 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
     const int calls = kRoutings * 4;
 
     bool wide = fused_moe_wide_split(S, false);
-    FusedGroupedOptions fused;  // the kernel's own choices
+    int pass_tokens = 0;  // the kernel's own choice
     auto matmul = [&] {
       Routing& r = next();
       const DeviceExpertGroups g = r.groups();
       return mxfp4_grouped_matmul_cuda(xb, true, down, g, wide, std::min<std::int64_t>(m.E, S * m.k), nullptr, y,
-                                       ctx.stream(), fused);
+                                       ctx.stream(), pass_tokens);
     };
     auto group = [&] {
       Routing& r = next();
@@ -248,33 +248,14 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
         report_row("  4 warps (graph)", t, distinct * down_bytes, 2 * A * m.H * m.I);
         wide = true;
       }
-      if (!wide) {  // both pass widths of the 4-warp form, its weights in registers, and gate_up (SwiGLU) on it
+      if (!wide) {  // both pass widths of the 4-warp form
         for (int pass : {8, 16}) {
-          fused.pass_tokens = pass;
+          pass_tokens = pass;
           D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, matmul, calls));
           const std::string name = "  " + std::to_string(pass) + "-token passes";
           report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
         }
-        fused.pass_tokens = 0;
-        fused.staged = false;
-        D0_ASSIGN_OR_RETURN(double t_registers, time_graph_median(ctx, 9, matmul, calls));
-        report_row("  weights in registers", t_registers, distinct * down_bytes, 2 * A * m.H * m.I);
-        D0_ASSIGN_OR_RETURN(Tensor h, arena.allocate({S * m.k, m.I}, DType::bf16, "bench h"));
-        D0_ASSIGN_OR_RETURN(Tensor xh, arena.allocate({S, m.H}, DType::bf16, "bench tokens bf16"));
-        D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(xh.raw(), 0x3c, xh.nbytes(), ctx.stream()));
-        for (bool staged : {true, false}) {
-          fused.staged = staged;
-          auto gate_up_fused = [&] {
-            Routing& r = next();
-            const DeviceExpertGroups g = r.groups();
-            return mxfp4_grouped_matmul_cuda(xh, true, gate_up, g, false, std::min<std::int64_t>(m.E, S * m.k), &p, h,
-                                             ctx.stream(), fused);
-          };
-          D0_ASSIGN_OR_RETURN(double t, time_graph_median(ctx, 9, gate_up_fused, calls));
-          report_row(staged ? "gate_up fused (graph)" : "  weights in registers", t, distinct * gu_bytes,
-                     4 * A * m.H * m.I);
-        }
-        fused.staged = true;
+        pass_tokens = 0;
       }
       if (S == 1) {  // the token kernel (no grouping), both forms (moe_experts runs f16 groups): a row per slot
         D0_ASSIGN_OR_RETURN(Tensor xk, arena.allocate({m.k, m.I}, DType::bf16, "bench slot rows"));

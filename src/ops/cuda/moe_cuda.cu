@@ -359,10 +359,8 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_cuda(h, false, down, groups, tiles, nullptr, y, stream));
   } else {
     const bool wide = fused_moe_wide_split(S, ws.shape.batch_invariant);
-    // The grouping was written two launches before gate_up (the conversion of x in between) and three before down.
-    const FusedGroupedOptions settled{.groups_settled = true};
-    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, wide, slots, &p, h, stream, settled));
-    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, wide, slots, nullptr, y, stream, settled));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(xb, true, gate_up, groups, wide, slots, &p, h, stream));
+    D0_RETURN_IF_ERROR(mxfp4_grouped_matmul_cuda(h, false, down, groups, wide, slots, nullptr, y, stream));
   }
   return combine(y);
 }

@@ -10,7 +10,6 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
-#include "ops/cuda/moe_mxfp4_grouped_staged.cuh"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
 
 namespace day0 {
@@ -189,26 +188,21 @@ __global__ void moe_combine_kernel(const float* y, const std::int32_t* idx, cons
 
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, bool wide_split, std::int64_t launch_slots,
-                                 const SwigluParams* swiglu, Tensor& out, cudaStream_t stream,
-                                 FusedGroupedOptions options) {
+                                 const SwigluParams* swiglu, Tensor& out, cudaStream_t stream, int pass_tokens) {
   const char* op = "mxfp4_grouped_matmul_cuda";
   D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
   if (w.out % kRowsPerCta != 0)
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
-  int pass_tokens = options.pass_tokens;
   if (pass_tokens != 0 && pass_tokens != 8 && pass_tokens != 16)
     return make_error(std::string(op) + ": pass_tokens must be 0, 8 or 16, got " + std::to_string(pass_tokens));
   if (launch_slots == 0 || groups.rows.numel() == 0) return Status::success();
-  if (pass_tokens == 0) pass_tokens = fused_moe_pass_tokens(groups.rows.numel(), launch_slots);
-  const bool swiglu_out = swiglu != nullptr;
-  if (!wide_split && options.staged && mxfp4_grouped_staged_fits(w))
-    return mxfp4_grouped_staged_matmul_cuda(args, w, swiglu_out, pass_tokens, options.groups_settled, launch_slots,
-                                            stream);
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(launch_slots));
+  if (pass_tokens == 0) pass_tokens = fused_moe_pass_tokens(groups.rows.numel(), launch_slots);
   // Two row tiles a CTA where out allows: bench-moe (H200, 20b down shape) 8 / 32 / 64 / 128 / 256 tokens 39.9 /
   // 60.5 / 76.7 / 118.2 / 214.6 us on one, 38.8 / 57.0 / 73.6 / 103.0 / 173.3 on two (the same sums).
+  const bool swiglu_out = swiglu != nullptr;
   if (wide_split)
     launch<8, 1>(args, swiglu_out, grid, stream);
   else if (w.out % (2 * kRowsPerCta) != 0)

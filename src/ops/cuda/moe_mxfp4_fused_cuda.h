@@ -52,22 +52,12 @@ inline bool fused_moe_wide_split(std::int64_t S, bool batch_invariant) { return 
 // a CTA, since: 118 registers, 4 CTAs, against 80 and 6 for 8-token passes; not re-measured at 4 an expert).
 inline int fused_moe_pass_tokens(std::int64_t A, std::int64_t launch_slots) { return A >= 8 * launch_slots ? 16 : 8; }
 
-struct FusedGroupedOptions {
-  int pass_tokens = 0;  // 8, 16, or 0 for fused_moe_pass_tokens's choice (the wide split always makes passes of 8)
-  // The 4-warp split's weights: staged in shared memory by tensor copies, every stage of a CTA's rows at once
-  // (where mxfp4_grouped_staged_fits; moe_mxfp4_grouped_staged_cuda.cu), or loaded into registers one tile a warp
-  // at a time. The same sums, bit for bit.
-  bool staged = true;
-  // The grouping was written two or more launches back (dependent_launch.h): the staged form reads the expert ids
-  // and issues its copies before the dependent-launch wait.
-  bool groups_settled = false;
-};
-
-// x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is).
+// x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is). pass_tokens: 8,
+// 16, or 0 for fused_moe_pass_tokens's choice (the wide split always makes passes of 8).
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, bool wide_split,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,
-                                 cudaStream_t stream, FusedGroupedOptions options = {});
+                                 cudaStream_t stream, int pass_tokens = 0);
 
 // One token's k routed experts (decode at batch 1), without grouping: slot j of `slots` (i32 [1, k], the router's
 // ids in pick order) is expert e_j, and row j of out is W_{e_j} . x_j + bias (SwiGLU'd into bf16 [k, out / 2], or

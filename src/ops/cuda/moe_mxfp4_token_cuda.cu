@@ -2,15 +2,17 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <climits>
 #include <string>
 #include <type_traits>
 
+#include "ops/cuda/bulk_copy.cuh"
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
-#include "ops/cuda/mxfp4_staged_rows.cuh"
+#include "ops/cuda/tensor_map.h"
 #include "quant/e2m1_to_e4m3.h"
 
 namespace day0 {
@@ -18,16 +20,102 @@ namespace {
 
 using namespace mxfp4_kernels;
 
-// A CTA's 16 weight rows staged in shared memory by tensor copies (mxfp4_staged_rows.cuh): 8 warps, copy stage s =
-// tiles [8 s, 8 s + 8), one per warp, so warp w decodes tile 8 s + w as soon as stage s lands.
+// A CTA's 16 weight rows staged in shared memory by tensor copies (TMA): 8 warps, copy stage s = tiles
+// [8 s, 8 s + 8), one per warp, each stage on its own mbarrier, so warp w decodes tile 8 s + w as soon as stage s
+// lands. No registers hold loads in flight.
 
 constexpr int kWarps = 8;        // split-K warps, tile w + 8 i to warp w: the grouped kernel's wide split
 constexpr int kRowsPerCta = 16;  // the MMA's M
 constexpr int kGroupsPerStage = kWarps * kGroupsPerTile;
 constexpr int kMaxStages = 4;  // up to K = 4,096
-using Staged = staged_rows::Staging<kRowsPerCta, kGroupsPerStage>;
-using staged_rows::Layout;
-using staged_rows::staged_row;
+// A tensor copy's box: groups [8 b, 8 b + 8) of the 16 rows, 128 bytes a row in the 128-byte swizzle (16-byte chunk
+// c of row r at chunk c ^ (r % 8)), 2 KB; four boxes a stage.
+constexpr int kGroupsPerBox = 8;
+constexpr int kBoxBytes = kRowsPerCta * kGroupsPerBox * 16;
+constexpr int kBoxesPerStage = kGroupsPerStage / kGroupsPerBox;
+
+// Offsets into dynamic shared memory: the boxes from the first 1,024-byte boundary at or after `header` bytes (the
+// swizzle's unit; found on the device, where the base address is known), then the rows' scales.
+struct StagedLayout {
+  int weights, scales, end;
+};
+
+__host__ __device__ constexpr int staged_boxes(int groups) { return (groups + kGroupsPerBox - 1) / kGroupsPerBox; }
+__host__ __device__ constexpr int staged_stages(int groups) { return (groups + kGroupsPerStage - 1) / kGroupsPerStage; }
+// Shared-memory bytes of the boxes and scales, with the alignment's worst case.
+__host__ __device__ constexpr int staged_bytes(int groups) {
+  return 1024 + staged_boxes(groups) * kBoxBytes + (kRowsPerCta * groups + 15) / 16 * 16;
+}
+
+__device__ __forceinline__ StagedLayout staged_layout(const unsigned char* shared, int groups, int header) {
+  const unsigned at = bulk_copy::shared_address(shared) + static_cast<unsigned>(header);
+  const int weights = header + static_cast<int>((1024u - at % 1024u) % 1024u);
+  const int scales = weights + staged_boxes(groups) * kBoxBytes;
+  return {weights, scales, scales + (kRowsPerCta * groups + 15) / 16 * 16};
+}
+
+// The staged row MMA row g (0-7; g + 8 likewise) reads: rows g = 2q and 2q + 1 of a quarter-warp's 16-byte loads
+// land in opposite halves of the swizzle (q and q + 4), so the eight lanes' chunks fall in distinct banks.
+__device__ __forceinline__ int staged_row(int g) { return (g & 1) * 4 + g / 2; }
+
+// Whether w's rows can be staged: K up to kMaxStages stages, 16-byte aligned blocks and scales (a 16-row tile's
+// scales then start at a multiple of 16 bytes too), and every row a 32-bit tensor-copy coordinate.
+inline bool staged_rows_fit(const ExpertWeights& w) {
+  return w.storage == ExpertStorage::mxfp4 && w.out % kRowsPerCta == 0 && w.in % 32 == 0 &&
+         w.in / 32 <= kMaxStages * kGroupsPerStage && w.n_experts * w.out <= INT_MAX &&
+         aligned_to(w.blocks.raw(), 16) && aligned_to(w.scales.raw(), 16);
+}
+
+// Thread 0, before a CTA barrier; depends on nothing an earlier kernel writes.
+__device__ __forceinline__ void init_stage_barriers(std::uint64_t* bars, int stages) {
+  for (int s = 0; s < stages; ++s) bulk_copy::barrier_init(&bars[s], 1);
+  bulk_copy::fence_barrier_init();
+}
+
+// Rows first_row .. first_row + 15 of the [rows, groups] blocks (`map`: their tensor map, 128-byte boxes of 16 rows)
+// and their scales into shared memory: thread 0 arms each stage's barrier with the bytes it waits for (whole boxes:
+// columns past the row read as zeros; a copy may land first, the phase still needs that arrival) and copies the
+// scales with stage 0, and lane 0 of warp w copies boxes w, w + 8, ... One tensor copy a box, where a bulk copy a
+// row and stage cost each lane that issued one ~24 instructions of the loop the compiler serialises them in (v17:
+// 11% of gate_up's instructions). Sources are 16-byte aligned.
+__device__ __forceinline__ void issue_staged_copies(const CUtensorMap* map, const std::uint8_t* scales, int first_row,
+                                                    int groups, const StagedLayout& layout, unsigned char* shared,
+                                                    std::uint64_t* bars) {
+  // The warp index through a shuffle from lane 0: ptxas then knows it warp-uniform and keeps the copies' operands
+  // in uniform registers.
+  const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0), lane = threadIdx.x % 32;
+  const int boxes = staged_boxes(groups);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < staged_stages(groups); ++s) {
+      const int stage_boxes = min(boxes - s * kBoxesPerStage, kBoxesPerStage);
+      bulk_copy::arrive_expecting(&bars[s], static_cast<unsigned>(stage_boxes * kBoxBytes) +
+                                                (s == 0 ? static_cast<unsigned>(kRowsPerCta * groups) : 0u));
+    }
+    bulk_copy::copy_to_shared(shared + layout.scales, scales + static_cast<std::int64_t>(first_row) * groups,
+                              static_cast<unsigned>(kRowsPerCta * groups), &bars[0]);
+  }
+  if (lane == 0)
+    for (int b = warp; b < boxes; b += kWarps)
+      bulk_copy::tensor_copy_2d(shared + layout.weights + b * kBoxBytes, map, b * kGroupsPerBox * 16, first_row,
+                                &bars[b / kBoxesPerStage]);
+}
+
+// This lane's share of tile grp / 4 (group grp of MMA rows g and g + 8) from the staged rows; zeros past the last
+// group.
+__device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, const StagedLayout& layout, int groups,
+                                                int grp) {
+  const int r = staged_row((threadIdx.x % 32) / 4);
+  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
+  if (grp < groups) {
+    const unsigned char* row_r = shared + layout.weights + grp / kGroupsPerBox * kBoxBytes + r * 128 +
+                                 ((grp % kGroupsPerBox) ^ r) * 16;
+    l.g = *reinterpret_cast<const uint4*>(row_r);
+    l.h = *reinterpret_cast<const uint4*>(row_r + 8 * 128);  // row r + 8: the same chunk order
+    l.sg = shared[layout.scales + r * groups + grp];
+    l.sh = shared[layout.scales + (r + 8) * groups + grp];
+  }
+  return l;
+}
 
 // TokenForm::f16_groups: one staged tile, lane (g, t) holding group grp = 4 tile + t of rows g and g + 8, its weights
 // decoded to E4M3 bits (value * 2^-6, exact) and unpacked to f16 (exact). Column n of the eight MMAs carries the
@@ -40,7 +128,7 @@ using staged_rows::staged_row;
 // group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
 // infinite and makes such a zero NaN, as the bf16 form's 2^128 does).
 __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned char* shared,
-                                               const Layout& layout, const uint4* xs16, const uint4* zeros,
+                                               const StagedLayout& layout, const uint4* xs16, const uint4* zeros,
                                                const float* group_scale, int groups, int grp, float& row_g,
                                                float& row_h) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
@@ -90,13 +178,13 @@ struct TokenArgs {  // the blocks come through the kernel's tensor map
 };
 
 // Dynamic shared memory: stage barriers, split-K partials, the token's group factors (TokenForm::f16_groups), a zero
-// row (the MMA's token-less columns), the staged rows and scales (staged_rows::Layout), and the token's row (bf16,
-// or f16 scaled by group).
+// row (the MMA's token-less columns), the staged rows and scales (StagedLayout), and the token's row (bf16, or f16
+// scaled by group).
 constexpr int kGroupScales = kMaxStages * 8 + kWarps * kRowsPerCta * 4;
 constexpr int kZeros = kGroupScales + kMaxStages * kGroupsPerStage * 4;
 constexpr int kHeader = kZeros + kGroupsPerTile * 16;
 
-__host__ __device__ constexpr int shared_bytes(int groups) { return kHeader + Staged::bytes(groups) + groups * 32 * 2; }
+__host__ __device__ constexpr int shared_bytes(int groups) { return kHeader + staged_bytes(groups) + groups * 32 * 2; }
 
 // The 16-byte pieces of slot j's input row (as bf16) that this warp's tiles (warp, warp + 8, ...) read: 16 a tile,
 // at most 2 a lane (K <= 4,096). Loaded into registers after the dependent-launch wait (the kernel just before
@@ -203,7 +291,7 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
   __syncwarp();
 }
 
-// CTA (row tile, slot j): the tile's 16 rows of expert e_j staged by tensor copies (staged_rows::Layout), warp w
+// CTA (row tile, slot j): the tile's 16 rows of expert e_j staged by tensor copies (StagedLayout), warp w
 // decoding tile 8 s + w of each stage as it lands. 8-warp CTAs fit 6 to a multiprocessor and the down shape's
 // grid is one wave. Where the ids are settled (the down projection: the same ids as the gate_up kernel just
 // before), the copies go out before the dependent wait and overlap that kernel. Lanes of MMA column 0 (g = 0)
@@ -216,13 +304,13 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     mxfp4_token_kernel(TokenArgs a, const __grid_constant__ CUtensorMap weight_map) {
   extern __shared__ __align__(16) unsigned char shared[];
   const int groups = a.groups, in = groups * 32;
-  const int tiles = (groups + kGroupsPerTile - 1) / kGroupsPerTile, stages = Staged::stages(groups);
-  const Layout layout = Staged::layout(shared, groups, kHeader);
+  const int tiles = (groups + kGroupsPerTile - 1) / kGroupsPerTile, stages = staged_stages(groups);
+  const StagedLayout layout = staged_layout(shared, groups, kHeader);
   auto* bars = reinterpret_cast<std::uint64_t*>(shared);
   auto* partial = reinterpret_cast<float(*)[kRowsPerCta]>(shared + kMaxStages * 8);
   uint4* zeros = reinterpret_cast<uint4*>(shared + kZeros);
   uint4* x_shared = reinterpret_cast<uint4*>(shared + layout.end);
-  if (threadIdx.x == 0) staged_rows::init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
+  if (threadIdx.x == 0) init_stage_barriers(bars, stages);  // nothing here depends on the kernels before
   if (threadIdx.x < kGroupsPerTile) zeros[threadIdx.x] = make_uint4(0, 0, 0, 0);
   __syncthreads();
   if (!a.slots_settled) begin_dependent_grid();
@@ -235,7 +323,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = blockIdx.x * kRowsPerCta;
-  Staged::issue_copies<kWarps>(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
+  issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
   if (a.slots_settled) begin_dependent_grid();
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   if constexpr (kF16Groups) {
@@ -246,7 +334,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
       const int grp = tile * kGroupsPerTile + t;
-      f16_group_tile(Staged::tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
+      f16_group_tile(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
                      grp, acc[0], acc[2]);
     }
     // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
@@ -258,7 +346,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
-      const TileLoad l = Staged::tile(shared, layout, groups, grp);
+      const TileLoad l = staged_tile(shared, layout, groups, grp);
       const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
       const auto words = [&](int q) { return xg[q]; };
       if (needs_two_multiplies(l))
@@ -308,7 +396,7 @@ static_assert(shared_bytes(kMxfp4TokenMaxInputBytes / 64) <= static_cast<int>(kM
 static_assert(kMxfp4TokenMaxInputBytes / 64 <= kMaxStages * kGroupsPerStage);
 
 bool mxfp4_token_matmul_fits(const ExpertWeights& w) {
-  return Staged::fits(w, kMaxStages * kGroupsPerStage) && w.in * 2 <= kMxfp4TokenMaxInputBytes;
+  return staged_rows_fit(w) && w.in * 2 <= kMxfp4TokenMaxInputBytes;
 }
 
 Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const ExpertWeights& w, const SwigluParams* swiglu,
@@ -351,8 +439,11 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     swiglu ? swiglu->alpha : 0.f,
                     swiglu ? swiglu->limit : 0.f,
                     o.raw()};
-  CUtensorMap map;
-  D0_RETURN_IF_ERROR(Staged::tensor_map(w, map));
+  CUtensorMap map;  // the blocks as a [E x out, in / 2] byte matrix, 16-row boxes of 128 bytes (8 groups)
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(w.in / 2);
+  D0_RETURN_IF_ERROR(byte_matrix_tensor_map(w.blocks.raw(), static_cast<std::uint64_t>(w.n_experts * w.out), row_bytes,
+                                            row_bytes, kRowsPerCta, kGroupsPerBox * 16, TensorMapSwizzle::bytes128,
+                                            map));
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
   const bool groups16 = form == TokenForm::f16_groups, glu = swiglu != nullptr;

@@ -1,8 +1,7 @@
 // The MXFP4 grouped expert kernels that read the packed experts directly on tensor cores (the decode-size fused
 // matmul and the prefill-size tiled GEMM) against the CPU reference on fresh random inputs: the decode exactly
 // (one-hot inputs, every scale code), products against CpuOps::expert_matmul from one token to several passes of
-// 32 (fused) and several 128-token tiles per expert (tiled), the SwiGLU epilogue, and a bad expert id; the fused
-// matmul's staged weights against its register form, bit for bit. The whole fused
+// 32 (fused) and several 128-token tiles per expert (tiled), the SwiGLU epilogue, and a bad expert id. The whole fused
 // MoE is compared with CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -38,9 +37,7 @@ using moetest::Groups;
 using moetest::random_routing;
 using moetest::upload_experts;
 
-// fused: the fused matmul as it runs (the 4-warp split's weights staged where they fit); fused_registers: its
-// 4-warp split with the weights loaded into registers (FusedGroupedOptions::staged off).
-enum class Kernel { fused, fused_registers, tiled, wgmma32, wgmma64, wgmma128 };
+enum class Kernel { fused, tiled, wgmma32, wgmma64, wgmma128 };
 
 // The wgmma GEMM's token tile, 0 for the other kernels.
 int wgmma_tile(Kernel k) {
@@ -56,8 +53,6 @@ const char* kernel_name(Kernel k) {
   switch (k) {
     case Kernel::fused:
       return "fused matmul";
-    case Kernel::fused_registers:
-      return "fused matmul, weights in registers";
     case Kernel::tiled:
       return "tiled gemm";
     case Kernel::wgmma32:
@@ -81,9 +76,8 @@ std::string split_name(bool wide) { return wide ? "8 warps" : "4 warps"; }
 Status run_grouped(Kernel kern, const Tensor& x, bool inputs_are_tokens, const ExpertWeights& d, const Groups& g,
                    bool wide, std::int64_t A, int E, const SwigluParams* p, Tensor& out, cudaStream_t stream) {
   const std::int64_t routed = std::min<std::int64_t>(E, A);
-  if (kern == Kernel::fused || kern == Kernel::fused_registers)
-    return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), wide, routed, p, out, stream,
-                                     {.staged = kern == Kernel::fused});
+  if (kern == Kernel::fused)
+    return mxfp4_grouped_matmul_cuda(x, inputs_are_tokens, d, g.view(), wide, routed, p, out, stream);
   if (const int tile = wgmma_tile(kern); tile > 0) {
     return mxfp4_grouped_gemm_wgmma_cuda(x, inputs_are_tokens, d, g.view(), tile,
                                          mxfp4_wgmma_launch_slots(routed, A, tile), p, out, stream);
@@ -120,7 +114,6 @@ TEST(CudaMoeFused, decodes_mxfp4_in_registers_exactly_at_every_scale_code) {
       if (in % 64 == 0)
         for (Kernel kern : kWgmmaKernels) forms.push_back({kern, false});
       for (bool wide : kSplits) forms.push_back({Kernel::fused, wide});
-      forms.push_back({Kernel::fused_registers, false});
       for (const auto& [kern, wide] : forms) {
         SCOPED_TRACE(::testing::Message()
                      << kernel_name(kern) << ", scale codes 1.." << max_code << ", " << split_name(wide));
@@ -161,7 +154,7 @@ void compare_kernels_with_cpu(CudaContext& ctx, const std::vector<Kernel>& kerne
   for (Kernel kern : kernels) {
     SCOPED_TRACE(kernel_name(kern));
     for (bool wide : kSplits) {
-      if (kern != Kernel::fused && wide) continue;  // the GEMMs and the register form have one split
+      if (kern != Kernel::fused && wide) continue;  // the GEMMs have one form
       SCOPED_TRACE(split_name(wide));
       Tensor y = poisoned(ctx, {S * k, out}, DType::f32);
       D0_ASSERT_OK(run_grouped(kern, xb, true, d, g, wide, S * k, E, nullptr, y, ctx.stream()));
@@ -187,10 +180,8 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_expert_matmul) {
   std::mt19937 rng(4102);
   // 96 and 160 inputs end in a part-filled tile; S 40 with E 4, k 4 puts 40 tokens on every expert (5 passes).
   for (std::int64_t S : {1, 3, 8, 17, 40}) {
-    for (Kernel kern : {Kernel::fused, Kernel::fused_registers}) {
-      compare_with_cpu(*ctx, kern, 4, 4, 64, 96, S, DType::f32, rng);
-      compare_with_cpu(*ctx, kern, 32, 4, 48, 160, S, DType::bf16, rng);  // out 48: one 16-row tile a CTA (staged)
-    }
+    compare_with_cpu(*ctx, Kernel::fused, 4, 4, 64, 96, S, DType::f32, rng);
+    compare_with_cpu(*ctx, Kernel::fused, 32, 4, 48, 160, S, DType::bf16, rng);
   }
 }
 
@@ -230,9 +221,8 @@ TEST(CudaMoeFused, grouped_matmul_matches_the_cpu_at_the_gpt_oss_20b_shape) {
   // this test's 138 s on the H200 when each kernel made its own.
   const ExpertWeights w = encoded_experts(32, 2880, 2880, DType::bf16, rng);
   const ExpertWeights d = upload_experts(*ctx, w);
-  for (std::int64_t S : {1, 8})
-    compare_kernels_with_cpu(*ctx, {Kernel::fused, Kernel::fused_registers}, w, d, 4, S, rng);
-  std::vector<Kernel> gemms = {Kernel::fused, Kernel::tiled};
+  for (std::int64_t S : {1, 8}) compare_kernels_with_cpu(*ctx, {Kernel::fused}, w, d, 4, S, rng);
+  std::vector<Kernel> gemms = {Kernel::tiled};
   gemms.insert(gemms.end(), std::begin(kWgmmaKernels), std::end(kWgmmaKernels));
   compare_kernels_with_cpu(*ctx, gemms, w, d, 4, 64, rng);
 }
@@ -252,8 +242,7 @@ TEST(CudaMoeFused, swiglu_epilogue_matches_the_cpu_swiglu_of_the_matmul) {
   const Groups g = group(*ctx, indices, E);
   SwigluParams p;
   p.interleaved = true;
-  for (Kernel kern :
-       {Kernel::fused, Kernel::fused_registers, Kernel::tiled, Kernel::wgmma32, Kernel::wgmma64, Kernel::wgmma128}) {
+  for (Kernel kern : {Kernel::fused, Kernel::tiled, Kernel::wgmma32, Kernel::wgmma64, Kernel::wgmma128}) {
     SCOPED_TRACE(kernel_name(kern));
     Tensor h = poisoned(*ctx, {S * k, I}, DType::bf16);
     D0_ASSERT_OK(run_grouped(kern, upload(*ctx, optest::to_bf16(x)), true, upload_experts(*ctx, w), g,
@@ -317,8 +306,7 @@ TEST(CudaMoeFused, sixteen_token_passes_give_the_bits_of_eight_token_passes) {
     SCOPED_TRACE(swiglu ? "swiglu" : "plain");
     auto run = [&](int pass_tokens) {
       Tensor y = swiglu ? poisoned(*ctx, {S * k, out / 2}, DType::bf16) : poisoned(*ctx, {S * k, out}, DType::f32);
-      EXPECT_TRUE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, swiglu, y, ctx->stream(),
-                                            {.pass_tokens = pass_tokens})
+      EXPECT_TRUE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, swiglu, y, ctx->stream(), pass_tokens)
                       .ok());
       return download(*ctx, y);
     };
@@ -327,58 +315,7 @@ TEST(CudaMoeFused, sixteen_token_passes_give_the_bits_of_eight_token_passes) {
     EXPECT_EQ(std::memcmp(eight.raw(), sixteen.raw(), eight.nbytes()), 0);
   }
   Tensor y = poisoned(*ctx, {S * k, out}, DType::f32);
-  EXPECT_FALSE(
-      mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, nullptr, y, ctx->stream(), {.pass_tokens = 12}).ok());
-}
-
-TEST(CudaMoeFused, staged_weights_give_the_bits_of_weights_in_registers) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  auto ctx = make_context();
-  ASSERT_TRUE(ctx);
-  std::mt19937 rng(4109);
-  // Inputs spread over 2^-12..2^12 make the f32 sums inexact: only the same order of the same products agrees.
-  // out 64 (two 16-row tiles a CTA) and 48 (one); in 2,880 (gpt-oss: 23 tiles in 6 stages, the last part-filled)
-  // and 96; 60 tokens x 2 of 4 experts (~30 an expert: several passes, the last ragged) and 3 tokens (passes of
-  // fewer than 8); plain and SwiGLU; both pass widths; scale codes past 128 in some tiles (two multiplies).
-  const int E = 4, k = 2;
-  for (int out : {64, 48}) {
-    for (int in : {2880, 96}) {
-      const ExpertWeights w = encoded_experts(E, out, in, DType::bf16, rng);
-      ExpertWeights big_scales = w;
-      big_scales.scales = w.scales.clone();
-      for (std::int64_t i = 0; i < big_scales.scales.numel(); i += 7) big_scales.scales.data<std::uint8_t>()[i] = 131;
-      for (const ExpertWeights* host : std::vector<const ExpertWeights*>{&w, &big_scales}) {
-        const ExpertWeights d = upload_experts(*ctx, *host);
-        for (std::int64_t S : {60, 3}) {
-          const Tensor x = upload(*ctx, optest::to_bf16(moetest::spread_inputs(S, in, rng)));
-          Tensor indices, weights;
-          random_routing(S, E, k, rng, indices, weights);
-          const Groups g = group(*ctx, indices, E);
-          SwigluParams p;
-          p.interleaved = true;
-          const SwigluParams* forms[] = {nullptr, &p};
-          for (const SwigluParams* swiglu : forms) {
-            for (int pass_tokens : {8, 16}) {
-              SCOPED_TRACE(::testing::Message() << "out " << out << " in " << in << " S " << S << " "
-                                                << (swiglu ? "swiglu" : "plain") << " passes of " << pass_tokens
-                                                << (host == &w ? "" : ", scale codes 131"));
-              auto run = [&](bool staged) {
-                Tensor y = swiglu ? poisoned(*ctx, {S * k, out / 2}, DType::bf16)
-                                  : poisoned(*ctx, {S * k, out}, DType::f32);
-                EXPECT_TRUE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, swiglu, y, ctx->stream(),
-                                                      {.pass_tokens = pass_tokens, .staged = staged})
-                                .ok());
-                return download(*ctx, y);
-              };
-              const Tensor staged = run(true), registers = run(false);
-              EXPECT_EQ(cudatest::count_nan(staged.to_f32()), 0);
-              EXPECT_EQ(std::memcmp(staged.raw(), registers.raw(), staged.nbytes()), 0);
-            }
-          }
-        }
-      }
-    }
-  }
+  EXPECT_FALSE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, nullptr, y, ctx->stream(), 12).ok());
 }
 
 TEST(CudaMoeFused, batch_invariant_mode_gives_a_token_the_same_bits_alone_and_in_a_batch) {
