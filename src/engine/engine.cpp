@@ -246,8 +246,14 @@ bool Engine::Impl::schedule_and_run() {
   }
   if (batch.empty()) return false;
 
+  // Where every row's token is its logits' argmax alone, the step returns the picks made on the device
+  // (StepOutput::greedy: two ids a row reach the host, not the vocabulary's logits).
+  bool argmax_only = true;
+  for (size_t i = 0; i < members.size(); ++i)
+    argmax_only = argmax_only && (batch[i].logits == SequenceStep::Logits::none || members[i]->sampler.argmax_only());
+  const StepOutput output = argmax_only ? StepOutput::greedy : StepOutput::logits;
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
-  Result<Tensor> logits = st.ok() ? executor.step(batch) : Result<Tensor>(st.error());
+  Result<Tensor> logits = st.ok() ? executor.step(batch, {}, output) : Result<Tensor>(st.error());
   if (!logits.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
     for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + logits.error().message);
@@ -265,9 +271,14 @@ bool Engine::Impl::schedule_and_run() {
   sampling_pool.run_parts(
       static_cast<std::int64_t>(sampled.size()), 4, [&](int part, std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r) {
+          Sampler& sampler = members[sampled[r]]->sampler;
+          if (output == StepOutput::greedy) {
+            const std::int32_t* pick = logits->data<std::int32_t>() + 2 * r;
+            samples[r] = sampler.take_argmax(pick[0], pick[1]);
+            continue;
+          }
           const float* rowp = logits->data<float>() + r * V;
-          samples[r] =
-              members[sampled[r]]->sampler.sample(std::span<const float>(rowp, static_cast<size_t>(V)), scratch[part]);
+          samples[r] = sampler.sample(std::span<const float>(rowp, static_cast<size_t>(V)), scratch[part]);
         }
       });
   std::int64_t row = 0;

@@ -119,6 +119,20 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
   return finish(logits, result);
 }
 
+bool Sampler::argmax_only() const {
+  return params_.is_greedy() && !params_.logprobs && !penalties_apply(params_, history_);
+}
+
+Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable) {
+  if (unusable >= 0) return make_error("sampler: logit of token " + std::to_string(unusable) + " is NaN or +inf");
+  if (unusable != -1) return make_error("sampler: every logit is -inf");
+  SampleResult result;
+  result.token = token;
+  output_.push_back(token);
+  history_.add_output(token);
+  return result;
+}
+
 SampleResult Sampler::finish(std::span<const float> logits, SampleResult& result) {
   if (params_.logprobs) {
     const double lse = log_sum_exp(logits);

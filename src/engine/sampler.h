@@ -46,6 +46,13 @@ class Sampler {
   Result<SampleResult> sample(std::span<const float> logits, SamplerScratch& scratch);
   Result<SampleResult> sample(std::span<const float> logits) { return sample(logits, own_scratch_); }
 
+  // Whether the next token is the argmax of the raw logits and nothing else is read from them (greedy, no bias or
+  // penalty that applies, no logprobs): then a pick made elsewhere (Ops::greedy_tokens) stands for sample().
+  bool argmax_only() const;
+  // Records such a pick as sample() would: `unusable` -1, or the id of a NaN or +inf logit, or -2 (every logit -inf
+  // or none), which fail as sample() does.
+  Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable);
+
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }
   const std::vector<std::int32_t>& output_tokens() const { return output_; }

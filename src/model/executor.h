@@ -56,6 +56,11 @@ struct SequenceStep {
   Logits logits = Logits::last;  // none: a prefill chunk that is not the prompt's last
 };
 
+// What a step returns for the rows that want logits: the logits, or greedy decoding's pick of each made on the
+// device (Ops::greedy_tokens: i32 [rows, 2], the token and -1, or the row's unusable logit), which moves two ids a
+// row to the host instead of the vocabulary's logits.
+enum class StepOutput { logits, greedy };
+
 class Executor {
  public:
   // `weights` must already be placed by `ops` (Ops::place_weights). Reserves the KV pool and the backend's
@@ -64,9 +69,11 @@ class Executor {
                                                   const ExecutorOptions& options);
 
   // One forward step over a batch. Returns host logits: for each sequence in order, the rows it asked for
-  // ([0, 1 or n, V] concatenated). K/V of all the tokens are written into their slots. On error nothing the
-  // caller tracks has changed, but the slots of this step may hold partial K/V (they are rewritten on retry).
-  Result<Tensor> step(std::span<const SequenceStep> batch, const TapFn& tap = {});
+  // ([0, 1 or n, V] concatenated), or with StepOutput::greedy each such row's pick ([rows, 2] i32). K/V of all the
+  // tokens are written into their slots. On error nothing the caller tracks has changed, but the slots of this step
+  // may hold partial K/V (they are rewritten on retry).
+  Result<Tensor> step(std::span<const SequenceStep> batch, const TapFn& tap = {},
+                      StepOutput output = StepOutput::logits);
   // Applies copy-on-write block copies (SequenceCache::take_ops) in every layer, in order.
   Status copy_blocks(std::span<const BlockCopy> copies);
   // Copies n_blocks whole consecutive blocks src.. to dst.. (non-overlapping) in every layer: one copy per layer
@@ -105,7 +112,9 @@ class Executor {
   // Step graphs (executor_graphs.cpp): capture at create; a served decode batch replays one (an undefined
   // result: no graph serves this batch).
   Status capture_graphs(std::int64_t max_batch);
-  Result<Tensor> step_with_graph(std::span<const SequenceStep> batch);
+  Result<Tensor> step_with_graph(std::span<const SequenceStep> batch, StepOutput output);
+  // The step's result on the host from its logits on the device (rows x V): them, or their greedy picks.
+  Result<Tensor> step_result(const Tensor& logits, StepOutput output, Tensor& picks);
   Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
   // The pool row of position `pos` through a sequence's block table.
   std::int32_t kv_slot(std::span<const BlockId> table, std::int64_t pos) const {
@@ -153,6 +162,7 @@ class Executor {
     std::int64_t batch = 0;  // rows it runs (a batch of fewer sequences is padded)
     int handle = -1;
     Tensor logits;           // [batch, V] where the replay leaves them (step scratch)
+    Tensor picks;            // i32 [batch, 2]: greedy picks, made after a replay (step scratch past the graph's)
   };
   std::vector<StepGraph> graphs_;  // ascending batch
   std::string graph_status_ = "off";

@@ -97,9 +97,11 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
       D0_RETURN_IF_ERROR(ops_.synchronize());
     }
     ScratchScope scope(ops_);
-    Tensor logits;
+    Tensor logits, picks;
     auto handle = ops_.capture_graph([&]() -> Status {
       D0_ASSIGN_OR_RETURN(logits, run_step(in, {}));
+      // Allocated only: a greedy step fills it after the replay, from the logits where the replay leaves them.
+      D0_ASSIGN_OR_RETURN(picks, ops_.scratch({rows, 2}, DType::i32, "greedy picks"));
       return Status::success();
     });
     if (!handle.ok()) {
@@ -107,14 +109,14 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
       graph_status_ = "off: " + handle.error().message;
       return Status::success();
     }
-    graphs_.push_back({rows, *handle, logits});
+    graphs_.push_back({rows, *handle, logits, picks});
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(rows);
   }
   graph_status_ = "captured for decode batches of " + sizes + " (padded up)";
   return Status::success();
 }
 
-Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch) {
+Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, StepOutput output) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
   if (graphs_.empty() || n > graphs_.back().batch) return Tensor();
   for (const SequenceStep& s : batch)
@@ -126,9 +128,8 @@ Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch) {
     graph_status_ = "off: " + st.error().message;
     return Tensor();
   }
-  D0_ASSIGN_OR_RETURN(Tensor host, ops_.download(g.logits.slice_rows(0, n)));
-  D0_RETURN_IF_ERROR(ops_.synchronize());
-  return host;
+  Tensor picks = g.picks.slice_rows(0, n);
+  return step_result(g.logits.slice_rows(0, n), output, picks);
 }
 
 }  // namespace day0

@@ -19,7 +19,7 @@ struct HostBatch {
 
 }  // namespace
 
-Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& tap) {
+Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output) {
   if (batch.empty()) return make_error("step: empty batch");
   // Validate and size.
   std::int64_t T = 0, max_blocks = 0, R = 0;
@@ -52,7 +52,7 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
     return make_error("step: " + std::to_string(T) + " tokens exceed the step limit of " +
                       std::to_string(max_step_tokens_));
   if (!tap) {
-    auto graphed = step_with_graph(batch);
+    auto graphed = step_with_graph(batch, output);
     if (!graphed.ok() || graphed->defined()) return graphed;  // undefined: no graph serves this batch
   }
 
@@ -98,12 +98,26 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   D0_ASSIGN_OR_RETURN(Tensor logits, run_step(in, tap));
   if (R == 0) {
     D0_RETURN_IF_ERROR(ops_.synchronize());
-    return Tensor::zeros({0, spec_.vocab_size}, DType::f32);
+    return output == StepOutput::greedy ? Tensor::zeros({0, 2}, DType::i32)
+                                        : Tensor::zeros({0, spec_.vocab_size}, DType::f32);
   }
-  D0_ASSIGN_OR_RETURN(Tensor host_logits, ops_.download(logits));
+  if (tap) {
+    D0_ASSIGN_OR_RETURN(Tensor host_logits, ops_.download(logits));
+    D0_RETURN_IF_ERROR(emit(tap, "logits", host_logits));
+    if (output == StepOutput::logits) return host_logits;
+  }
+  Tensor picks;
+  if (output == StepOutput::greedy) {
+    D0_ASSIGN_OR_RETURN(picks, ops_.scratch({R, 2}, DType::i32, "greedy picks"));
+  }
+  return step_result(logits, output, picks);
+}
+
+Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks) {
+  if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks));
+  D0_ASSIGN_OR_RETURN(Tensor host, ops_.download(output == StepOutput::greedy ? picks : logits));
   D0_RETURN_IF_ERROR(ops_.synchronize());
-  D0_RETURN_IF_ERROR(emit(tap, "logits", host_logits));
-  return host_logits;
+  return host;
 }
 
 Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {

@@ -41,6 +41,7 @@ std::vector<OpUse> ops_used(const ModelSpec& spec) {
   }
   add(OpKind::add_rms_norm, "residual add fused with the next norm");
   add(OpKind::lm_head, spec.tie_embeddings ? "tied to embedding" : "untied");
+  add(OpKind::greedy_tokens, "argmax of each row of " + std::to_string(spec.vocab_size) + " logits (greedy decode)");
   // Attention detail lists the window pattern across layers.
   for (auto& u : uses)
     if (u.kind == OpKind::attention)

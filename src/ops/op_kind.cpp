@@ -19,6 +19,7 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::add: return "add";
     case OpKind::add_rms_norm: return "add_rms_norm";
     case OpKind::lm_head: return "lm_head";
+    case OpKind::greedy_tokens: return "greedy_tokens";
     case OpKind::count_: break;
   }
   return "?";

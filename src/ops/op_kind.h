@@ -7,7 +7,7 @@ namespace day0 {
 
 enum class OpKind {
   embedding, rms_norm, linear, rope, attention, kv_write, paged_attention, router_topk_softmax,
-  expert_matmul, swiglu_clamped, moe_experts, add, add_rms_norm, lm_head,
+  expert_matmul, swiglu_clamped, moe_experts, add, add_rms_norm, lm_head, greedy_tokens,
   count_,
 };
 

@@ -266,6 +266,11 @@ class Ops {
   virtual Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) = 0;
   // logits [S, V] = x [S, H] W^T
   virtual Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // Greedy decoding's pick from each row of logits f32 [R, V], with the host sampler's checks (engine/sampler.cpp),
+  // so that a greedy step moves R x 2 ids instead of R x V logits: out i32 [R, 2], out[r][0] the lowest id of the
+  // row's largest logit, out[r][1] -1 where the row is usable, else the lowest id of a NaN or +inf logit, or -2 when
+  // every logit is -inf (out[r][0] is then meaningless).
+  virtual Status greedy_tokens(const Tensor& logits, Tensor& out) = 0;
 
  protected:
   bool profiling_ = false;

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <random>
 
+#include "ops/cpu/cpu_ops.h"
+
 namespace day0 {
 namespace {
 
@@ -82,6 +84,52 @@ TEST(Sampler, greedy_over_a_long_vocabulary_finds_the_first_maximum_across_block
   EXPECT_FALSE(s.sample(std::vector<float>(600, -INFINITY)).ok());
   EXPECT_FALSE(s.sample(std::vector<float>{}).ok());
   EXPECT_EQ(s.output_tokens().size(), 4u);  // failed steps record nothing
+}
+
+// A pick made from the logits elsewhere (Ops::greedy_tokens, as a greedy step returns it) stands for sample()
+// exactly where the sampler says it may: the same tokens and the same history, and the same failures.
+TEST(Sampler, a_greedy_pick_made_elsewhere_stands_for_sample_where_the_sampler_reads_only_the_argmax) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  CpuOps ops;
+  Sampler sampled(with_temperature(0.0), {}, 0), picked(with_temperature(0.0), {}, 0);
+  for (int step = 0; step < 5; ++step) {
+    Tensor logits = Tensor::zeros({1, 300}, DType::f32);
+    for (std::int64_t i = 0; i < 300; ++i) logits.data<float>()[i] = normal(rng);
+    logits.data<float>()[7 * step + 3] = logits.data<float>()[250 - step] = 9.f;  // a tie
+    Tensor pick = Tensor::zeros({1, 2}, DType::i32);
+    ASSERT_TRUE(ops.greedy_tokens(logits, pick).ok());
+    ASSERT_TRUE(picked.argmax_only());
+    const auto want = sampled.sample(std::span<const float>(logits.data<float>(), 300));
+    const auto got = picked.take_argmax(pick.data<std::int32_t>()[0], pick.data<std::int32_t>()[1]);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(got->token, want->token);
+    EXPECT_EQ(got->token, 7 * step + 3);
+  }
+  EXPECT_EQ(picked.output_tokens(), sampled.output_tokens());
+  const auto nan = picked.take_argmax(0, 17);
+  ASSERT_FALSE(nan.ok());
+  EXPECT_NE(nan.error().message.find("token 17 is NaN or +inf"), std::string::npos) << nan.error().message;
+  EXPECT_FALSE(picked.take_argmax(0, -2).ok());
+  EXPECT_EQ(picked.output_tokens().size(), 5u);  // failed steps record nothing
+
+  // Whatever reads more than the argmax: sampling, logprobs, a bias, a penalty that applies.
+  EXPECT_FALSE(Sampler(with_temperature(0.7), {}, 0).argmax_only());
+  SamplingParams logprobs = with_temperature(0.0);
+  logprobs.logprobs = true;
+  EXPECT_FALSE(Sampler(logprobs, {}, 0).argmax_only());
+  SamplingParams bias = with_temperature(0.0);
+  bias.logit_bias = {{3, 1.0}};
+  EXPECT_FALSE(Sampler(bias, {}, 0).argmax_only());
+  SamplingParams repetition = with_temperature(0.0);
+  repetition.repetition_penalty = 1.2;
+  EXPECT_FALSE(Sampler(repetition, std::vector<std::int32_t>{4}, 0).argmax_only());
+  SamplingParams presence = with_temperature(0.0);
+  presence.presence_penalty = 0.5;
+  Sampler later(presence, {}, 0);
+  EXPECT_TRUE(later.argmax_only());  // nothing generated yet: the penalty has nothing to apply to
+  ASSERT_TRUE(later.take_argmax(2, -1).ok());
+  EXPECT_FALSE(later.argmax_only());
 }
 
 TEST(Sampler, greedy_reads_no_random_number_so_a_later_sampled_request_is_unaffected) {

@@ -1,6 +1,7 @@
 // The batched step: several sequences of different lengths in one forward pass over the paged KV pool, with
 // the block tables of a real SequenceCache (prefix caching off), give the logits each sequence gets alone.
-// Prompts are prefilled in chunks that share steps with other sequences' decode rows.
+// Prompts are prefilled in chunks that share steps with other sequences' decode rows. Greedy steps (StepOutput::greedy)
+// return the argmax of the logits the same steps return.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "cache/sequence_cache.h"
 #include "model/greedy.h"
 #include "model/load.h"
+#include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_test_util.h"
 #include "ops/cuda/dependent_launch.h"
 #include "quant/mxfp4.h"
@@ -241,6 +243,52 @@ TEST(CudaExecutorBatch, dependent_launches_give_the_bits_of_ordinary_launches) {
     ASSERT_EQ(dependent.size(), ordinary.size());
     for (size_t p = 0; p < dependent.size(); ++p)
       expect_same_bits(dependent[p], ordinary[p], "prompt " + std::to_string(p) + " graphs " + std::to_string(graphs));
+  }
+}
+
+// StepOutput::greedy returns what CpuOps::greedy_tokens makes of the logits the same step returns: a prefill step
+// of two prompts (op by op), then decode steps of both rows (through step graphs where they are on), each run once
+// for its logits and once for its picks, the picks' tokens fed to the next step.
+void expect_greedy_picks_of_the_logits(LoadOptions o) {
+  o.max_tokens = 32;
+  o.kv_pool_tokens = 64;
+  o.block_size = 4;
+  auto m = load_model(kModel, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  Executor& ex = *m->executor;
+  const std::vector<BlockId> table_a = {0, 1, 2, 3, 4}, table_b = {5, 6, 7, 8, 9};
+  std::vector<std::int32_t> a = prompt(5, 1), b = prompt(9, 2);
+  CpuOps cpu;
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    const bool prefill = step == 0;
+    const std::int64_t start_a = prefill ? 0 : static_cast<std::int64_t>(a.size()) - 1;
+    const std::int64_t start_b = prefill ? 0 : static_cast<std::int64_t>(b.size()) - 1;
+    const std::vector<SequenceStep> batch = {
+        {std::span(a).subspan(start_a), start_a, table_a, SequenceStep::Logits::last},
+        {std::span(b).subspan(start_b), start_b, table_b, SequenceStep::Logits::last}};
+    auto logits = ex.step(batch);
+    ASSERT_TRUE(logits.ok()) << logits.error().message;
+    auto picks = ex.step(batch, {}, StepOutput::greedy);
+    ASSERT_TRUE(picks.ok()) << picks.error().message;
+    Tensor want = Tensor::zeros({2, 2}, DType::i32);
+    ASSERT_TRUE(cpu.greedy_tokens(*logits, want).ok());
+    ASSERT_EQ(picks->dtype(), DType::i32);
+    ASSERT_EQ(picks->shape(), (Shape{2, 2}));
+    EXPECT_EQ(std::memcmp(picks->raw(), want.raw(), want.nbytes()), 0);
+    EXPECT_EQ(picks->data<std::int32_t>()[1], -1);  // usable logits
+    a.push_back(picks->data<std::int32_t>()[0]);
+    b.push_back(picks->data<std::int32_t>()[2]);
+  }
+}
+
+TEST(ExecutorBatch, cpu_greedy_steps_return_the_argmax_of_their_logits) { expect_greedy_picks_of_the_logits({}); }
+
+TEST(CudaExecutorBatch, greedy_steps_return_the_argmax_of_their_logits_through_step_graphs_and_op_by_op) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  for (std::int64_t graphs : {8, 0}) {
+    SCOPED_TRACE(::testing::Message() << "graphs " << graphs);
+    expect_greedy_picks_of_the_logits(cuda_solo_options(graphs));
   }
 }
 

@@ -1,5 +1,6 @@
 // CPU reference ops (embedding, rms_norm, linear, lm_head, add) against naive double formulas written here,
-// on seeded random inputs at several shapes; plus the backend registry and its coverage table.
+// on seeded random inputs at several shapes; greedy_tokens on rows with known answers; plus the backend registry
+// and its coverage table.
 #include "ops/cpu/cpu_ops.h"
 
 #include <gtest/gtest.h>
@@ -176,6 +177,34 @@ TEST(CpuOps, add_accumulates_y_into_x_and_rejects_a_shape_mismatch) {
   EXPECT_TRUE(all_close(x, want, 1e-7, 0));
   Tensor y_bad = random_f32({3, 6}, rng);
   EXPECT_FALSE(ops.add(x, y_bad).ok());
+}
+
+// --- greedy_tokens ---
+
+// Rows with known answers: ties (the lowest id), -0 against +0 (equal: the lowest), -inf around one finite logit,
+// then the unusable rows the host sampler rejects: a NaN and a +inf (the lowest such id), every logit -inf.
+TEST(CpuOps, greedy_tokens_picks_the_lowest_id_of_the_largest_logit_and_flags_unusable_rows) {
+  CpuOps ops;
+  const float inf = INFINITY;
+  const std::vector<std::vector<float>> rows = {
+      {1.f, 3.f, -2.f, 3.f, 0.f},     {-0.f, 0.f, -1.f, -3.f, -5.f},  {-inf, -inf, -inf, -7.f, -inf},
+      {1.f, NAN, 9.f, inf, 2.f},      {0.f, 1.f, 2.f, 3.f, inf},      {-inf, -inf, -inf, -inf, -inf},
+      {-1.f, -1.f, -1.f, -1.f, -1.f}};
+  const std::vector<std::pair<int, int>> want = {{1, -1}, {0, -1}, {3, -1}, {-1, 1}, {-1, 4}, {-1, -2}, {0, -1}};
+  Tensor x = Tensor::zeros({static_cast<std::int64_t>(rows.size()), 5}, DType::f32);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int i = 0; i < 5; ++i) x.data<float>()[r * 5 + i] = rows[r][i];
+  Tensor out = Tensor::zeros({static_cast<std::int64_t>(rows.size()), 2}, DType::i32);
+  ASSERT_TRUE(ops.greedy_tokens(x, out).ok());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::int32_t* o = out.data<std::int32_t>() + 2 * r;
+    EXPECT_EQ(o[1], want[r].second) << "row " << r;
+    if (want[r].second == -1) EXPECT_EQ(o[0], want[r].first) << "row " << r;
+  }
+  Tensor wrong = Tensor::zeros({3, 2}, DType::i32);
+  const Status st = ops.greedy_tokens(x, wrong);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.error().message, "out must be contiguous i32 [7, 2]")) << st.error().message;
 }
 
 // --- registry ---

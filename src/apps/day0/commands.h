@@ -113,6 +113,7 @@ struct BenchOptions {
   bool synthetic = false;    // random weights made in memory from DIR/config.json (no checkpoint read)
   bool kernels = false;      // cuda: after each point's timed runs, one prefill / as many decode steps again, traced
   bool expert_load = false;  // after each prefill size's timed runs, one more: its routers' load layer by layer
+  bool decode_logits = false;  // decode steps return every logit to the host (default: greedy picks, StepOutput)
 };
 int bench(const BenchOptions& o);
 

@@ -1,7 +1,9 @@
-// CPU reference: embedding, norms, linear, residual add, lm head; checks shared by the other CPU files.
+// CPU reference: embedding, norms, linear, residual add, lm head, greedy tokens; checks shared by the other CPU
+// files.
 #include "ops/cpu/cpu_ops.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace day0 {
@@ -118,5 +120,29 @@ Status CpuOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float e
 }
 
 Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
+
+Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out) {
+  if (logits.dim() != 2) return make_error("greedy_tokens: logits must be [rows, vocab]");
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  D0_RETURN_IF_ERROR(check_f32_matrix(logits, "greedy_tokens", "logits", R, V));
+  if (out.dtype() != DType::i32 || out.shape() != Shape{R, 2} || !out.is_contiguous() || out.device() != Device::cpu)
+    return make_error("greedy_tokens: out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
+                      std::string(dtype_name(out.dtype())) + " " + shape_to_string(out.shape()));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (std::int64_t r = 0; r < R; ++r) {
+    const float* x = logits.data<float>() + r * V;
+    std::int64_t best = 0, bad = -1;
+    bool above_minus_inf = false;
+    for (std::int64_t i = 0; i < V; ++i) {
+      if (bad < 0 && !(x[i] < kInf)) bad = i;  // NaN or +inf
+      above_minus_inf = above_minus_inf || x[i] > -kInf;
+      if (x[i] > x[best]) best = i;
+    }
+    std::int32_t* o = out.data<std::int32_t>() + 2 * r;
+    o[0] = static_cast<std::int32_t>(best);
+    o[1] = static_cast<std::int32_t>(bad >= 0 ? bad : above_minus_inf ? -1 : -2);
+  }
+  return Status::success();
+}
 
 }  // namespace day0

@@ -430,6 +430,10 @@ Status CudaOps::gemm_linears(const Tensor& x, const Tensor* x_bf16, const std::v
 
 Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
 
+Status CudaOps::greedy_tokens(const Tensor& logits, Tensor& out) {
+  return greedy_tokens_cuda(logits, out, ctx_->stream());
+}
+
 Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
                      float attention_factor) {
   return rope_cuda(x, n_heads, head_dim, positions, inv_freq, attention_factor, ctx_->stream());

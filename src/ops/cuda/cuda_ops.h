@@ -98,6 +98,7 @@ class CudaOps final : public Ops {
                              const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits, Tensor& indices,
                              Tensor& weights) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
+  Status greedy_tokens(const Tensor& logits, Tensor& out) override;
 
   CudaContext& context() { return *ctx_; }
   const BackendOptions& options() const { return options_; }

@@ -1,6 +1,6 @@
 // CUDA elementwise and row kernels against the CPU reference ops on fresh seeded random inputs: embedding,
-// residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU, and the
-// benchmarks' uniform fill. Outputs are NaN-poisoned before each launch,
+// residual add + RMSNorm, f32 -> bf16, RoPE (alone and fused with the KV write), clamped SwiGLU, greedy picks from
+// logits, and the benchmarks' uniform fill. Outputs are NaN-poisoned before each launch,
 // so an element a kernel fails to write fails the comparison. Skipped visibly without a GPU.
 #include "ops/cuda/cuda_kernels.h"
 
@@ -300,6 +300,79 @@ TEST(CudaKernels, swiglu_clamped_matches_the_cpu_reference_for_both_layouts) {
         EXPECT_TRUE(all_close(download(*ctx, d_out), to_double(want), 1e-6, 1e-7))
             << "I " << I << " n " << n << " interleaved " << interleaved;
       }
+}
+
+// Rows of every kind the picks must agree on with the CPU reference, at gpt-oss's vocabulary (16-byte loads), an
+// odd width (the scalar path) and a tiny one: random logits; the largest value repeated at random ids (the lowest
+// wins: across threads and within one thread's loads); every value equal; -inf everywhere but one id; and the
+// unusable rows (a NaN, a +inf, both: the lowest id; every value -inf). Outputs are poisoned first.
+TEST(CudaKernels, greedy_tokens_match_the_cpu_reference_on_ties_and_unusable_rows) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(1011);
+  CpuOps cpu;
+  const float inf = INFINITY;
+  for (const std::int64_t V : {std::int64_t{201088}, std::int64_t{1001}, std::int64_t{3}}) {
+    SCOPED_TRACE(::testing::Message() << "V " << V);
+    constexpr int kKinds = 10, kRepeats = 7;
+    const std::int64_t R = kKinds * kRepeats;
+    Tensor x = random_f32({R, V}, rng, -10.f, 10.f);
+    std::uniform_int_distribution<std::int64_t> id(0, V - 1);
+    for (std::int64_t r = 0; r < R; ++r) {
+      float* row = x.data<float>() + r * V;
+      switch (r % kKinds) {
+        case 1:  // the maximum three times, anywhere
+          for (int k = 0; k < 3; ++k) row[id(rng)] = 11.f;
+          break;
+        case 2: {  // the maximum at neighbouring ids (one thread's 16-byte load, or the next thread's)
+          const std::int64_t at = id(rng);
+          row[at] = 12.f;
+          row[std::min(at + 1, V - 1)] = 12.f;
+          break;
+        }
+        case 3:
+          std::fill(row, row + V, -2.5f);
+          break;
+        case 4:
+          std::fill(row, row + V, -inf);
+          row[id(rng)] = -30.f;
+          break;
+        case 5:
+          row[id(rng)] = NAN;
+          break;
+        case 6:
+          row[id(rng)] = inf;
+          break;
+        case 7:
+          row[id(rng)] = inf;
+          row[id(rng)] = NAN;
+          break;
+        case 8:
+          std::fill(row, row + V, -inf);
+          break;
+        case 9:  // the maximum at the last id
+          row[V - 1] = 13.f;
+          break;
+        default:
+          break;
+      }
+    }
+    Tensor want = Tensor::zeros({R, 2}, DType::i32);
+    D0_ASSERT_OK(cpu.greedy_tokens(x, want));
+    Tensor d_out = poisoned(*ctx, {R, 2}, DType::i32);
+    D0_ASSERT_OK(greedy_tokens_cuda(upload(*ctx, x), d_out, ctx->stream()));
+    const Tensor got = download(*ctx, d_out);
+    for (std::int64_t r = 0; r < R; ++r) {
+      const std::int32_t* g = got.data<std::int32_t>() + 2 * r;
+      const std::int32_t* w = want.data<std::int32_t>() + 2 * r;
+      EXPECT_EQ(g[1], w[1]) << "row " << r;
+      if (w[1] == -1) EXPECT_EQ(g[0], w[0]) << "row " << r;
+    }
+    // The kinds above must be what the reference says they are: usable, flagged, all -inf.
+    EXPECT_EQ(want.data<std::int32_t>()[2 * 5 + 1] >= 0, true);
+    EXPECT_EQ(want.data<std::int32_t>()[2 * 8 + 1], -2);
+  }
 }
 
 }  // namespace

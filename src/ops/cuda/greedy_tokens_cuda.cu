@@ -1,0 +1,112 @@
+// Greedy decoding's pick on the GPU (Ops::greedy_tokens): a CTA a row of logits, 1,024 threads reading it in 16-byte
+// loads (four in flight a thread) and keeping the largest logit with its lowest id, the lowest id of a NaN or +inf
+// logit and whether any logit is above -inf; then a reduction over the CTA. A 64-row step of gpt-oss's 201,088
+// logits moves 512 bytes to the host instead of 51 MB (0.94 ms on an H100's PCIe link, v53).
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kUnroll = 4;
+
+struct Pick {
+  float best = -INFINITY;
+  int index = INT_MAX;  // of best; INT_MAX while no logit is above -inf
+  int bad = INT_MAX;    // the lowest id of a NaN or +inf logit
+  bool above_minus_inf = false;
+};
+
+// A thread visits its ids in increasing order: the first of equal logits stays, and the first bad one.
+__device__ __forceinline__ void visit(Pick& p, float v, int i) {
+  if (v > p.best) p.best = v, p.index = i;  // false for NaN
+  if (p.bad == INT_MAX && !(v < INFINITY)) p.bad = i;
+  p.above_minus_inf = p.above_minus_inf || v > -INFINITY;
+}
+
+__device__ __forceinline__ void combine(Pick& a, const Pick& b) {
+  if (b.best > a.best || (b.best == a.best && b.index < a.index)) a.best = b.best, a.index = b.index;
+  a.bad = min(a.bad, b.bad);
+  a.above_minus_inf = a.above_minus_inf || b.above_minus_inf;
+}
+
+__device__ __forceinline__ Pick shuffle_down(const Pick& p, int offset) {
+  Pick q;
+  q.best = __shfl_down_sync(0xffffffffu, p.best, offset);
+  q.index = __shfl_down_sync(0xffffffffu, p.index, offset);
+  q.bad = __shfl_down_sync(0xffffffffu, p.bad, offset);
+  q.above_minus_inf = __shfl_down_sync(0xffffffffu, static_cast<int>(p.above_minus_inf), offset) != 0;
+  return q;
+}
+
+// kVector: V a multiple of 4 and rows 16-byte aligned. Logits come from the lm_head just before: coherent loads.
+template <bool kVector>
+__global__ void __launch_bounds__(kThreads) greedy_tokens_kernel(const float* logits, int V, std::int32_t* out) {
+  begin_dependent_grid();
+  const float* x = logits + static_cast<std::int64_t>(blockIdx.x) * V;
+  Pick p;
+  if constexpr (kVector) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const int n4 = V / 4;
+    for (int base = threadIdx.x; base < n4; base += kThreads * kUnroll) {
+      float4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int j = base + u * kThreads;
+        v[u] = j < n4 ? x4[j] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = 4 * (base + u * kThreads);  // past V: -inf, which changes nothing
+        visit(p, v[u].x, i);
+        visit(p, v[u].y, i + 1);
+        visit(p, v[u].z, i + 2);
+        visit(p, v[u].w, i + 3);
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < V; i += kThreads) visit(p, x[i], i);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) combine(p, shuffle_down(p, offset));
+  __shared__ Pick warps[kThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warps[warp] = p;
+  __syncthreads();
+  if (warp != 0) return;
+  p = warps[lane];  // kThreads / 32 == 32 warps
+  for (int offset = 16; offset > 0; offset /= 2) combine(p, shuffle_down(p, offset));
+  if (lane == 0) {
+    out[2 * blockIdx.x] = p.index == INT_MAX ? 0 : p.index;
+    out[2 * blockIdx.x + 1] = p.bad != INT_MAX ? p.bad : p.above_minus_inf ? -1 : -2;
+  }
+}
+
+}  // namespace
+
+Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, cudaStream_t stream) {
+  const char* op = "greedy_tokens_cuda";
+  if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, V}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::i32}, {R, 2}));
+  if (V > INT_MAX) return make_error(std::string(op) + ": a vocabulary of " + std::to_string(V) + " ids exceeds int32");
+  if (R > INT_MAX) return make_error(std::string(op) + ": " + std::to_string(R) + " rows exceed a grid");
+  if (R == 0) return Status::success();
+  if (V % 4 == 0 && aligned_to(logits.raw(), 16))
+    launch_dependent(greedy_tokens_kernel<true>, dim3(static_cast<unsigned>(R)), dim3(kThreads), 0, stream,
+                     logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>());
+  else
+    launch_dependent(greedy_tokens_kernel<false>, dim3(static_cast<unsigned>(R)), dim3(kThreads), 0, stream,
+                     logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>());
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("greedy_tokens_kernel");
+  return Status::success();
+}
+
+}  // namespace day0
