@@ -128,9 +128,7 @@ Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusa
   if (unusable != -1) return make_error("sampler: every logit is -inf");
   SampleResult result;
   result.token = token;
-  output_.push_back(token);
-  history_.add_output(token);
-  return result;
+  return finish({}, result);  // no logprobs to read (argmax_only): only the token is recorded
 }
 
 SampleResult Sampler::finish(std::span<const float> logits, SampleResult& result) {
