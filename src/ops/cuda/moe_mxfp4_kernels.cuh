@@ -98,12 +98,22 @@ struct TileLoad {
   std::uint32_t sg, sh;
 };
 
+// A read-only 16-byte load asking the L2 for the 256 bytes around it. A warp's tile reads 64 bytes of each of 16
+// rows and the CTA's other warps the next 192 of the same rows at about the same time; with the hint one DRAM
+// request serves all four. H100, bench-moe 20b, whole expert block (v54): 8 tokens 137.6 -> 134.6 us, 64 tokens
+// 231.0 -> 224.2; 120b 64 tokens 627.2 -> 606.0.
+__device__ __forceinline__ uint4 ldg_l2_256(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ TileLoad load_tile(const uint4* blocks, const std::uint8_t* scales, int groups,
                                               std::int64_t base_g, std::int64_t base_h, int grp) {
   TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
   if (grp < groups) {
-    l.g = __ldg(blocks + base_g + grp);
-    l.h = __ldg(blocks + base_h + grp);
+    l.g = ldg_l2_256(blocks + base_g + grp);
+    l.h = ldg_l2_256(blocks + base_h + grp);
     l.sg = __ldg(scales + base_g + grp);
     l.sh = __ldg(scales + base_h + grp);
   }
