@@ -2,6 +2,7 @@
 #include "model/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -248,7 +249,8 @@ Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, T
   return ops_.moe_experts(h, indices, route, gate_up, down, swiglu, out);
 }
 
-Result<Tensor> Executor::forward(std::span<const std::int32_t> tokens, bool all_logits, const TapFn& tap) {
+Result<Tensor> Executor::forward(std::span<const std::int32_t> tokens, bool all_logits, const TapFn& tap,
+                                 StepOutput output) {
   const std::int64_t S = static_cast<std::int64_t>(tokens.size());
   if (S == 0) return make_error("forward: no tokens");
   if (solo_length_ + S > max_tokens_)
@@ -263,17 +265,18 @@ Result<Tensor> Executor::forward(std::span<const std::int32_t> tokens, bool all_
     SequenceStep seq{tokens.subspan(begin, n), start + begin, solo_table_,
                      all_logits ? SequenceStep::Logits::all
                                 : last ? SequenceStep::Logits::last : SequenceStep::Logits::none};
-    auto logits = step(std::span(&seq, 1), tap);
+    auto logits = step(std::span(&seq, 1), tap, output);
     if (!logits.ok()) return logits.error();  // solo_length_ untouched: the failed tokens are not part of the sequence
     if (seq.logits != SequenceStep::Logits::none) parts.push_back(std::move(*logits));
   }
   solo_length_ = start + S;
   if (parts.size() == 1) return parts.front();
-  Tensor joined = Tensor::zeros({S, spec_.vocab_size}, DType::f32);
-  std::int64_t row = 0;
+  const Tensor& first = parts.front();  // logits [n, V] f32 or picks [n, 2] i32
+  Tensor joined = Tensor::zeros({S, first.size(1)}, first.dtype());
+  std::size_t at = 0;
   for (const Tensor& p : parts) {
-    std::copy_n(p.data<float>(), p.numel(), joined.data<float>() + row * spec_.vocab_size);
-    row += p.size(0);
+    std::memcpy(static_cast<char*>(joined.raw()) + at, p.raw(), p.nbytes());
+    at += p.nbytes();
   }
   return joined;
 }

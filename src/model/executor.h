@@ -81,8 +81,10 @@ class Executor {
   Status copy_block_range(BlockId src, BlockId dst, std::int32_t n_blocks);
 
   // Solo: appends `tokens` at positions length()..length()+S-1 and returns host logits: [S, V] if all_logits,
-  // else [1, V] for the last token. On error the sequence is left as it was before the failing step.
-  Result<Tensor> forward(std::span<const std::int32_t> tokens, bool all_logits = false, const TapFn& tap = {});
+  // else [1, V] for the last token; with StepOutput::greedy those rows' picks instead ([S or 1, 2] i32, as step).
+  // On error the sequence is left as it was before the failing step.
+  Result<Tensor> forward(std::span<const std::int32_t> tokens, bool all_logits = false, const TapFn& tap = {},
+                         StepOutput output = StepOutput::logits);
   std::int64_t length() const { return solo_length_; }
   void reset() { solo_length_ = 0; }
 

@@ -2,6 +2,7 @@
 #include "model/greedy.h"
 
 #include <chrono>
+#include <string>
 
 namespace day0 {
 
@@ -13,22 +14,38 @@ std::int32_t argmax_token(const Tensor& logits_row) {
   return best;
 }
 
+namespace {
+
+// The step's token: the argmax of its logits, or the device's pick ([1, 2]: the id and -1, else the row's first
+// NaN / +inf id or -2 when every logit is -inf: the model diverged, and no token stands for that).
+Result<std::int32_t> chosen_token(const Tensor& out, StepOutput output, int step) {
+  if (output == StepOutput::logits) return argmax_token(out);
+  const std::int32_t* pick = out.data<std::int32_t>();
+  if (pick[1] == -1) return pick[0];
+  return make_error("greedy_generate: the logits of step " + std::to_string(step) + " are unusable: " +
+                    (pick[1] >= 0 ? "NaN or +inf at id " + std::to_string(pick[1]) : std::string("all -inf")));
+}
+
+}  // namespace
+
 Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::int32_t> prompt, int max_new_tokens,
                                      bool keep_logits, const TokenFn& on_token) {
   using clock = std::chrono::steady_clock;
   GreedyResult result;
   if (max_new_tokens <= 0) return result;
+  // Without kept logits each step returns only the device's pick: two ids to the host instead of V logits.
+  const StepOutput output = keep_logits ? StepOutput::logits : StepOutput::greedy;
   auto t0 = clock::now();
-  D0_ASSIGN_OR_RETURN(Tensor logits, executor.forward(prompt));
+  D0_ASSIGN_OR_RETURN(Tensor out, executor.forward(prompt, false, {}, output));
   result.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
   for (int step = 0; step < max_new_tokens; ++step) {
-    const std::int32_t token = argmax_token(logits);
+    D0_ASSIGN_OR_RETURN(const std::int32_t token, chosen_token(out, output, step));
     result.tokens.push_back(token);
     if (on_token) on_token(token);
-    if (keep_logits) result.step_logits.push_back(logits);
+    if (keep_logits) result.step_logits.push_back(out);
     if (step + 1 == max_new_tokens) break;
-    D0_ASSIGN_OR_RETURN(logits, executor.forward(std::span<const std::int32_t>(&token, 1)));
+    D0_ASSIGN_OR_RETURN(out, executor.forward(std::span<const std::int32_t>(&token, 1), false, {}, output));
   }
   result.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return result;

@@ -292,6 +292,45 @@ TEST(CudaExecutorBatch, greedy_steps_return_the_argmax_of_their_logits_through_s
   }
 }
 
+// greedy_generate without kept logits takes the backend's picks: the tokens of the run that keeps the logits and
+// takes their argmax. A solo forward over a prompt in several chunks joins each row's pick, as the logits.
+void expect_greedy_generate_from_picks(LoadOptions o) {
+  o.max_tokens = 48;
+  o.max_step_tokens = 8;  // the 23-token prompt in three chunks
+  const std::vector<std::int32_t> p = prompt(23, 5);
+  auto with_logits = load_model(kModel, o);
+  ASSERT_TRUE(with_logits.ok()) << with_logits.error().message;
+  auto want = greedy_generate(*with_logits->executor, p, 8, /*keep_logits=*/true);
+  ASSERT_TRUE(want.ok()) << want.error().message;
+  auto with_picks = load_model(kModel, o);
+  ASSERT_TRUE(with_picks.ok()) << with_picks.error().message;
+  auto got = greedy_generate(*with_picks->executor, p, 8);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->tokens, want->tokens);
+  EXPECT_TRUE(got->step_logits.empty());
+
+  Executor& ex = *with_picks->executor;
+  ex.reset();
+  auto logits = ex.forward(p, /*all_logits=*/true);
+  ASSERT_TRUE(logits.ok()) << logits.error().message;
+  ex.reset();
+  auto picks = ex.forward(p, /*all_logits=*/true, {}, StepOutput::greedy);
+  ASSERT_TRUE(picks.ok()) << picks.error().message;
+  Tensor rows = Tensor::zeros({23, 2}, DType::i32);
+  ASSERT_TRUE(CpuOps().greedy_tokens(*logits, rows).ok());
+  ASSERT_EQ(picks->shape(), (Shape{23, 2}));
+  EXPECT_EQ(std::memcmp(picks->raw(), rows.raw(), rows.nbytes()), 0);
+}
+
+TEST(ExecutorBatch, cpu_greedy_generate_takes_the_picks_of_the_logits_it_would_keep) {
+  expect_greedy_generate_from_picks({});
+}
+
+TEST(CudaExecutorBatch, greedy_generate_takes_the_picks_of_the_logits_it_would_keep) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  expect_greedy_generate_from_picks(cuda_solo_options(8));
+}
+
 TEST(ExecutorBatch, a_cpu_executor_reports_step_graphs_off) {
   LoadOptions o;
   o.max_tokens = 16;
