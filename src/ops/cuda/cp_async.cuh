@@ -18,6 +18,13 @@ __device__ __forceinline__ void copy_16(void* dst, const void* src, unsigned src
 __device__ __forceinline__ void copy_16(std::uint32_t dst, const void* src, unsigned src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// copy_16 asking the L2 for the 256 bytes around src: where the CTA's other lanes read the rest of those bytes
+// at about the same time, one DRAM request serves them all.
+__device__ __forceinline__ void copy_16_l2_256(void* dst, const void* src, unsigned src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(bulk_copy::shared_address(dst)),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
 // Closes this thread's copies issued since the last commit into one group (an empty group is allowed).
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending of this thread's committed copy groups are still in flight; what the others landed

@@ -15,10 +15,11 @@ namespace day0::small_m {
 constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
 
-// Weights are read once per step: keep them out of L1, where x lives.
+// Weights are read once per step: keep them out of L1, where x lives. A warp reads 64 bytes of each of 16 rows and
+// the CTA's other warps the rest of the rows' 256 at about the same time: the L2 fetches the 256 at once.
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
@@ -119,8 +120,8 @@ __device__ __forceinline__ int warp_block(int i) {
 __device__ __forceinline__ void copy_block(unsigned char* slot, const WeightRows& w, int kb) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4, c = kb * 4 + t;
   const bool live = c < w.chunks;
-  cp_async::copy_16(slot + g * 64 + t * 16, live ? w.lo + c : w.lo, live ? 16u : 0u);
-  cp_async::copy_16(slot + (g + 8) * 64 + t * 16, live ? w.hi + c : w.hi, live ? 16u : 0u);
+  cp_async::copy_16_l2_256(slot + g * 64 + t * 16, live ? w.lo + c : w.lo, live ? 16u : 0u);
+  cp_async::copy_16_l2_256(slot + (g + 8) * 64 + t * 16, live ? w.hi + c : w.hi, live ? 16u : 0u);
 }
 
 // The warp's blocks kFrom..kTo - 1 into its ring (kStages x kRingBlockBytes): blocks 0..kStages - 1 in order,
