@@ -244,7 +244,7 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
 std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets) {
   std::int64_t bytes = 0;
   for (const LinearTarget& t : targets) bytes += static_cast<std::int64_t>(t.w.nbytes());
-  if (bytes >= kLinearSmallHugeWeightBytes) return 0;
+  if (bytes >= kLinearSmallHugeWeightBytes) return kLinearSmallHugeMaxRows;
   if (bytes <= kLinearSmallTinyWeightBytes) return kLinearSmallTinyMaxRows;
   return bytes <= kLinearSmallMediumWeightBytes ? kLinearSmallMediumMaxRows : kLinearSmallMaxRows;
 }

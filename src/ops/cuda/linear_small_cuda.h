@@ -30,10 +30,11 @@ inline constexpr std::int64_t kLinearSmallTinyMaxRows = 128;
 // each a layer): 7,857 against 7,748 tok/s.
 inline constexpr std::int64_t kLinearSmallMediumWeightBytes = std::int64_t{4} << 20;
 inline constexpr std::int64_t kLinearSmallMediumMaxRows = 64;
-// Weights this large (gpt-oss's lm_head: 1.16 GB) go to cuBLASLt at every row count: its GEMM with the input
-// conversion read them faster (bench-moe, H200, lm_head: 281.7 / 293.1 / 305.1 us at 1 / 8 / 16 rows against
-// 288.0 / 313.3 / 390.9 on the small-M kernel).
+// Weights this large (gpt-oss's lm_head: 1.16 GB) take the small-M kernel for one row only, cuBLASLt's GEMM with
+// the input conversion from two: H100 bench-moe, lm_head, us, small-M / cuBLASLt: 1 row 379.6 / 413.1 (the small-M
+// kernel's loads with the L2's 256-byte fetch: 3.05 TB/s), 8 rows 451.8-492.8 / 426.1, 16 rows 575.3 / 440.5.
 inline constexpr std::int64_t kLinearSmallHugeWeightBytes = std::int64_t{256} << 20;
+inline constexpr std::int64_t kLinearSmallHugeMaxRows = 1;
 inline constexpr int kLinearSmallMaxTargets = 4;
 // More rows run as slices of 16 (one grid row each, every slice reading the weights again): a row's result is
 // the same whatever M (batch-invariant mode takes every call here).
@@ -45,7 +46,8 @@ bool linear_small_fits(const Tensor& x, const std::vector<LinearTarget>& targets
                        std::int64_t max_rows = kLinearSmallMaxRows);
 
 // The most rows CudaOps sends to the small-M kernel for these weights together (kLinearSmallMaxRows,
-// kLinearSmallTinyMaxRows for tiny weights, kLinearSmallMediumMaxRows for medium ones, none for huge ones).
+// kLinearSmallTinyMaxRows for tiny weights, kLinearSmallMediumMaxRows for medium ones, kLinearSmallHugeMaxRows for
+// huge ones).
 std::int64_t linear_small_max_rows(const std::vector<LinearTarget>& targets);
 
 // x f32 [M, K] on the device (16-byte aligned), M <= kLinearSmallMaxSlicedRows; each target's w bf16 [N, K], bias

@@ -130,7 +130,7 @@ TEST(CudaLinearSmall, takes_decode_sized_bf16_calls_and_leaves_the_rest_to_the_g
 }
 
 // Up to 128 rows for weights of at most 1 MiB (gpt-oss's router: 32 x 2880 bf16), 64 up to 4 MiB (k, v alone), 16
-// for larger ones (q/k/v together, o), none from 256 MiB (lm_head), counting every target of the call.
+// for larger ones (q/k/v together, o), one from 256 MiB (lm_head), counting every target of the call.
 TEST(CudaLinearSmall, tiny_weights_take_more_rows_than_large_ones) {
   const Tensor router = Tensor::zeros({32, 2880}, DType::bf16), o = Tensor::zeros({2880, 4096}, DType::bf16);
   EXPECT_EQ(linear_small_max_rows({{router, Tensor(), Tensor()}}), kLinearSmallTinyMaxRows);
@@ -148,10 +148,12 @@ TEST(CudaLinearSmall, tiny_weights_take_more_rows_than_large_ones) {
   const Tensor lm_head = Tensor::borrow(byte.get(), {201088, 2880}, DType::bf16, byte);
   const Tensor at_limit = Tensor::borrow(byte.get(), {128, std::int64_t{1} << 20}, DType::bf16, byte);
   const Tensor under = Tensor::borrow(byte.get(), {128, (std::int64_t{1} << 20) - 8}, DType::bf16, byte);
-  EXPECT_EQ(linear_small_max_rows({{lm_head, Tensor(), Tensor()}}), 0);
-  EXPECT_EQ(linear_small_max_rows({{at_limit, Tensor(), Tensor()}}), 0);
+  EXPECT_EQ(linear_small_max_rows({{lm_head, Tensor(), Tensor()}}), 1);
+  EXPECT_EQ(linear_small_max_rows({{at_limit, Tensor(), Tensor()}}), 1);
   EXPECT_EQ(linear_small_max_rows({{under, Tensor(), Tensor()}}), kLinearSmallMaxRows);
-  EXPECT_FALSE(linear_small_fits(Tensor::zeros({1, 2880}, DType::f32), {{lm_head, Tensor(), Tensor()}},
+  EXPECT_TRUE(linear_small_fits(Tensor::zeros({1, 2880}, DType::f32), {{lm_head, Tensor(), Tensor()}},
+                                linear_small_max_rows({{lm_head, Tensor(), Tensor()}})));
+  EXPECT_FALSE(linear_small_fits(Tensor::zeros({2, 2880}, DType::f32), {{lm_head, Tensor(), Tensor()}},
                                  linear_small_max_rows({{lm_head, Tensor(), Tensor()}})));
 }
 
