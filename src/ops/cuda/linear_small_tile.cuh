@@ -16,7 +16,7 @@ constexpr int kRowsPerCta = 16;   // the MMA's M
 constexpr int kTokensPerMma = 8;  // the MMA's N
 
 // Weights are read once per step: keep them out of L1, where x lives. A warp reads 64 bytes of each of 16 rows and
-// the CTA's other warps the rest of the rows' 256 at about the same time: the L2 fetches the 256 at once.
+// the CTA's other warps the next blocks of the same rows at about the same time: the L2 fetches 256 bytes at once.
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
