@@ -2,8 +2,8 @@
 // r-th eighth in 16-byte loads (four in flight a thread) and keeping the largest logit with its lowest id, the
 // lowest id of a NaN or +inf logit and whether any logit is above -inf; a reduction over each CTA, then rank 0
 // combines the eight through distributed shared memory. A 64-row step of gpt-oss's 201,088 logits moves 512 bytes
-// to the host instead of 51 MB (0.94 ms on an H100's PCIe link, v53). One CTA a row took 24 us on an H100 (one SM
-// for a row's 804 KB: the whole pick at batch 1).
+// to the host instead of 51 MB (0.94 ms on an H100's PCIe link, v53). One CTA a row took 24 us a step at batch 64 on
+// an H100 (v53), and left a single SM to read batch 1's one row of 804 KB.
 #include <cooperative_groups.h>
 
 #include <climits>
