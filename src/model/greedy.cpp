@@ -2,7 +2,10 @@
 #include "model/greedy.h"
 
 #include <chrono>
+#include <span>
 #include <string>
+
+#include "ops/greedy_pick.h"
 
 namespace day0 {
 
@@ -16,14 +19,15 @@ std::int32_t argmax_token(const Tensor& logits_row) {
 
 namespace {
 
-// The step's token: the argmax of its logits, or the device's pick ([1, 2]: the id and -1, else the row's first
-// NaN / +inf id or -2 when every logit is -inf: the model diverged, and no token stands for that).
+// The step's token: the greedy pick of its logits, or the device's ([1, 2]: ops/greedy_pick.h's two ids). Unusable
+// logits (NaN, +inf, only -inf) are an error: the model diverged, and no token stands for that.
 Result<std::int32_t> chosen_token(const Tensor& out, StepOutput output, int step) {
-  if (output == StepOutput::logits) return argmax_token(out);
-  const std::int32_t* pick = out.data<std::int32_t>();
-  if (pick[1] == -1) return pick[0];
-  return make_error("greedy_generate: the logits of step " + std::to_string(step) + " are unusable: " +
-                    (pick[1] >= 0 ? "NaN or +inf at id " + std::to_string(pick[1]) : std::string("all -inf")));
+  const GreedyPick pick =
+      output == StepOutput::logits
+          ? greedy_pick(std::span(out.data<float>(), static_cast<std::size_t>(out.numel())))
+          : GreedyPick{out.data<std::int32_t>()[0], out.data<std::int32_t>()[1]};
+  D0_RETURN_IF_ERROR(greedy_pick_status(pick, "greedy_generate: step " + std::to_string(step)));
+  return pick.token;
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include "ops/cpu/cpu_ops.h"
 
 #include <cmath>
-#include <limits>
+#include <span>
 #include <string>
+
+#include "ops/greedy_pick.h"
 
 namespace day0 {
 
@@ -128,19 +130,11 @@ Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out) {
   if (out.dtype() != DType::i32 || out.shape() != Shape{R, 2} || !out.is_contiguous() || out.device() != Device::cpu)
     return make_error("greedy_tokens: out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
                       std::string(dtype_name(out.dtype())) + " " + shape_to_string(out.shape()));
-  constexpr float kInf = std::numeric_limits<float>::infinity();
   for (std::int64_t r = 0; r < R; ++r) {
-    const float* x = logits.data<float>() + r * V;
-    std::int64_t best = 0, bad = -1;
-    bool above_minus_inf = false;
-    for (std::int64_t i = 0; i < V; ++i) {
-      if (bad < 0 && !(x[i] < kInf)) bad = i;  // NaN or +inf
-      above_minus_inf = above_minus_inf || x[i] > -kInf;
-      if (x[i] > x[best]) best = i;
-    }
+    const GreedyPick pick = greedy_pick(std::span(logits.data<float>() + r * V, static_cast<std::size_t>(V)));
     std::int32_t* o = out.data<std::int32_t>() + 2 * r;
-    o[0] = static_cast<std::int32_t>(best);
-    o[1] = static_cast<std::int32_t>(bad >= 0 ? bad : above_minus_inf ? -1 : -2);
+    o[0] = pick.token;
+    o[1] = pick.unusable;
   }
   return Status::success();
 }
