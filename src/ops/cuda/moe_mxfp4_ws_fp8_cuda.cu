@@ -288,8 +288,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       // warps take 2.5 groups of 32 values where whole slots gave 3 (each k-tile waits for its slowest converter
       // warp, v34), at 64 rows 1.5. One loop for each row count, so the 128-row loop tests no row.
       auto convert_k_tiles = [&](auto live_rows) {
-        constexpr int kWhole = decltype(live_rows)::value * 4 / kConverters;
-        constexpr int kHalves = 2 * (decltype(live_rows)::value * 4 - kWhole * kConverters);
+        constexpr int kSlots = decltype(live_rows)::value * 4;  // (row, group) slots of a k-tile
+        constexpr int kWhole = kSlots / kConverters;
+        constexpr int kHalves = 2 * (kSlots - kWhole * kConverters);
         static_assert(kHalves <= kConverters, "one half slot a converter thread at most");
         int row_shift[kWhole];
 #pragma unroll
