@@ -339,7 +339,9 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
-  const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts;
+  // Experts no GEMM fits (out not a multiple of 64) stay on the fused kernel at any size.
+  const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts &&
+                             mxfp4_grouped_gemm_fits(gate_up) && mxfp4_grouped_gemm_fits(down);
   if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kMxfp4WgmmaMinTokensPerExpert * ws.shape.n_experts &&
       mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
     D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, y, stream));

@@ -28,6 +28,9 @@ inline constexpr std::int64_t kMxfp4GemmMinTokensPerExpert = 32;
 // routed expert plus the full ones.
 std::int64_t mxfp4_gemm_launch_slots(std::int64_t routed_experts_bound, std::int64_t assignments);
 
+// MXFP4 experts with out a multiple of 64 (the GEMM's row tile).
+bool mxfp4_grouped_gemm_fits(const ExpertWeights& w);
+
 // As mxfp4_grouped_matmul_cuda (moe_mxfp4_fused_cuda.h); w.out a multiple of 64; launch_slots from
 // mxfp4_gemm_launch_slots (at most 65535).
 Status mxfp4_grouped_gemm_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,

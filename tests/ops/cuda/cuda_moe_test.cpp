@@ -103,6 +103,9 @@ TEST(CudaMoe, fused_mxfp4_path_matches_the_cpu_reference) {
   for (int E : {4, 32})
     for (int k : {1, 2, 4})
       run_case(*ctx, E, k, 64, 96, {1, 2, 5, 8, 40, 64}, E == 4 ? DType::f32 : DType::bf16, k != 2, rng, 64);
+  // 160 rows fit no grouped GEMM (64-row tiles): a prefill-sized step (50 assignments an expert) stays on the fused
+  // kernel instead of failing.
+  run_case(*ctx, 4, 2, 160, 96, {100}, DType::f32, true, rng, 128);
 }
 
 TEST(CudaMoe, fused_mxfp4_path_matches_the_cpu_reference_at_the_gpt_oss_20b_shape) {
