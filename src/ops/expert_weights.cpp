@@ -3,11 +3,14 @@
 
 #include <string>
 
+#include "quant/mxfp4_tiles.h"
+
 namespace day0 {
 
 std::string_view expert_storage_name(ExpertStorage s) {
   switch (s) {
     case ExpertStorage::mxfp4: return "mxfp4";
+    case ExpertStorage::mxfp4_tiled: return "mxfp4_tiled";
     case ExpertStorage::bf16: return "bf16";
     case ExpertStorage::fp8_rowwise: return "fp8_rowwise";
   }
@@ -37,12 +40,33 @@ Status check_expert_weights(const ExpertWeights& w, const char* op, Device devic
     case ExpertStorage::mxfp4:
       D0_RETURN_IF_ERROR(check_one(w.blocks, op, "blocks", DType::u8, {E, out, in / 32, 16}, device));
       return check_one(w.scales, op, "scales", DType::u8, {E, out, in / 32}, device);
+    case ExpertStorage::mxfp4_tiled:
+      if (out % kMxfp4TileRows != 0)
+        return make_error(std::string(op) + ": tiled MXFP4 experts need out a multiple of 16, got " +
+                          std::to_string(out));
+      D0_RETURN_IF_ERROR(check_one(w.blocks, op, "blocks", DType::u8,
+                                   {E, out, kMxfp4TileGroups * mxfp4_row_tiles(in / 32), 16}, device));
+      return check_one(w.scales, op, "scales", DType::u8, {E, out, in / 32}, device);
     case ExpertStorage::bf16: return check_one(w.values, op, "values", DType::bf16, {E, out, in}, device);
     case ExpertStorage::fp8_rowwise:
       D0_RETURN_IF_ERROR(check_one(w.values, op, "values", DType::f8_e4m3, {E, out, in}, device));
       return check_one(w.row_scales, op, "row scales", DType::f32, {E, out}, device);
   }
   return make_error(std::string(op) + ": unknown expert storage");
+}
+
+Result<ExpertWeights> mxfp4_tiled_experts(const ExpertWeights& w) {
+  const char* op = "mxfp4_tiled_experts";
+  if (w.storage != ExpertStorage::mxfp4)
+    return make_error(std::string(op) + ": takes row-major MXFP4 experts, got " +
+                      std::string(expert_storage_name(w.storage)));
+  D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cpu));
+  const std::int64_t groups = w.in / 32, rows = std::int64_t(w.n_experts) * w.out;
+  ExpertWeights t = w;
+  t.storage = ExpertStorage::mxfp4_tiled;
+  t.blocks = Tensor::zeros({w.n_experts, w.out, kMxfp4TileGroups * mxfp4_row_tiles(groups), 16}, DType::u8);
+  D0_RETURN_IF_ERROR(mxfp4_to_tiles(w.blocks.data<std::uint8_t>(), rows, groups, t.blocks.data<std::uint8_t>()));
+  return t;
 }
 
 }  // namespace day0

@@ -12,6 +12,8 @@ namespace day0 {
 
 enum class ExpertStorage {
   mxfp4,        // blocks u8 [E, out, in/32, 16] + scales u8 [E, out, in/32] (E8M0), quant/mxfp4.h
+  mxfp4_tiled,  // the same values, blocks u8 [E, out, 4 ceil(in/128), 16] in quant/mxfp4_tiles.h's order (out a
+                // multiple of 16, K padded with zero blocks), scales as mxfp4: what the decode-size kernels read best
   bf16,         // values bf16 [E, out, in]: the MXFP4 values decoded exactly
   fp8_rowwise,  // values f8_e4m3 [E, out, in] + row_scales f32 [E, out] (powers of two), quant/fp8_experts.h
 };
@@ -29,5 +31,9 @@ struct ExpertWeights {
 // Checks the tensors of w's storage: dtypes, shapes for (n_experts, out, in), contiguity, `device`; in a multiple
 // of 32. The bias is checked by each backend (they accept different dtypes). Errors start with `op`.
 Status check_expert_weights(const ExpertWeights& w, const char* op, Device device);
+
+// Host MXFP4 experts (row-major blocks) in the tiled order (ExpertStorage::mxfp4_tiled): new blocks, the same scales
+// and bias tensors. out must be a multiple of 16; the error names what is wrong.
+Result<ExpertWeights> mxfp4_tiled_experts(const ExpertWeights& w);
 
 }  // namespace day0

@@ -266,6 +266,34 @@ TEST(CpuOpsMoe, expert_matmul_over_stored_bf16_and_fp8_experts_equals_the_mxfp4_
   EXPECT_FALSE(ops.expert_matmul(x, no_scales, 0, out).ok());
 }
 
+// The tiled block order (ExpertStorage::mxfp4_tiled) decodes to the same rows: the same bits, with a last tile
+// part-filled (3 groups); out off the tile height is refused.
+TEST(CpuOpsMoe, expert_matmul_over_tiled_mxfp4_blocks_equals_the_row_major_result_bit_for_bit) {
+  std::mt19937 rng(704);
+  CpuOps ops;
+  Experts ex = make_experts(rng, 3, 32, 96, 2.f);
+  const Tensor x = random_f32({4, 96}, rng);
+  auto tiled = mxfp4_tiled_experts(ex.w);
+  ASSERT_TRUE(tiled.ok()) << tiled.error().message;
+  EXPECT_EQ(tiled->blocks.shape(), (Shape{3, 32, 4, 16}));
+  for (int e = 0; e < 3; ++e) {
+    Tensor want = Tensor::zeros({4, 32}, DType::f32), got = Tensor::zeros({4, 32}, DType::f32);
+    ASSERT_TRUE(ops.expert_matmul(x, ex.w, e, want).ok());
+    const Status st = ops.expert_matmul(x, *tiled, e, got);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0) << "expert " << e;
+  }
+  const auto odd = mxfp4_tiled_experts(make_experts(rng, 1, 17, 96, 2.f).w);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_TRUE(optest::contains(odd.error().message, "multiple of 16")) << odd.error().message;
+  ExpertWeights unpadded = *tiled;  // row-major-sized blocks under the tiled storage
+  unpadded.blocks = ex.w.blocks;
+  Tensor out = Tensor::zeros({4, 32}, DType::f32);
+  const Status st = ops.expert_matmul(x, unpadded, 0, out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(optest::contains(st.error().message, "expert blocks")) << st.error().message;
+}
+
 struct Moe {
   Experts gate_up, down;
   SwigluParams p;

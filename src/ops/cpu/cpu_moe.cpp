@@ -2,12 +2,15 @@
 // routed-expert combination.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "ops/cpu/cpu_ops.h"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 
@@ -53,6 +56,16 @@ static void decode_expert_row(const ExpertWeights& w, std::int64_t row, float* o
       const std::int64_t groups = w.in / kMxfp4GroupSize;
       mxfp4_decode_row(w.blocks.data<std::uint8_t>() + row * groups * kMxfp4GroupBytes,
                        w.scales.data<std::uint8_t>() + row * groups, w.in, out);
+      return;
+    }
+    case ExpertStorage::mxfp4_tiled: {  // the row's blocks gathered back into row order
+      const std::int64_t groups = w.in / kMxfp4GroupSize;
+      std::vector<std::uint8_t> blocks(static_cast<std::size_t>(groups * kMxfp4GroupBytes));
+      for (std::int64_t g = 0; g < groups; ++g)
+        std::memcpy(blocks.data() + g * kMxfp4GroupBytes,
+                    w.blocks.data<std::uint8_t>() + mxfp4_tiled_unit(row, g, groups) * kMxfp4GroupBytes,
+                    kMxfp4GroupBytes);
+      mxfp4_decode_row(blocks.data(), w.scales.data<std::uint8_t>() + row * groups, w.in, out);
       return;
     }
     case ExpertStorage::bf16: {

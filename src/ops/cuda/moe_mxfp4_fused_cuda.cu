@@ -109,7 +109,8 @@ constexpr int fused_ctas_per_sm() {
   return kPassGroups == 1 ? 6 : 4;
 }
 
-template <int kWarps, bool kSwiglu, int kPassGroups, int kRowTiles>
+// kTiled: the blocks in quant/mxfp4_tiles.h's order (a template argument: the row-major form keeps its registers).
+template <int kWarps, bool kSwiglu, int kPassGroups, int kRowTiles, bool kTiled>
 __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassGroups, kRowTiles>()))
     mxfp4_grouped_mma_kernel(KernelArgs a) {
   begin_dependent_grid();
@@ -118,12 +119,17 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
   if (e < 0) return;
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
   const int row0 = blockIdx.x * kRowsPerCta * kRowTiles;
-  const std::int64_t expert_base = static_cast<std::int64_t>(e) * a.out_rows * a.groups;
-  std::int64_t base_g[kRowTiles], base_h[kRowTiles];
+  std::int64_t base_g[kRowTiles], base_h[kRowTiles];  // row-major: the rows' blocks and scales; tiled: the scales
+  std::int64_t unit_g[kRowTiles], unit_h[kRowTiles];  // tiled: the lane's blocks of tile 0
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
-    base_g[r] = expert_base + static_cast<std::int64_t>(row0 + kRowsPerCta * r + g) * a.groups;
+    const std::int64_t row_g = static_cast<std::int64_t>(e) * a.out_rows + row0 + kRowsPerCta * r + g;
+    base_g[r] = row_g * a.groups;
     base_h[r] = base_g[r] + static_cast<std::int64_t>(8) * a.groups;
+    if constexpr (kTiled) {
+      unit_g[r] = mxfp4_tiled_unit(row_g, t, a.groups);  // group t: tile 0's block of the lane
+      unit_h[r] = mxfp4_tiled_unit(row_g + 8, t, a.groups);
+    }
   }
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
   const int first = warp * kInFlight;
@@ -134,7 +140,12 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
     for (int u = 0; u < kInFlight; ++u)
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r)
-        buf[u][r] = load_tile(a.blocks, a.scales, a.groups, base_g[r], base_h[r], (base + u) * kGroupsPerTile + t);
+        if constexpr (kTiled)
+          buf[u][r] = load_tile_tiled(a.blocks, a.scales, a.groups, unit_g[r], unit_h[r], base_g[r], base_h[r],
+                                      (base + u) * kGroupsPerTile + t);
+        else
+          buf[u][r] =
+              load_tile(a.blocks, a.scales, a.groups, base_g[r], base_h[r], (base + u) * kGroupsPerTile + t);
   };
   load_round(first);  // the weights' loads go out before the token bookkeeping is read
   const int p_begin = a.offsets[e], p_end = a.offsets[e + 1];
@@ -149,14 +160,23 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
   }
 }
 
+template <int kWarps, int kPassGroups, int kRowTiles, bool kTiled>
+void launch_order(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
+  if (swiglu)
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true, kPassGroups, kRowTiles, kTiled>, grid, kWarps * 32, 0,
+                     stream, a);
+  else
+    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false, kPassGroups, kRowTiles, kTiled>, grid, kWarps * 32, 0,
+                     stream, a);
+}
+
 template <int kWarps, int kPassGroups, int kRowTiles = 1>
 void launch(const KernelArgs& a, bool swiglu, dim3 grid, cudaStream_t stream) {
   grid.x /= kRowTiles;
-  if (swiglu)
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, true, kPassGroups, kRowTiles>, grid, kWarps * 32, 0, stream, a);
+  if (a.tiled)
+    launch_order<kWarps, kPassGroups, kRowTiles, true>(a, swiglu, grid, stream);
   else
-    launch_dependent(mxfp4_grouped_mma_kernel<kWarps, false, kPassGroups, kRowTiles>, grid, kWarps * 32, 0, stream,
-                     a);
+    launch_order<kWarps, kPassGroups, kRowTiles, false>(a, swiglu, grid, stream);
 }
 
 __global__ void moe_combine_kernel(const float* y, const std::int32_t* idx, const float* wts, std::int64_t S, int k,
@@ -190,7 +210,8 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
                                  const DeviceExpertGroups& groups, bool wide_split, std::int64_t launch_slots,
                                  const SwigluParams* swiglu, Tensor& out, cudaStream_t stream, int pass_tokens) {
   const char* op = "mxfp4_grouped_matmul_cuda";
-  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
+  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out,
+                                                           DType::bf16, /*tiles_ok=*/true));
   if (w.out % kRowsPerCta != 0)
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)

@@ -52,8 +52,9 @@ inline bool fused_moe_wide_split(std::int64_t S, bool batch_invariant) { return 
 // a CTA, since: 118 registers, 4 CTAs, against 80 and 6 for 8-token passes; not re-measured at 4 an expert).
 inline int fused_moe_pass_tokens(std::int64_t A, std::int64_t launch_slots) { return A >= 8 * launch_slots ? 16 : 8; }
 
-// x bf16 [*, w.in]. launch_slots: CTAs per row tile, >= the routed experts (min(E, A) always is). pass_tokens: 8,
-// 16, or 0 for fused_moe_pass_tokens's choice (the wide split always makes passes of 8).
+// x bf16 [*, w.in]; w MXFP4 in either block order (ExpertStorage::mxfp4 or mxfp4_tiled: the same sums). launch_slots:
+// CTAs per row tile, >= the routed experts (min(E, A) always is). pass_tokens: 8, 16, or 0 for
+// fused_moe_pass_tokens's choice (the wide split always makes passes of 8).
 Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const ExpertWeights& w,
                                  const DeviceExpertGroups& groups, bool wide_split,
                                  std::int64_t launch_slots, const SwigluParams* swiglu, Tensor& out,

@@ -17,6 +17,7 @@
 #include "ops/cuda/swiglu_math.cuh"
 #include "ops/cuda/wgmma.cuh"
 #include "quant/fp8_experts.h"
+#include "quant/mxfp4_tiles.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
 namespace day0::mxfp4_kernels {
@@ -120,6 +121,23 @@ __device__ __forceinline__ TileLoad load_tile(const uint4* blocks, const std::ui
   return l;
 }
 
+// load_tile over blocks in the tiled order (quant/mxfp4_tiles.h): unit_g / unit_h the lane's block of tile 0 for
+// its rows g and g + 8 (each later tile 64 units on), base_g / base_h the rows' row-major index of group 0 (the
+// scales keep that order).
+__device__ __forceinline__ TileLoad load_tile_tiled(const uint4* blocks, const std::uint8_t* scales, int groups,
+                                                    std::int64_t unit_g, std::int64_t unit_h, std::int64_t base_g,
+                                                    std::int64_t base_h, int grp) {
+  TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
+  if (grp < groups) {
+    const std::int64_t tile_units = static_cast<std::int64_t>(grp / kMxfp4TileGroups) * kMxfp4TileUnits;
+    l.g = ldg_l2_256(blocks + unit_g + tile_units);
+    l.h = ldg_l2_256(blocks + unit_h + tile_units);
+    l.sg = __ldg(scales + base_g + grp);
+    l.sh = __ldg(scales + base_h + grp);
+  }
+  return l;
+}
+
 // Whether any lane's tile has a scale above 128 (uniform over the warp: every lane runs the tile loop).
 __device__ __forceinline__ bool needs_two_multiplies(const TileLoad& l) {
   return __any_sync(0xffffffffu, l.sg > 128 || l.sh > 128);
@@ -196,6 +214,7 @@ struct KernelArgs {
   const std::int32_t *offsets, *rows, *assignments, *experts;
   float alpha, limit;  // SwiGLU
   void* out;
+  bool tiled = false;  // blocks in quant/mxfp4_tiles.h's order (the fused grouped kernel only)
 };
 
 // The FP8 GEMMs' arguments (moe_mxfp4_wgmma_fp8_cuda.cu, moe_mxfp4_ws_fp8_cuda.cu).
@@ -422,9 +441,10 @@ inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& 
 inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
                                               const ExpertWeights& w, const DeviceExpertGroups& groups,
                                               const SwigluParams* swiglu, const Tensor& out,
-                                              DType x_dtype = DType::bf16) {
-  if (w.storage != ExpertStorage::mxfp4)
-    return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
+                                              DType x_dtype = DType::bf16, bool tiles_ok = false) {
+  if (w.storage != ExpertStorage::mxfp4 && !(tiles_ok && w.storage == ExpertStorage::mxfp4_tiled))
+    return make_error(std::string(op) + ": reads MXFP4 experts" + (tiles_ok ? " (row-major or tiled)" : "") + ", got " +
+                      std::string(expert_storage_name(w.storage)));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   const std::int64_t E = w.n_experts, A = groups.rows.numel();
   if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");
@@ -440,21 +460,23 @@ inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, b
   if (!aligned_to(w.blocks.raw(), 16) || !aligned_to(x.raw(), 16))
     return make_error(std::string(op) + ": blocks and x must be 16-byte aligned");
   Tensor o = out;  // a handle: the kernels write the caller's storage
-  return KernelArgs{static_cast<const uint4*>(w.blocks.raw()),
-                    w.scales.data<std::uint8_t>(),
-                    bias_kind == kNoBias ? nullptr : w.bias.raw(),
-                    bias_kind,
-                    w.out,
-                    w.in / 32,
-                    x_dtype == DType::bf16 ? static_cast<const __nv_bfloat16*>(x.raw()) : nullptr,
-                    inputs_are_tokens,
-                    groups.offsets.data<std::int32_t>(),
-                    groups.rows.data<std::int32_t>(),
-                    groups.assignments.data<std::int32_t>(),
-                    groups.experts.data<std::int32_t>(),
-                    swiglu ? swiglu->alpha : 0.f,
-                    swiglu ? swiglu->limit : 0.f,
-                    o.raw()};
+  KernelArgs args{static_cast<const uint4*>(w.blocks.raw()),
+                  w.scales.data<std::uint8_t>(),
+                  bias_kind == kNoBias ? nullptr : w.bias.raw(),
+                  bias_kind,
+                  w.out,
+                  w.in / 32,
+                  x_dtype == DType::bf16 ? static_cast<const __nv_bfloat16*>(x.raw()) : nullptr,
+                  inputs_are_tokens,
+                  groups.offsets.data<std::int32_t>(),
+                  groups.rows.data<std::int32_t>(),
+                  groups.assignments.data<std::int32_t>(),
+                  groups.experts.data<std::int32_t>(),
+                  swiglu ? swiglu->alpha : 0.f,
+                  swiglu ? swiglu->limit : 0.f,
+                  o.raw()};
+  args.tiled = w.storage == ExpertStorage::mxfp4_tiled;
+  return args;
 }
 
 }  // namespace day0::mxfp4_kernels

@@ -318,6 +318,54 @@ TEST(CudaMoeFused, sixteen_token_passes_give_the_bits_of_eight_token_passes) {
   EXPECT_FALSE(mxfp4_grouped_matmul_cuda(x, true, d, g.view(), false, E, nullptr, y, ctx->stream(), 12).ok());
 }
 
+// The grouped kernel over the tiled block order (ExpertStorage::mxfp4_tiled) gives the row-major order's bits:
+// one and two row tiles a CTA (out 48, 64), whole and part-filled last tiles (in 1,024, 2,880), 8- and 16-token
+// passes, the wide split at one token, plain and SwiGLU. Other MXFP4 readers refuse the tiled order by name.
+TEST(CudaMoeFused, tiled_blocks_give_the_row_major_bits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4111);
+  const int E = 4, k = 2;
+  for (auto [out, in] : {std::pair<int, int>{48, 1024}, {64, 2880}}) {
+    const ExpertWeights host = encoded_experts(E, out, in, DType::f32, rng);
+    auto tiled_host = mxfp4_tiled_experts(host);
+    ASSERT_TRUE(tiled_host.ok()) << tiled_host.error().message;
+    const ExpertWeights rows = upload_experts(*ctx, host), tiles = upload_experts(*ctx, *tiled_host);
+    for (std::int64_t S : {1, 60}) {
+      const Tensor x = upload(*ctx, optest::to_bf16(moetest::spread_inputs(S, in, rng)));
+      Tensor indices, weights;
+      random_routing(S, E, k, rng, indices, weights);
+      const Groups g = group(*ctx, indices, E);
+      SwigluParams p;
+      p.interleaved = true;
+      const SwigluParams* forms[] = {nullptr, &p};
+      for (const SwigluParams* swiglu : forms)
+        for (int pass_tokens : {8, 16}) {
+          SCOPED_TRACE(::testing::Message() << "out " << out << " in " << in << " S " << S << " pass " << pass_tokens
+                                            << (swiglu ? " swiglu" : " plain"));
+          auto run = [&](const ExpertWeights& w) {
+            Tensor y =
+                swiglu ? poisoned(*ctx, {S * k, out / 2}, DType::bf16) : poisoned(*ctx, {S * k, out}, DType::f32);
+            const Status st =
+                mxfp4_grouped_matmul_cuda(x, true, w, g.view(), S == 1, E, swiglu, y, ctx->stream(), pass_tokens);
+            EXPECT_TRUE(st.ok()) << st.error().message;
+            return download(*ctx, y);
+          };
+          const Tensor want = run(rows), got = run(tiles);
+          EXPECT_EQ(cudatest::count_nan(want.to_f32()), 0);
+          EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0);
+        }
+      Tensor y = poisoned(*ctx, {S * k, out}, DType::f32);
+      for (Kernel kern : {Kernel::tiled, Kernel::wgmma64}) {
+        const Status st = run_grouped(kern, x, true, tiles, g, false, S * k, E, nullptr, y, ctx->stream());
+        ASSERT_FALSE(st.ok()) << kernel_name(kern);
+        EXPECT_NE(st.error().message.find("got mxfp4_tiled"), std::string::npos) << st.error().message;
+      }
+    }
+  }
+}
+
 TEST(CudaMoeFused, batch_invariant_mode_gives_a_token_the_same_bits_alone_and_in_a_batch) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
