@@ -20,6 +20,9 @@ enum class ExpertStorage {
 
 std::string_view expert_storage_name(ExpertStorage s);
 
+// MXFP4 in either block order.
+constexpr bool is_mxfp4(ExpertStorage s) { return s == ExpertStorage::mxfp4 || s == ExpertStorage::mxfp4_tiled; }
+
 struct ExpertWeights {
   ExpertStorage storage = ExpertStorage::mxfp4;
   Tensor blocks, scales;      // mxfp4 only

@@ -54,14 +54,19 @@ __device__ __forceinline__ StagedLayout staged_layout(const unsigned char* share
   return {weights, scales, scales + (kRowsPerCta * groups + 15) / 16 * 16};
 }
 
-// The staged row MMA row g (0-7; g + 8 likewise) reads: rows g = 2q and 2q + 1 of a quarter-warp's 16-byte loads
-// land in opposite halves of the swizzle (q and q + 4), so the eight lanes' chunks fall in distinct banks.
-__device__ __forceinline__ int staged_row(int g) { return (g & 1) * 4 + g / 2; }
+// The staged row MMA row g (0-7; g + 8 likewise) reads. Row-major blocks: rows g = 2q and 2q + 1 of a quarter-warp's
+// 16-byte loads land in opposite halves of the swizzle (q and q + 4), so the eight lanes' chunks fall in distinct
+// banks. Tiled blocks (quant/mxfp4_tiles.h): row g itself, a quarter-warp's rows 2q, 2q + 1 being 128 contiguous
+// bytes of the staged tile.
+template <bool kTiled>
+__device__ __forceinline__ int staged_row(int g) {
+  return kTiled ? g : (g & 1) * 4 + g / 2;
+}
 
 // Whether w's rows can be staged: K up to kMaxStages stages, 16-byte aligned blocks and scales (a 16-row tile's
 // scales then start at a multiple of 16 bytes too), and every row a 32-bit tensor-copy coordinate.
 inline bool staged_rows_fit(const ExpertWeights& w) {
-  return w.storage == ExpertStorage::mxfp4 && w.out % kRowsPerCta == 0 && w.in % 32 == 0 &&
+  return is_mxfp4(w.storage) && w.out % kRowsPerCta == 0 && w.in % 32 == 0 &&
          w.in / 32 <= kMaxStages * kGroupsPerStage && w.n_experts * w.out <= INT_MAX &&
          aligned_to(w.blocks.raw(), 16) && aligned_to(w.scales.raw(), 16);
 }
@@ -100,17 +105,43 @@ __device__ __forceinline__ void issue_staged_copies(const CUtensorMap* map, cons
                                 &bars[b / kBoxesPerStage]);
 }
 
+// Tiled blocks: the rows' 16-row block is one range of whole 1 KB tiles (K padded), so a stage (8 tiles) is one bulk
+// copy, issued by lane 0 of warp s for stage s; thread 0 arms the barriers and copies the scales as above.
+__device__ __forceinline__ void issue_tiled_copies(const std::uint8_t* blocks, const std::uint8_t* scales,
+                                                   int first_row, int groups, const StagedLayout& layout,
+                                                   unsigned char* shared, std::uint64_t* bars) {
+  const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 32), 0), lane = threadIdx.x % 32;
+  const int tiles = static_cast<int>(mxfp4_row_tiles(groups)), stages = staged_stages(groups);
+  const auto stage_bytes = [&](int s) { return static_cast<unsigned>(min(tiles - s * kWarps, kWarps) * 1024); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s)
+      bulk_copy::arrive_expecting(&bars[s],
+                                  stage_bytes(s) + (s == 0 ? static_cast<unsigned>(kRowsPerCta * groups) : 0u));
+    bulk_copy::copy_to_shared(shared + layout.scales, scales + static_cast<std::int64_t>(first_row) * groups,
+                              static_cast<unsigned>(kRowsPerCta * groups), &bars[0]);
+  }
+  if (lane == 0 && warp < stages) {
+    const std::int64_t first_unit = mxfp4_tiled_unit(first_row, 0, groups) + warp * kWarps * kMxfp4TileUnits;
+    bulk_copy::copy_to_shared(shared + layout.weights + warp * kWarps * 1024, blocks + 16 * first_unit,
+                              stage_bytes(warp), &bars[warp]);
+  }
+}
+
 // This lane's share of tile grp / 4 (group grp of MMA rows g and g + 8) from the staged rows; zeros past the last
 // group.
+template <bool kTiled>
 __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, const StagedLayout& layout, int groups,
                                                 int grp) {
-  const int r = staged_row((threadIdx.x % 32) / 4);
+  const int r = staged_row<kTiled>((threadIdx.x % 32) / 4);
   TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
   if (grp < groups) {
-    const unsigned char* row_r = shared + layout.weights + grp / kGroupsPerBox * kBoxBytes + r * 128 +
-                                 ((grp % kGroupsPerBox) ^ r) * 16;
+    // Row-major: box grp / 8, row r's chunk grp % 8 swizzled; row r + 8 the same chunk order, 1 KB on. Tiled: tile
+    // grp / 4, row r's block grp % 4; row r + 8 512 bytes on.
+    const unsigned char* row_r =
+        kTiled ? shared + layout.weights + grp / kGroupsPerTile * 1024 + r * 64 + grp % kGroupsPerTile * 16
+               : shared + layout.weights + grp / kGroupsPerBox * kBoxBytes + r * 128 + ((grp % kGroupsPerBox) ^ r) * 16;
     l.g = *reinterpret_cast<const uint4*>(row_r);
-    l.h = *reinterpret_cast<const uint4*>(row_r + 8 * 128);  // row r + 8: the same chunk order
+    l.h = *reinterpret_cast<const uint4*>(row_r + (kTiled ? 8 * 64 : 8 * 128));
     l.sg = shared[layout.scales + r * groups + grp];
     l.sh = shared[layout.scales + (r + 8) * groups + grp];
   }
@@ -127,6 +158,7 @@ __device__ __forceinline__ TileLoad staged_tile(const unsigned char* shared, con
 // Every lane computes its four factors; those of lanes t = 2, 3 and of groups past the row (clamped to the last
 // group) meet sums of zero weights or zero token values, so any finite factor serves (a block scale past 248 is
 // infinite and makes such a zero NaN, as the bf16 form's 2^128 does).
+template <bool kTiled>
 __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned char* shared,
                                                const StagedLayout& layout, const uint4* xs16, const uint4* zeros,
                                                const float* group_scale, int groups, int grp, float& row_g,
@@ -152,7 +184,7 @@ __device__ __forceinline__ void f16_group_tile(const TileLoad& l, const unsigned
     const int code = shared[layout.scales + row * groups + group];  // past 248 the factor is infinite
     return __uint_as_float(static_cast<unsigned>(min(code + 6, 255)) << 23) * x;
   };
-  const int r = staged_row(g);  // the staged rows MMA rows g and g + 8 read
+  const int r = staged_row<kTiled>(g);  // the staged rows MMA rows g and g + 8 read
   row_g = fmaf(c[0], factor(r, g0, x0), row_g);
   row_g = fmaf(c[1], factor(r, g1, x1), row_g);
   row_h = fmaf(c[2], factor(r + 8, g0, x0), row_h);
@@ -163,7 +195,8 @@ constexpr std::size_t kMaxShared = 48 * 1024;  // no opt-in launch attribute nee
 constexpr int kCtasPerSm = 6;  // 40 registers: 6 x 256 threads fit a multiprocessor, so the down shape's grid
                                // (720 CTAs) is one wave; shared memory (33 KB a CTA at K = 2,880) fits 6
 
-struct TokenArgs {  // the blocks come through the kernel's tensor map
+struct TokenArgs {
+  const std::uint8_t* blocks;  // tiled blocks (bulk copies); row-major ones come through the kernel's tensor map
   const std::uint8_t* scales;
   const void* bias;
   int bias_kind;
@@ -298,8 +331,9 @@ __device__ __forceinline__ void store_warp_x(const WarpXPieces<kF32>& x, int in,
 // carry the token and the others read a zero row, so the sums are the grouped kernel's wide split bit for bit.
 // H200, 20b down shape (bench-moe): 12.9 us with each warp's tiles loaded into registers (1.36 waves of 64-register
 // CTAs), 9.5 us staged.
-// kF16Groups (TokenForm::f16_groups): store_warp_x_f16's token and f16_group_tile's MMAs.
-template <bool kF32, bool kSwiglu, bool kF16Groups>
+// kF16Groups (TokenForm::f16_groups): store_warp_x_f16's token and f16_group_tile's MMAs. kTiled: the blocks in
+// quant/mxfp4_tiles.h's order, a bulk copy a stage (the tensor map unused).
+template <bool kF32, bool kSwiglu, bool kF16Groups, bool kTiled>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     mxfp4_token_kernel(TokenArgs a, const __grid_constant__ CUtensorMap weight_map) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -323,7 +357,10 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int row0 = blockIdx.x * kRowsPerCta;
-  issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
+  if constexpr (kTiled)
+    issue_tiled_copies(a.blocks, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
+  else
+    issue_staged_copies(&weight_map, a.scales, e * a.out_rows + row0, groups, layout, shared, bars);
   if (a.slots_settled) begin_dependent_grid();
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   if constexpr (kF16Groups) {
@@ -334,8 +371,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
       const int grp = tile * kGroupsPerTile + t;
-      f16_group_tile(staged_tile(shared, layout, groups, grp), shared, layout, x_shared, zeros, group_scale, groups,
-                     grp, acc[0], acc[2]);
+      f16_group_tile<kTiled>(staged_tile<kTiled>(shared, layout, groups, grp), shared, layout, x_shared, zeros,
+                             group_scale, groups, grp, acc[0], acc[2]);
     }
     // Lanes t = 0 and 1 hold a row's groups 2t, 2t + 1 of every tile: lane t = 0 takes both.
     acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
@@ -346,7 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       const int tile = s * kWarps + warp, grp = tile * kGroupsPerTile + t;
       bulk_copy::wait(&bars[s], 0);
       if (tile >= tiles) break;
-      const TileLoad l = staged_tile(shared, layout, groups, grp);
+      const TileLoad l = staged_tile<kTiled>(shared, layout, groups, grp);
       const uint4* xg = g == 0 && grp < groups ? x_shared + grp * 4 : zeros;
       const auto words = [&](int q) { return xg[q]; };
       if (needs_two_multiplies(l))
@@ -360,8 +397,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   // t = 0 hold its MMA rows g (acc[0]) and g + 8 (acc[2]), staged rows staged_row(g) and that + 8, and lane r of
   // warp 0 sums row r.
   if (t == 0) {
-    partial[warp][staged_row(g)] = acc[0];
-    partial[warp][staged_row(g) + 8] = acc[2];
+    partial[warp][staged_row<kTiled>(g)] = acc[0];
+    partial[warp][staged_row<kTiled>(g) + 8] = acc[2];
   }
   __syncthreads();
   if (warp != 0) return;
@@ -381,13 +418,22 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
 }
 
-template <bool kF32, bool kF16Groups>
-void launch(const TokenArgs& a, const CUtensorMap& map, bool swiglu, dim3 grid, std::size_t shared,
-            cudaStream_t stream) {
+template <bool kF32, bool kF16Groups, bool kTiled>
+void launch_order(const TokenArgs& a, const CUtensorMap& map, bool swiglu, dim3 grid, std::size_t shared,
+                  cudaStream_t stream) {
   if (swiglu)
-    launch_dependent(mxfp4_token_kernel<kF32, true, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, true, kF16Groups, kTiled>, grid, kWarps * 32, shared, stream, a, map);
   else
-    launch_dependent(mxfp4_token_kernel<kF32, false, kF16Groups>, grid, kWarps * 32, shared, stream, a, map);
+    launch_dependent(mxfp4_token_kernel<kF32, false, kF16Groups, kTiled>, grid, kWarps * 32, shared, stream, a, map);
+}
+
+template <bool kF32, bool kF16Groups>
+void launch(const TokenArgs& a, const CUtensorMap& map, bool tiled, bool swiglu, dim3 grid, std::size_t shared,
+            cudaStream_t stream) {
+  if (tiled)
+    launch_order<kF32, kF16Groups, true>(a, map, swiglu, grid, shared, stream);
+  else
+    launch_order<kF32, kF16Groups, false>(a, map, swiglu, grid, shared, stream);
 }
 
 }  // namespace
@@ -404,9 +450,9 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                                TokenForm form) {
   const char* op = "mxfp4_token_matmul_cuda";
   if (!mxfp4_token_matmul_fits(w))
-    return make_error(std::string(op) + ": needs MXFP4 experts (16-byte aligned) with out % 16 == 0 and in <= " +
-                      std::to_string(kMxfp4TokenMaxInputBytes / 2) + ", got " + std::to_string(w.out) + " x " +
-                      std::to_string(w.in));
+    return make_error(std::string(op) + ": needs MXFP4 experts (either order, 16-byte aligned) with out % 16 == 0 " +
+                      "and in <= " + std::to_string(kMxfp4TokenMaxInputBytes / 2) + ", got " + std::to_string(w.out) +
+                      " x " + std::to_string(w.in));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   if (slots.dim() != 2 || slots.size(0) != 1)
     return make_error(std::string(op) + ": slots must be [1, k] (one token), got " + shape_to_string(slots.shape()));
@@ -425,7 +471,9 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
     return make_error(std::string(op) + ": x and blocks must be 16-byte aligned");
   D0_ASSIGN_OR_RETURN(const int bias_kind, checked_output_and_bias(op, w, k, swiglu, out));
   Tensor o = out, flag = error_flag;  // handles: the kernel writes the caller's storage
-  const TokenArgs a{w.scales.data<std::uint8_t>(),
+  const bool tiled = w.storage == ExpertStorage::mxfp4_tiled;
+  const TokenArgs a{w.blocks.data<std::uint8_t>(),
+                    w.scales.data<std::uint8_t>(),
                     bias_kind == kNoBias ? nullptr : w.bias.raw(),
                     bias_kind,
                     static_cast<int>(w.out),
@@ -439,20 +487,21 @@ Status mxfp4_token_matmul_cuda(const Tensor& x, const Tensor& slots, const Exper
                     swiglu ? swiglu->alpha : 0.f,
                     swiglu ? swiglu->limit : 0.f,
                     o.raw()};
-  CUtensorMap map;  // the blocks as a [E x out, in / 2] byte matrix, 16-row boxes of 128 bytes (8 groups)
+  CUtensorMap map{};  // row-major: the blocks as a [E x out, in / 2] byte matrix, 16-row boxes of 128 bytes
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(w.in / 2);
-  D0_RETURN_IF_ERROR(byte_matrix_tensor_map(w.blocks.raw(), static_cast<std::uint64_t>(w.n_experts * w.out), row_bytes,
-                                            row_bytes, kRowsPerCta, kGroupsPerBox * 16, TensorMapSwizzle::bytes128,
-                                            map));
+  if (!tiled)
+    D0_RETURN_IF_ERROR(byte_matrix_tensor_map(w.blocks.raw(), static_cast<std::uint64_t>(w.n_experts * w.out),
+                                              row_bytes, row_bytes, kRowsPerCta, kGroupsPerBox * 16,
+                                              TensorMapSwizzle::bytes128, map));
   const dim3 grid(static_cast<unsigned>(w.out / kRowsPerCta), static_cast<unsigned>(k));
   const std::size_t shared = static_cast<std::size_t>(shared_bytes(static_cast<int>(w.in / 32)));
   const bool groups16 = form == TokenForm::f16_groups, glu = swiglu != nullptr;
   if (f32)
-    groups16 ? launch<true, true>(a, map, glu, grid, shared, stream)
-             : launch<true, false>(a, map, glu, grid, shared, stream);
+    groups16 ? launch<true, true>(a, map, tiled, glu, grid, shared, stream)
+             : launch<true, false>(a, map, tiled, glu, grid, shared, stream);
   else
-    groups16 ? launch<false, true>(a, map, glu, grid, shared, stream)
-             : launch<false, false>(a, map, glu, grid, shared, stream);
+    groups16 ? launch<false, true>(a, map, tiled, glu, grid, shared, stream)
+             : launch<false, false>(a, map, tiled, glu, grid, shared, stream);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_token_kernel");
   return Status::success();
 }

@@ -1,8 +1,8 @@
 // The one-token MXFP4 expert kernels (mxfp4_token_matmul_cuda: decode at batch 1, no grouping) against the grouped
 // fused kernel's wide split bit for bit and against the CPU's expert matmul, with SwiGLU, with a row per slot, and
 // with a bad expert id; the f16-groups form (TokenForm::f16_groups: the same products in another order) against the
-// CPU and the bf16 form. The whole MoE at one token runs them and is compared with CpuOps::moe_experts in
-// cuda_moe_test.cpp. Skipped visibly without a GPU.
+// CPU and the bf16 form; the tiled block order against the row-major one. The whole MoE at one token runs them and
+// is compared with CpuOps::moe_experts in cuda_moe_test.cpp. Skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -192,6 +192,51 @@ TEST(CudaMoeToken, f16_groups_swiglu_form_matches_the_bf16_form) {
   // one bf16 step away.
   EXPECT_LT(relative_norm_error(download(*ctx, h).to_f32(), download(*ctx, hb).to_f32()), 1e-2);
   EXPECT_EQ(cudatest::count_nan(download(*ctx, h).to_f32()), 0);
+}
+
+// The tiled block order (ExpertStorage::mxfp4_tiled: a bulk copy a stage instead of swizzled tensor-copy boxes)
+// gives the row-major order's bits in both forms, for every shape (part-filled last stages; 4,096: four stages), the
+// token and a row per slot, settled ids, and SwiGLU.
+TEST(CudaMoeToken, tiled_blocks_give_the_row_major_bits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context(std::size_t(2) << 30);
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4209);
+  for (const Shape4& s : kShapes) {
+    const ExpertWeights host = encoded_experts(s.E, s.out, s.in, s.bias, rng);
+    auto tiled_host = mxfp4_tiled_experts(host);
+    ASSERT_TRUE(tiled_host.ok()) << tiled_host.error().message;
+    const ExpertWeights rows = upload_experts(*ctx, host), tiles = upload_experts(*ctx, *tiled_host);
+    ASSERT_TRUE(mxfp4_token_matmul_fits(tiles));
+    const Tensor slots = upload(*ctx, token_slots(s.E, s.k, rng));
+    const Tensor token = upload(*ctx, spread_inputs(1, s.in, rng));
+    const Tensor per_slot = upload(*ctx, optest::to_bf16(spread_inputs(s.k, s.in, rng)));
+    Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32);
+    SwigluParams p;
+    p.interleaved = true;
+    const SwigluParams* epilogues[] = {nullptr, &p};
+    for (TokenForm form : {TokenForm::bf16_tiles, TokenForm::f16_groups})
+      for (const Tensor* x : {&token, &per_slot})
+        for (const SwigluParams* swiglu : epilogues)
+          for (bool settled : {false, true}) {
+            SCOPED_TRACE(::testing::Message()
+                         << "E " << s.E << " k " << s.k << " out " << s.out << " in " << s.in << " form "
+                         << int(form) << (x == &token ? " token" : " row per slot")
+                         << (swiglu ? " swiglu" : " plain") << (settled ? " settled" : ""));
+            auto run = [&](const ExpertWeights& w) {
+              Tensor y = swiglu ? poisoned(*ctx, {s.k, s.out / 2}, DType::bf16)
+                                : poisoned(*ctx, {s.k, s.out}, DType::f32);
+              const Status st =
+                  mxfp4_token_matmul_cuda(*x, slots, w, swiglu, y, flag, ctx->stream(), {.slots = settled}, form);
+              EXPECT_TRUE(st.ok()) << st.error().message;
+              return download(*ctx, y);
+            };
+            const Tensor want = run(rows), got = run(tiles);
+            EXPECT_EQ(cudatest::count_nan(want.to_f32()), 0);
+            EXPECT_TRUE(same_bits(want, got));
+          }
+    EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
+  }
 }
 
 TEST(CudaMoeToken, a_bad_expert_id_raises_the_flag_and_leaves_the_other_slots_computed) {
