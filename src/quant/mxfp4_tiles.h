@@ -31,6 +31,21 @@ D0_HOST_DEVICE constexpr std::int64_t mxfp4_tiled_unit(std::int64_t row, std::in
   return (row_block * mxfp4_row_tiles(groups) + tile) * kMxfp4TileUnits + r * kMxfp4TileGroups + t;
 }
 
+// One row's blocks in either order: group g's 16-byte unit at first + (g / 4) * tile_stride + g % 4 (row-major: the
+// row's units in order, tile_stride 4; tiled: its tiles 64 units apart). For kernels that read both orders.
+struct Mxfp4RowUnits {
+  std::int64_t first;
+  int tile_stride;
+  D0_HOST_DEVICE constexpr std::int64_t at(int group) const {
+    return first + static_cast<std::int64_t>(group / kMxfp4TileGroups) * tile_stride + group % kMxfp4TileGroups;
+  }
+};
+
+D0_HOST_DEVICE constexpr Mxfp4RowUnits mxfp4_row_units(std::int64_t row, std::int64_t groups, bool tiled) {
+  return tiled ? Mxfp4RowUnits{mxfp4_tiled_unit(row, 0, groups), kMxfp4TileUnits}
+               : Mxfp4RowUnits{row * groups, kMxfp4TileGroups};
+}
+
 // Bytes of `rows` rows of `groups` groups in the tiled order (padding included).
 D0_HOST_DEVICE constexpr std::int64_t mxfp4_tiled_bytes(std::int64_t rows, std::int64_t groups) {
   return rows * mxfp4_row_tiles(groups) * kMxfp4TileGroups * 16;

@@ -1,5 +1,5 @@
-// The tiled order of MXFP4 blocks (quant/mxfp4_tiles.h): where each block goes, what a warp's loads then cover, and
-// the repack both ways.
+// The tiled order of MXFP4 blocks (quant/mxfp4_tiles.h): where each block goes, what a warp's loads then cover, a
+// row's units in either order, and the repack both ways.
 #include "quant/mxfp4_tiles.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +53,18 @@ TEST(Mxfp4Tiles, a_warps_loads_are_contiguous_and_a_row_block_is_one_range) {
     EXPECT_EQ(lo, row_block * 23 * 64);
     EXPECT_EQ(hi, (row_block + 1) * 23 * 64 - 3);  // row 15's group 89 (t = 1), then its two units of padding
   }
+}
+
+// mxfp4_row_units (the GEMMs' and conversions' addressing) gives each order's unit for every group of a row.
+TEST(Mxfp4Tiles, row_units_address_both_orders) {
+  for (std::int64_t groups : {kGroups, std::int64_t{4}, std::int64_t{7}})
+    for (std::int64_t row : {0, 5, 16, 31, 47}) {
+      const Mxfp4RowUnits tiled = mxfp4_row_units(row, groups, true), rows = mxfp4_row_units(row, groups, false);
+      for (int g = 0; g < groups; ++g) {
+        EXPECT_EQ(tiled.at(g), mxfp4_tiled_unit(row, g, groups)) << "row " << row << " group " << g;
+        EXPECT_EQ(rows.at(g), row * groups + g) << "row " << row << " group " << g;
+      }
+    }
 }
 
 TEST(Mxfp4Tiles, the_repack_round_trips_and_pads_with_zeros) {

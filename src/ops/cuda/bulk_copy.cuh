@@ -55,6 +55,16 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c
       : "memory");
 }
 
+// The same for a 4-D tensor map's box at (c0, c1, c2, c3) (ops/cuda/tensor_map.h's mxfp4_tiled_tensor_map).
+__device__ __forceinline__ void tensor_copy_4d(void* dst, const void* map, int c0, int c1, int c2, int c3,
+                                               std::uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];" ::"r"(shared_address(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(shared_address(bar))
+      : "memory");
+}
+
 // Spins until the barrier's phase of this parity has completed (its arrivals and bytes are all in).
 __device__ __forceinline__ void wait(std::uint64_t* bar, unsigned parity) {
   asm volatile(

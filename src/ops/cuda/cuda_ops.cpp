@@ -600,8 +600,7 @@ Status CudaOps::expert_matmul(const Tensor& x, const ExpertWeights& w, int exper
     return make_error("cuda expert_matmul: expert " + std::to_string(expert) + " outside [0, " +
                       std::to_string(w.n_experts) + ")");
   const Tensor bias = has_values(w.bias) ? w.bias.slice_rows(expert, expert + 1).view({w.out}) : Tensor();
-  if (w.storage != ExpertStorage::mxfp4)
-    D0_RETURN_IF_ERROR(check_expert_weights(w, "cuda expert_matmul", Device::cuda));
+  if (!is_mxfp4(w.storage)) D0_RETURN_IF_ERROR(check_expert_weights(w, "cuda expert_matmul", Device::cuda));
   if (w.storage == ExpertStorage::fp8_rowwise) {
     if (x.dim() != 2) return make_error("cuda expert_matmul: x must be 2-D");
     D0_ASSIGN_OR_RETURN(Tensor xq, scratch({x.size(0), w.in}, DType::f8_e4m3, "expert input fp8"));

@@ -98,7 +98,7 @@ Tensor bias_row(const ExpertWeights& w, int e) {
 }  // namespace
 
 Status check_expert_compute(ExpertStorage storage, ExpertCompute compute) {
-  if (storage == ExpertStorage::mxfp4) return Status::success();
+  if (is_mxfp4(storage)) return Status::success();
   const ExpertCompute stored = storage == ExpertStorage::bf16 ? ExpertCompute::bf16 : ExpertCompute::fp8;
   if (stored == compute) return Status::success();
   return make_error("experts stored as " + std::string(expert_storage_name(storage)) +
@@ -114,7 +114,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
                       std::to_string(s.hidden) + " I=" + std::to_string(s.intermediate) + " max_tokens=" +
                       std::to_string(s.max_tokens) + ")");
   D0_RETURN_IF_ERROR(check_expert_compute(s.storage, s.compute));
-  const bool convert = s.storage == ExpertStorage::mxfp4;  // else the GEMMs read the stored experts
+  const bool convert = is_mxfp4(s.storage);  // else the GEMMs read the stored experts
   MoeWorkspace ws;
   ws.shape = s;
   const std::int64_t H = s.hidden, I = s.intermediate, T = s.max_tokens, A = s.max_tokens * s.k;
@@ -206,7 +206,7 @@ ExpertOperands expert_operands(const MoeWorkspace& ws, const ExpertWeights& gate
                                std::int64_t j, int e) {
   const std::int64_t H = ws.shape.hidden, I = ws.shape.intermediate;
   const bool fp8 = ws.shape.compute == ExpertCompute::fp8;
-  if (gate_up.storage != ExpertStorage::mxfp4)
+  if (!is_mxfp4(gate_up.storage))
     return {expert_slice(gate_up.values, e, {2 * I, H}), fp8 ? expert_slice(gate_up.row_scales, e, {2 * I}) : Tensor(),
             expert_slice(down.values, e, {H, I}), fp8 ? expert_slice(down.row_scales, e, {H}) : Tensor()};
   if (fp8)
@@ -252,8 +252,8 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
   if (gate_up.storage != down.storage)
     return make_error(std::string(op) + ": gate_up experts are " + std::string(expert_storage_name(gate_up.storage)) +
                       " but down experts are " + std::string(expert_storage_name(down.storage)));
-  if (gate_up.storage == ExpertStorage::mxfp4) {
-    if (ws.shape.storage != ExpertStorage::mxfp4)
+  if (is_mxfp4(gate_up.storage)) {
+    if (!is_mxfp4(ws.shape.storage))
       return make_error(std::string(op) + ": MXFP4 experts need a workspace planned for them (this one was planned "
                         "for stored " + std::string(expert_storage_name(ws.shape.storage)) + " experts)");
     return Status::success();
@@ -464,7 +464,7 @@ Status run_moe_experts(const Tensor& x, const Tensor& indices, const Tensor& wei
   // 2. Online conversion of the routed experts only (stored experts need none; fp8_inexact then stays 0).
   const Tensor ids = ws.expert_ids.slice_rows(0, n_routed);
   if (use_fp8) D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ws.fp8_inexact.raw(), 0, sizeof(std::uint64_t), stream));
-  const bool convert = gate_up.storage == ExpertStorage::mxfp4;
+  const bool convert = is_mxfp4(gate_up.storage);
   if (convert && use_fp8) {
     Tensor gu_w = ws.gate_up_w8.slice_rows(0, n_routed), gu_s = ws.gate_up_scales.slice_rows(0, n_routed);
     Tensor down_w = ws.down_w8.slice_rows(0, n_routed), down_s = ws.down_scales.slice_rows(0, n_routed);
@@ -509,7 +509,7 @@ Status moe_experts_cuda(const Tensor& x, const Tensor& indices, const Tensor& we
 
 bool moe_takes_fused_path(const MoeWorkspace& ws, std::int64_t S, const Tensor& indices, const ExpertWeights& gate_up,
                           const SwigluParams& p) {
-  return S > 0 && S <= ws.fused_tokens && gate_up.storage == ExpertStorage::mxfp4 && p.interleaved &&
+  return S > 0 && S <= ws.fused_tokens && is_mxfp4(gate_up.storage) && p.interleaved &&
          indices.device() == Device::cuda;
 }
 

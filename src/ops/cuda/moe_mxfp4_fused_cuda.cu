@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
   const int row0 = blockIdx.x * kRowsPerCta * kRowTiles;
   std::int64_t base_g[kRowTiles], base_h[kRowTiles];  // row-major: the rows' blocks and scales; tiled: the scales
-  std::int64_t unit_g[kRowTiles], unit_h[kRowTiles];  // tiled: the lane's blocks of tile 0
+  std::int64_t unit_g[kRowTiles];  // tiled: the lane's block of tile 0 for row g (row g + 8's: 32 units on)
 #pragma unroll
   for (int r = 0; r < kRowTiles; ++r) {
     const std::int64_t row_g = static_cast<std::int64_t>(e) * a.out_rows + row0 + kRowsPerCta * r + g;
@@ -128,7 +128,6 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
     base_h[r] = base_g[r] + static_cast<std::int64_t>(8) * a.groups;
     if constexpr (kTiled) {
       unit_g[r] = mxfp4_tiled_unit(row_g, t, a.groups);  // group t: tile 0's block of the lane
-      unit_h[r] = mxfp4_tiled_unit(row_g + 8, t, a.groups);
     }
   }
   const int tiles = (a.groups + kGroupsPerTile - 1) / kGroupsPerTile;
@@ -141,7 +140,7 @@ __global__ void __launch_bounds__(kWarps * 32, (fused_ctas_per_sm<kWarps, kPassG
 #pragma unroll
       for (int r = 0; r < kRowTiles; ++r)
         if constexpr (kTiled)
-          buf[u][r] = load_tile_tiled(a.blocks, a.scales, a.groups, unit_g[r], unit_h[r], base_g[r], base_h[r],
+          buf[u][r] = load_tile_tiled(a.blocks, a.scales, a.groups, unit_g[r], base_g[r], base_h[r],
                                       (base + u) * kGroupsPerTile + t);
         else
           buf[u][r] =
@@ -210,8 +209,7 @@ Status mxfp4_grouped_matmul_cuda(const Tensor& x, bool inputs_are_tokens, const 
                                  const DeviceExpertGroups& groups, bool wide_split, std::int64_t launch_slots,
                                  const SwigluParams* swiglu, Tensor& out, cudaStream_t stream, int pass_tokens) {
   const char* op = "mxfp4_grouped_matmul_cuda";
-  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out,
-                                                           DType::bf16, /*tiles_ok=*/true));
+  D0_ASSIGN_OR_RETURN(KernelArgs args, grouped_kernel_args(op, x, inputs_are_tokens, w, groups, swiglu, out));
   if (w.out % kRowsPerCta != 0)
     return make_error(std::string(op) + ": out must be a multiple of 16, got " + std::to_string(w.out));
   if (launch_slots < 0 || launch_slots > 65535)

@@ -35,10 +35,10 @@ struct Fetch {
   uint4 x0, x1;
 };
 
-__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, int quarter,
-                                       const __nv_bfloat16* xrow, int x_part, int grp) {
+__device__ __forceinline__ Fetch fetch(const KernelArgs& a, std::int64_t w_row_base, const Mxfp4RowUnits& w_units,
+                                       int quarter, const __nv_bfloat16* xrow, int x_part, int grp) {
   Fetch f;
-  f.w = __ldg(reinterpret_cast<const std::uint32_t*>(a.blocks + w_row_base + grp) + quarter);
+  f.w = __ldg(reinterpret_cast<const std::uint32_t*>(a.blocks + w_units.at(grp)) + quarter);
   f.scale = __ldg(a.scales + w_row_base + grp);
   f.x0 = f.x1 = make_uint4(0, 0, 0, 0);
   if (xrow != nullptr) {
@@ -73,7 +73,9 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
 
   // Loader roles: thread tid decodes a quarter group of row tid / 4 and stores 32 bytes of token tid / 2.
   const int w_row = tid / 4, quarter = tid % 4;
-  const std::int64_t w_row_base = (static_cast<std::int64_t>(e) * a.out_rows + row0 + w_row) * a.groups;
+  const std::int64_t weight_row = static_cast<std::int64_t>(e) * a.out_rows + row0 + w_row;
+  const std::int64_t w_row_base = weight_row * a.groups;  // the row's scales
+  const Mxfp4RowUnits w_units = mxfp4_row_units(weight_row, a.groups, a.tiled);
   const int x_token = tid / 2, x_part = tid % 2;
   const __nv_bfloat16* xrow = nullptr;
   if (p_begin + x_token < p_end) {
@@ -87,12 +89,13 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
-  Fetch f = fetch(a, w_row_base, quarter, xrow, x_part, 0);
+  Fetch f = fetch(a, w_row_base, w_units, quarter, xrow, x_part, 0);
   stage_store(stages[0], f, w_row, quarter, x_token, x_part);
   __syncthreads();
   for (int grp = 0; grp < a.groups; ++grp) {
     const int cur = grp & 1;
-    if (grp + 1 < a.groups) f = fetch(a, w_row_base, quarter, xrow, x_part, grp + 1);  // in flight during the MMAs
+    // The next group's loads are in flight during the MMAs.
+    if (grp + 1 < a.groups) f = fetch(a, w_row_base, w_units, quarter, xrow, x_part, grp + 1);
     const Stage& st = stages[cur];
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {

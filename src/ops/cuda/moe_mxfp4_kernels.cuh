@@ -121,17 +121,17 @@ __device__ __forceinline__ TileLoad load_tile(const uint4* blocks, const std::ui
   return l;
 }
 
-// load_tile over blocks in the tiled order (quant/mxfp4_tiles.h): unit_g / unit_h the lane's block of tile 0 for
-// its rows g and g + 8 (each later tile 64 units on), base_g / base_h the rows' row-major index of group 0 (the
-// scales keep that order).
+// load_tile over blocks in the tiled order (quant/mxfp4_tiles.h): unit_g the lane's block of tile 0 for its row g
+// (row g + 8's 32 units on, in the same tile; each later tile 64 units on), base_g / base_h the rows' row-major
+// index of group 0 (the scales keep that order).
 __device__ __forceinline__ TileLoad load_tile_tiled(const uint4* blocks, const std::uint8_t* scales, int groups,
-                                                    std::int64_t unit_g, std::int64_t unit_h, std::int64_t base_g,
-                                                    std::int64_t base_h, int grp) {
+                                                    std::int64_t unit_g, std::int64_t base_g, std::int64_t base_h,
+                                                    int grp) {
   TileLoad l{make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0), 127, 127};
   if (grp < groups) {
     const std::int64_t tile_units = static_cast<std::int64_t>(grp / kMxfp4TileGroups) * kMxfp4TileUnits;
     l.g = ldg_l2_256(blocks + unit_g + tile_units);
-    l.h = ldg_l2_256(blocks + unit_h + tile_units);
+    l.h = ldg_l2_256(blocks + unit_g + tile_units + 8 * kMxfp4TileGroups);
     l.sg = __ldg(scales + base_g + grp);
     l.sh = __ldg(scales + base_h + grp);
   }
@@ -214,7 +214,7 @@ struct KernelArgs {
   const std::int32_t *offsets, *rows, *assignments, *experts;
   float alpha, limit;  // SwiGLU
   void* out;
-  bool tiled = false;  // blocks in quant/mxfp4_tiles.h's order (the fused grouped kernel only)
+  bool tiled = false;  // blocks in quant/mxfp4_tiles.h's order (ExpertStorage::mxfp4_tiled)
 };
 
 // The FP8 GEMMs' arguments (moe_mxfp4_wgmma_fp8_cuda.cu, moe_mxfp4_ws_fp8_cuda.cu).
@@ -441,10 +441,9 @@ inline Result<int> checked_output_and_bias(const char* op, const ExpertWeights& 
 inline Result<KernelArgs> grouped_kernel_args(const char* op, const Tensor& x, bool inputs_are_tokens,
                                               const ExpertWeights& w, const DeviceExpertGroups& groups,
                                               const SwigluParams* swiglu, const Tensor& out,
-                                              DType x_dtype = DType::bf16, bool tiles_ok = false) {
-  if (w.storage != ExpertStorage::mxfp4 && !(tiles_ok && w.storage == ExpertStorage::mxfp4_tiled))
-    return make_error(std::string(op) + ": reads MXFP4 experts" + (tiles_ok ? " (row-major or tiled)" : "") + ", got " +
-                      std::string(expert_storage_name(w.storage)));
+                                              DType x_dtype = DType::bf16) {
+  if (!is_mxfp4(w.storage))
+    return make_error(std::string(op) + ": reads MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
   D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   const std::int64_t E = w.n_experts, A = groups.rows.numel();
   if (x.dim() != 2) return make_error(std::string(op) + ": x must be [rows, in]");

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   // tid / 8 + 32 i (absent tokens read nothing: zeros).
   const int w_row = tid / 2, w_half = tid % 2;
   const bool w_live = w_row < rows;
-  const uint4* w_src = a.blocks + (block_row0 + (w_live ? w_row : 0)) * a.groups + w_half;
+  const Mxfp4RowUnits w_units = mxfp4_row_units(block_row0 + (w_live ? w_row : 0), a.groups, a.tiled);
   constexpr int kTokenCopies = kBN / 32;
   const int q = tid % 8;
   const __nv_bfloat16* x_src[kTokenCopies];
@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_gemm_kernel(KernelArg
   }
   auto issue = [&](int kt) {  // k-tile kt's copies into ring slot kt % kStages, one commit group
     const int slot = kt % L::kStages;
-    wgmma::copy_16(smem + L::kRawAt + slot * L::kRaw + 16 * tid, w_src + 2 * kt, w_live ? 16u : 0u);
+    wgmma::copy_16(smem + L::kRawAt + slot * L::kRaw + 16 * tid, a.blocks + w_units.at(2 * kt + w_half),
+                   w_live ? 16u : 0u);
 #pragma unroll
     for (int i = 0; i < kTokenCopies; ++i) {
       const int n = tid / 8 + 32 * i;
@@ -149,7 +150,7 @@ Status launch(const KernelArgs& args, int n_experts, dim3 grid, cudaStream_t str
 }  // namespace
 
 bool mxfp4_wgmma_gemm_fits(const ExpertWeights& w) {
-  return w.storage == ExpertStorage::mxfp4 && w.out % 64 == 0 && w.in % kBK == 0 && w.in / 32 <= kMaxGroups;
+  return is_mxfp4(w.storage) && w.out % 64 == 0 && w.in % kBK == 0 && w.in / 32 <= kMaxGroups;
 }
 
 int mxfp4_wgmma_tile_tokens(std::int64_t assignments, std::int64_t n_experts) {

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
   // token rows: chunk q of tokens tid / 8 + 32 i (absent tokens and chunks past the row read nothing: zeros).
   const int w_row = tid / 2, w_half = tid % 2;
   const bool w_live = w_row < rows;
-  const uint4* w_src = a.blocks + (block_row0 + (w_live ? w_row : 0)) * a.groups;
+  const Mxfp4RowUnits w_units = mxfp4_row_units(block_row0 + (w_live ? w_row : 0), a.groups, a.tiled);
   constexpr int kTokenCopies = kBN / 32;
   const int q = tid % 8;
   const std::uint8_t* x_src[kTokenCopies];
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 2) mxfp4_wgmma_fp8_gemm_kernel(Fp8Ke
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const int g = 4 * kt + 2 * w_half + j;
-      wgmma::copy_16(raw + 16 * j, w_src + min(g, a.groups - 1), w_live && g < a.groups ? 16u : 0u);
+      wgmma::copy_16(raw + 16 * j, a.blocks + w_units.at(min(g, a.groups - 1)), w_live && g < a.groups ? 16u : 0u);
     }
     const bool chunk_live = kt * kBK + 16 * q < in;
 #pragma unroll
@@ -160,7 +160,7 @@ Status launch(const Fp8KernelArgs& args, int n_experts, dim3 grid, cudaStream_t 
 }  // namespace
 
 bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w) {
-  return w.storage == ExpertStorage::mxfp4 && w.out % 64 == 0 && w.in % 32 == 0 && w.in / 32 <= kMaxGroups;
+  return is_mxfp4(w.storage) && w.out % 64 == 0 && w.in % 32 == 0 && w.in / 32 <= kMaxGroups;
 }
 
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w) {

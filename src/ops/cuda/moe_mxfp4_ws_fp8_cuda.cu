@@ -247,8 +247,12 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int at = kg + kt, s = at % kStages;
               if (at >= kStages) bulk_copy::wait(&empty[s], ((at / kStages) & 1) ^ 1);
               bulk_copy::arrive_expecting(&full[s], L::kRaw + boxes * kTokenBox * kBK);
-              bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0,
-                                        &full[s]);
+              if (a.tiled)  // the same bytes in the same place: 8 tiles of 16 rows x 64 bytes
+                bulk_copy::tensor_copy_4d(smem + L::kRawAt + s * L::kRaw, &weight_map, 0, 0, kt,
+                                          block_row0 / kMxfp4TileRows, &full[s]);
+              else
+                bulk_copy::tensor_copy_2d(smem + L::kRawAt + s * L::kRaw, &weight_map, kt * kBK / 2, block_row0,
+                                          &full[s]);
               for (int x = 0; x < boxes; ++x)
                 bulk_copy::tensor_copy_2d(smem + L::kB + s * L::kBTile + x * kTokenBox * kBK, &token_map, kt * kBK,
                                           tile.begin + x * kTokenBox, &full[s]);
@@ -433,8 +437,12 @@ Status launch(const Fp8KernelArgs& args, std::int64_t x8_rows, int n_experts, di
   }();
   const std::uint64_t in = static_cast<std::uint64_t>(a.groups) * 32;
   CUtensorMap weight_map, token_map;
-  D0_RETURN_IF_ERROR(byte_matrix_tensor_map(a.blocks, static_cast<std::uint64_t>(n_experts) * a.out_rows, in / 2,
-                                            in / 2, kBM, kBK / 2, TensorMapSwizzle::none, weight_map));
+  const std::uint64_t weight_rows = static_cast<std::uint64_t>(n_experts) * a.out_rows;
+  if (a.tiled)
+    D0_RETURN_IF_ERROR(mxfp4_tiled_tensor_map(a.blocks, weight_rows, a.groups, kBM / kMxfp4TileRows, weight_map));
+  else
+    D0_RETURN_IF_ERROR(byte_matrix_tensor_map(a.blocks, weight_rows, in / 2, in / 2, kBM, kBK / 2,
+                                              TensorMapSwizzle::none, weight_map));
   D0_RETURN_IF_ERROR(
       byte_matrix_tensor_map(args.x8, x8_rows, in, in, kTokenBox, kBK, TensorMapSwizzle::bytes128, token_map));
   // One CTA an SM, each looping over the items (grid.x row blocks x grid.y slots).

@@ -7,6 +7,7 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "quant/mxfp4.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 namespace {
@@ -21,10 +22,11 @@ __device__ __forceinline__ __nv_bfloat162 decode_byte(std::uint32_t byte, int ex
                             __float2bfloat16_rn(ldexpf(kFp4Values[(byte >> 4) & 0xF], exponent)));
 }
 
+// tiled: blocks in quant/mxfp4_tiles.h's order (the scales row-major either way).
 __global__ void mxfp4_experts_to_bf16_kernel(const uint4* __restrict__ blocks, const std::uint8_t* __restrict__ scales,
                                              const std::int32_t* __restrict__ expert_ids, int n_experts,
-                                             std::int64_t groups_per_expert, uint4* __restrict__ workspace,
-                                             std::int32_t* error_flag) {
+                                             std::int64_t groups_per_expert, int groups, bool tiled,
+                                             uint4* __restrict__ workspace, std::int32_t* error_flag) {
   const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= groups_per_expert) return;
   int e = expert_ids[blockIdx.y];
@@ -33,7 +35,7 @@ __global__ void mxfp4_experts_to_bf16_kernel(const uint4* __restrict__ blocks, c
     e = e < 0 ? 0 : n_experts - 1;
   }
   const std::int64_t src = static_cast<std::int64_t>(e) * groups_per_expert + g;
-  const uint4 packed = blocks[src];  // one group: 16 bytes = 32 values
+  const uint4 packed = blocks[tiled ? mxfp4_tiled_unit(src / groups, src % groups, groups) : src];  // 32 values
   const int exponent = static_cast<int>(scales[src]) - 127;
   // 32 bf16 = 64 bytes = four 16-byte stores.
   uint4* dst = workspace + (static_cast<std::int64_t>(blockIdx.y) * groups_per_expert + g) * 4;
@@ -68,7 +70,8 @@ Status mxfp4_experts_to_bf16_cuda(const ExpertWeights& w, const Tensor& expert_i
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(n));
   mxfp4_experts_to_bf16_kernel<<<grid, kThreads, 0, stream>>>(
       static_cast<const uint4*>(w.blocks.raw()), w.scales.data<std::uint8_t>(), expert_ids.data<std::int32_t>(),
-      w.n_experts, groups_per_expert, static_cast<uint4*>(workspace.raw()), error_flag.data<std::int32_t>());
+      w.n_experts, groups_per_expert, static_cast<int>(groups), w.storage == ExpertStorage::mxfp4_tiled,
+      static_cast<uint4*>(workspace.raw()), error_flag.data<std::int32_t>());
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_experts_to_bf16_kernel");
   return Status::success();
 }

@@ -10,6 +10,7 @@
 #include "ops/cuda/cuda_status.h"
 #include "quant/fp8_experts.h"
 #include "quant/mxfp4.h"
+#include "quant/mxfp4_tiles.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
 namespace day0 {
@@ -24,7 +25,8 @@ __device__ __forceinline__ bool group_is_zero(const uint4& g) {
 
 __global__ void mxfp4_experts_to_fp8_kernel(const uint4* __restrict__ blocks, const std::uint8_t* __restrict__ scales,
                                             const std::int32_t* __restrict__ expert_ids, int n_experts,
-                                            std::int64_t out_rows, std::int64_t groups, uint4* __restrict__ weights,
+                                            std::int64_t out_rows, std::int64_t groups, bool tiled,
+                                            uint4* __restrict__ weights,
                                             float* __restrict__ row_scales, std::int32_t* error_flag,
                                             unsigned long long* inexact_count) {
   // The block's tables for every distinct shift, built once (a table per group took ~200 instructions: the
@@ -42,13 +44,14 @@ __global__ void mxfp4_experts_to_fp8_kernel(const uint4* __restrict__ blocks, co
     if (row == 0 && lane == 0) *error_flag = 1;
     e = e < 0 ? 0 : n_experts - 1;
   }
-  const std::int64_t src = (static_cast<std::int64_t>(e) * out_rows + row) * groups;
+  const std::int64_t src = (static_cast<std::int64_t>(e) * out_rows + row) * groups;  // the row's scales
+  const Mxfp4RowUnits units = mxfp4_row_units(static_cast<std::int64_t>(e) * out_rows + row, groups, tiled);
   const std::int64_t dst_row = static_cast<std::int64_t>(blockIdx.y) * out_rows + row;
 
   // Pass 1: the row exponent R = max non-zero block exponent - 6 (0 for an all-zero row).
   int max_exponent = INT_MIN;
   for (std::int64_t g = lane; g < groups; g += 32)
-    if (!group_is_zero(blocks[src + g])) max_exponent = max(max_exponent, static_cast<int>(scales[src + g]) - 127);
+    if (!group_is_zero(blocks[units.at(g)])) max_exponent = max(max_exponent, static_cast<int>(scales[src + g]) - 127);
   max_exponent = __reduce_max_sync(kFullMask, max_exponent);
   const int row_exponent = max_exponent == INT_MIN ? 0 : max_exponent - kFp8RowExponentShift;
   if (lane == 0) row_scales[dst_row] = ldexpf(1.0f, row_exponent);
@@ -56,7 +59,7 @@ __global__ void mxfp4_experts_to_fp8_kernel(const uint4* __restrict__ blocks, co
   // Pass 2: 16 packed bytes -> 32 E4M3 bytes per group (the re-read hits L1), a packed word (8 values) at a time.
   unsigned inexact = 0;
   for (std::int64_t g = lane; g < groups; g += 32) {
-    const uint4 packed = blocks[src + g];
+    const uint4 packed = blocks[units.at(g)];
     const int shift = static_cast<int>(scales[src + g]) - 127 - row_exponent;
     const Mxfp4Fp8Bytes table = tables[mxfp4_fp8_clamped_shift(shift) - kMxfp4Fp8MinShift];
     const std::uint32_t in_words[4] = {packed.x, packed.y, packed.z, packed.w};
@@ -94,7 +97,8 @@ Status mxfp4_experts_to_fp8_cuda(const ExpertWeights& w, const Tensor& expert_id
   const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(n));
   mxfp4_experts_to_fp8_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(
       static_cast<const uint4*>(w.blocks.raw()), w.scales.data<std::uint8_t>(), expert_ids.data<std::int32_t>(),
-      w.n_experts, w.out, groups, static_cast<uint4*>(weights_fp8.raw()), row_scales.data<float>(),
+      w.n_experts, w.out, groups, w.storage == ExpertStorage::mxfp4_tiled, static_cast<uint4*>(weights_fp8.raw()),
+      row_scales.data<float>(),
       error_flag.data<std::int32_t>(),
       inexact_count ? static_cast<unsigned long long*>(inexact_count->raw()) : nullptr);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("mxfp4_experts_to_fp8_kernel");
