@@ -19,14 +19,15 @@ const Tensor& optional_weight(const ModelWeights& w, const std::string& name) {
   return name.empty() ? kNone : w.get(name);
 }
 
-// The ops' view of an expert matrix: its storage tensors by the format's names (arch/expert_format.h).
-ExpertWeights expert_weights(const ModelWeights& w, const ExpertMatrix& m, int n_experts) {
+// The ops' view of an expert matrix: its storage tensors by the format's names (arch/expert_format.h), in the
+// storage the ops placed them in.
+ExpertWeights expert_weights(const ModelWeights& w, const ExpertMatrix& m, int n_experts, const Ops& ops) {
   ExpertWeights e;
-  e.storage = expert_storage_of(m.format);
+  e.storage = ops.placed_expert_storage(expert_storage_of(m.format));
   const std::vector<ExpertTensor> tensors = expert_tensors(m, n_experts);
   const Tensor first = w.get(tensors[0].name);
   const Tensor second = tensors.size() > 1 ? w.get(tensors[1].name) : Tensor();
-  if (e.storage == ExpertStorage::mxfp4) {
+  if (is_mxfp4(e.storage)) {
     e.blocks = first;
     e.scales = second;
   } else {
@@ -241,8 +242,8 @@ Status Executor::moe_block(int layer, const Tensor& h, const Routing& routing, T
   D0_RETURN_IF_ERROR(emit(tap, layer_tap(layer, "router_weights"), route));
   const SwigluParams swiglu{m.swiglu_alpha, m.swiglu_limit, m.gate_up_interleaved};
   ProfileSpan span(ops_, "moe: experts");  // with `after`, the residual add and next norm too
-  const ExpertWeights gate_up = expert_weights(weights_, m.gate_up, m.n_experts);
-  const ExpertWeights down = expert_weights(weights_, m.down, m.n_experts);
+  const ExpertWeights gate_up = expert_weights(weights_, m.gate_up, m.n_experts, ops_);
+  const ExpertWeights down = expert_weights(weights_, m.down, m.n_experts, ops_);
   if (after)
     return ops_.moe_experts_add_rms_norm(h, indices, route, gate_up, down, swiglu, *after->x, *after->w, after->eps,
                                          after->plus_one, *after->normed, after->normed_bf16);

@@ -25,12 +25,15 @@ const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
 constexpr double kTolerance = 2e-2;
 
 // max_step_tokens 0: LoadOptions' default.
-Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32, std::int64_t max_step_tokens = 0) {
+Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32, std::int64_t max_step_tokens = 0,
+                              bool mxfp4_tiles = false, ExpertCompute compute = ExpertCompute::bf16) {
   LoadOptions o;
   o.backend = "cuda";
   o.max_tokens = max_tokens;
   if (max_step_tokens > 0) o.max_step_tokens = max_step_tokens;
   o.backend_options.kv_cache_dtype = kv_cache;
+  o.backend_options.mxfp4_tiles = mxfp4_tiles;
+  o.backend_options.expert_compute = compute;
   o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
   return load_model(kModel, o);
 }
@@ -122,6 +125,44 @@ TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equa
   const Tensor whole = logits_of(256), chunked = logits_of(100);
   ASSERT_TRUE(whole.defined() && chunked.defined());
   EXPECT_LE(cudatest::relative_norm_error(whole, chunked), 1e-3);
+}
+
+// Experts placed in the tiled MXFP4 order (BackendOptions::mxfp4_tiles: the device repack at placement, every MoE
+// kernel reading it) give the row-major placement's logits bit for bit: a 200-token prefill (the grouped GEMMs) and
+// 4 decode steps (the token kernels), in both expert computes. The memory report names the placed order.
+TEST(CudaGptOssFixtureDecode, experts_placed_tile_by_tile_give_the_same_logits) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  std::vector<std::int32_t> tokens(204);
+  for (int i = 0; i < 204; ++i) tokens[i] = (i * 41 + 3) % 256;
+  for (ExpertCompute compute : {ExpertCompute::bf16, ExpertCompute::fp8}) {
+    auto logits_of = [&](bool tiles) -> std::vector<Tensor> {
+      auto m = load_cuda(256, DType::bf16, 0, tiles, compute);
+      EXPECT_TRUE(m.ok()) << m.error().message;
+      if (!m.ok()) return {};
+      EXPECT_EQ(m->ops->placed_expert_storage(ExpertStorage::mxfp4),
+                tiles ? ExpertStorage::mxfp4_tiled : ExpertStorage::mxfp4);
+      bool reported = false;
+      for (const MemoryUse& u : m->ops->memory_report())
+        reported |= u.what == std::string("weights: experts (as stored: ") + (tiles ? "mxfp4_tiled)" : "mxfp4)");
+      EXPECT_TRUE(reported);
+      std::vector<Tensor> out;
+      auto prefill = m->executor->forward(std::span(tokens).subspan(0, 200), /*all_logits=*/true);
+      EXPECT_TRUE(prefill.ok()) << prefill.error().message;
+      if (!prefill.ok()) return {};
+      out.push_back(prefill->clone());
+      for (int i = 200; i < 204; ++i) {
+        auto l = m->executor->forward(std::span(tokens).subspan(i, 1));
+        EXPECT_TRUE(l.ok()) << l.error().message;
+        if (l.ok()) out.push_back(l->clone());
+      }
+      return out;
+    };
+    SCOPED_TRACE(std::string("compute ") + std::string(expert_compute_name(compute)));
+    const std::vector<Tensor> rows = logits_of(false), tiles = logits_of(true);
+    ASSERT_EQ(rows.size(), 5u);
+    ASSERT_EQ(tiles.size(), 5u);
+    for (std::size_t i = 0; i < rows.size(); ++i) EXPECT_TRUE(cudatest::same_bits(rows[i], tiles[i])) << "step " << i;
+  }
 }
 
 TEST(CudaGptOssFixtureDecode, an_out_of_vocabulary_token_is_an_error_and_the_sequence_is_unchanged) {

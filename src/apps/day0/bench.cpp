@@ -22,6 +22,7 @@
 #include "apps/day0/commands.h"
 #include "apps/day0/expert_load.h"
 #include "apps/day0/model_loading.h"
+#include "model/op_plan.h"
 #include "ops/cuda/ceilings.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernel_trace.h"
@@ -157,6 +158,8 @@ int bench(const BenchOptions& o) {
   report["backend"] = engine.backend;
   report["expert_compute"] = engine.expert_compute;
   report["kv_cache_dtype"] = std::string(dtype_name(model->ops->kv_cache_dtype()));
+  report["expert_storage"] =
+      std::string(expert_storage_name(model->ops->placed_expert_storage(ops_plan(spec, 1).expert_storage)));
   report["load"] = {{"bytes", model->weight_bytes}, {"seconds", model->place_seconds},
                     {"synthetic", o.synthetic}, {"step_graphs", model->executor->graph_status()}};
   if (auto* cuda = dynamic_cast<CudaOps*>(model->ops.get())) {

@@ -40,6 +40,7 @@
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/cuda/timing.h"
 #include "quant/mxfp4.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0::app {
 namespace {
@@ -53,9 +54,10 @@ struct MoeShape {
 };
 
 // Random MXFP4 experts [E, out, in] on the device: random nibbles, scale codes 119..123 (|w| up to 6 * 2^-4),
-// bf16 bias.
+// bf16 bias; with `tiles` the blocks in the tiled order (ExpertStorage::mxfp4_tiled, the device repack placement
+// uses).
 Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, std::int64_t in, std::mt19937& rng,
-                                     const std::string& what) {
+                                     const std::string& what, bool tiles) {
   ExpertWeights w;
   w.n_experts = E, w.out = static_cast<int>(out), w.in = static_cast<int>(in);
   const std::int64_t groups = in / kMxfp4GroupSize;
@@ -71,6 +73,13 @@ Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, 
   D0_ASSIGN_OR_RETURN(w.blocks, device_copy(ctx, blocks, what + " blocks"));
   D0_ASSIGN_OR_RETURN(w.scales, device_copy(ctx, scales, what + " scales"));
   D0_ASSIGN_OR_RETURN(w.bias, device_copy(ctx, bias, what + " bias"));
+  if (tiles) {
+    D0_ASSIGN_OR_RETURN(Tensor tiled, ctx.arena().allocate({E, out, kMxfp4TileGroups * mxfp4_row_tiles(groups), 16},
+                                                           DType::u8, what + " tiled blocks"));
+    D0_RETURN_IF_ERROR(mxfp4_to_tiles_cuda(w.blocks, tiled, ctx.stream()));
+    w.blocks = tiled;
+    w.storage = ExpertStorage::mxfp4_tiled;
+  }
   return w;
 }
 
@@ -167,12 +176,12 @@ void report_load(std::int64_t S, const std::vector<Routing>& routings, nlohmann:
 }
 
 Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::int64_t>& token_counts, double skew,
-                   bool fp8_gemms_only, const DeviceCeilings& ceil, nlohmann::json& report) {
+                   bool fp8_gemms_only, bool tiles, const DeviceCeilings& ceil, nlohmann::json& report) {
   std::mt19937 rng(77);
   DeviceArena& arena = ctx.arena();
   const DeviceArena::Mark mark = arena.mark();
-  D0_ASSIGN_OR_RETURN(ExpertWeights gate_up, random_experts(ctx, m.E, 2 * m.I, m.H, rng, "gate_up"));
-  D0_ASSIGN_OR_RETURN(ExpertWeights down, random_experts(ctx, m.E, m.H, m.I, rng, "down"));
+  D0_ASSIGN_OR_RETURN(ExpertWeights gate_up, random_experts(ctx, m.E, 2 * m.I, m.H, rng, "gate_up", tiles));
+  D0_ASSIGN_OR_RETURN(ExpertWeights down, random_experts(ctx, m.E, m.H, m.I, rng, "down", tiles));
   std::int64_t max_s = 1;
   for (auto s : token_counts) max_s = std::max(max_s, s);
   MoeWorkspaceShape fused{m.E, m.k, m.H, m.I, max_s, ExpertCompute::bf16, ExpertStorage::mxfp4, max_s};
@@ -187,8 +196,9 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
   p.interleaved = true;
   const double gu_bytes = mxfp4_bytes(2 * m.I, m.H), down_bytes = mxfp4_bytes(m.H, m.I);
 
-  std::printf("\n%s: %d experts, top-%d, H %lld, I %lld (expert: gate_up %.1f MB + down %.1f MB as MXFP4)\n", m.name,
-              m.E, m.k, static_cast<long long>(m.H), static_cast<long long>(m.I), gu_bytes / 1e6, down_bytes / 1e6);
+  std::printf("\n%s: %d experts, top-%d, H %lld, I %lld (expert: gate_up %.1f MB + down %.1f MB as MXFP4, %s)\n",
+              m.name, m.E, m.k, static_cast<long long>(m.H), static_cast<long long>(m.I), gu_bytes / 1e6,
+              down_bytes / 1e6, tiles ? "tile by tile" : "row-major");
   std::printf("%7s %-22s %10s %12s %10s %10s %10s\n", "tokens", "kernel", "us", "expert MB", "GB/s", "of copy",
               "TFLOP/s");
   for (std::int64_t S : token_counts) {
@@ -411,11 +421,12 @@ int bench_moe(const BenchMoeOptions& o) {
   if (!ceil.ok()) return fail(ceil.error().message);
   nlohmann::json report;
   report_ceilings(*ceil, report);
+  report["mxfp4_order"] = o.mxfp4_tiles ? "tiles" : "rows";
   auto wanted = [&](const char* part) { return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end(); };
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   if (wanted("moe") || wanted("fp8-gemms"))
     for (const MoeShape& m : shapes)
-      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, !wanted("moe"), *ceil, report); !st.ok())
+      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, !wanted("moe"), o.mxfp4_tiles, *ceil, report); !st.ok())
         return fail(st.error().message);
   if (wanted("linears"))
     if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())

@@ -40,6 +40,7 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   // tensor cores), f32 in the CPU reference, which takes no other.
   const bool bf16 = o.kv_cache_dtype == "bf16" || (o.kv_cache_dtype == "auto" && o.backend != "cpu");
   b.kv_cache_dtype = bf16 ? DType::bf16 : DType::f32;
+  b.mxfp4_tiles = o.mxfp4_tiles;
   return b;
 }
 

@@ -81,6 +81,11 @@ Status router_topk_softmax_cuda(const Tensor& logits, int k, Tensor& indices, Te
 Status mxfp4_experts_to_bf16_cuda(const ExpertWeights& w, const Tensor& expert_ids, Tensor& workspace,
                                   Tensor& error_flag, cudaStream_t stream);
 
+// MXFP4 blocks u8 [..., groups, 16] (row-major, rows = the leading dimensions' product, a multiple of 16) into the
+// tiled order of quant/mxfp4_tiles.h: tiled u8 [..., 4 ceil(groups / 4), 16], padding zeros (what placement stores
+// for ExpertStorage::mxfp4_tiled). Not in place.
+Status mxfp4_to_tiles_cuda(const Tensor& blocks, Tensor& tiled, cudaStream_t stream);
+
 // Online MXFP4 -> FP8 E4M3 of the selected experts, with one power-of-two f32 scale per output row (the rule and
 // its exactness are in quant/fp8_experts.h): weights_fp8 f8_e4m3 [n, out, in], row_scales f32 [n, out].
 // Bit-exact with mxfp4_row_to_fp8. Bad ids are clamped and flagged as in mxfp4_experts_to_bf16_cuda. When

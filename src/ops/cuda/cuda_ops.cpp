@@ -14,6 +14,7 @@
 #include "ops/cuda/linear_small_cuda.h"
 #include "ops/cuda/norm_router_cuda.h"
 #include "ops/cuda/weight_upload.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 
@@ -116,31 +117,66 @@ static DType placed_dtype(const std::string& name, const Tensor& t, bool expert)
   return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
+// An expert tensor of MXFP4 blocks (u8 [E, out, groups, 16]): what BackendOptions::mxfp4_tiles reorders.
+static bool mxfp4_blocks(const Tensor& t) { return t.dtype() == DType::u8 && t.dim() == 4 && t.size(3) == 16; }
+
+// The shape of MXFP4 blocks in the tiled order (K padded to whole 4-group tiles).
+static Shape tiled_blocks_shape(const Tensor& t) {
+  return {t.size(0), t.size(1), kMxfp4TileGroups * mxfp4_row_tiles(t.size(2)), 16};
+}
+
 Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                             const ProgressFn& progress) {
   NamedTensors placed;
   std::vector<UploadItem> items;
-  std::uint64_t need = 0;
-  for (const auto& [name, t] : host)
-    need += t.numel() * dtype_bits(placed_dtype(name, t, expert_tensors.count(name))) / 8;
-  if (need > ctx_->arena().free_bytes())
-    return make_error("cuda: the weights need " + format_bytes(need) + " but the arena has " +
-                      format_bytes(ctx_->arena().free_bytes()) + " free (" + ctx_->device_summary() + ")");
+  // MXFP4 blocks to tile: each lands row-major at the start of its (larger) tiled tensor, then goes through one
+  // scratch copy of the largest into the tiled order.
+  std::vector<std::pair<Tensor, Tensor>> to_tile;  // (the row-major bytes as landed, the tiled tensor)
+  std::uint64_t need = 0, tile_scratch = 0;
+  auto tiles = [&](const std::string& name, const Tensor& t) {
+    return options_.mxfp4_tiles && expert_tensors.count(name) != 0 && mxfp4_blocks(t);
+  };
+  for (const auto& [name, t] : host) {
+    const bool tiled = tiles(name, t);
+    const std::int64_t numel = tiled ? mxfp4_tiled_bytes(t.size(0) * t.size(1), t.size(2)) : t.numel();
+    need += numel * dtype_bits(placed_dtype(name, t, expert_tensors.count(name))) / 8;
+    if (tiled) tile_scratch = std::max<std::uint64_t>(tile_scratch, t.nbytes());
+  }
+  if (need + tile_scratch > ctx_->arena().free_bytes())
+    return make_error("cuda: the weights need " + format_bytes(need) +
+                      (tile_scratch ? " (+ " + format_bytes(tile_scratch) + " to reorder MXFP4 blocks)" : "") +
+                      " but the arena has " + format_bytes(ctx_->arena().free_bytes()) + " free (" +
+                      ctx_->device_summary() + ")");
   for (const auto& [name, t] : host) {
     if (t.device() != Device::cpu || !t.is_contiguous())
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
-    const bool expert = expert_tensors.count(name) != 0;
+    const bool expert = expert_tensors.count(name) != 0, tiled = tiles(name, t);
+    if (tiled && t.size(1) % kMxfp4TileRows != 0)
+      return make_error("cuda place weights: " + name + ": the tiled MXFP4 order needs expert rows a multiple of " +
+                        "16, got " + std::to_string(t.size(1)) + " (run without --mxfp4-tiles)");
     const DType dtype = placed_dtype(name, t, expert);
-    D0_ASSIGN_OR_RETURN(Tensor d, allocate(t.shape(), dtype, "weights: " + name));
+    D0_ASSIGN_OR_RETURN(Tensor d, allocate(tiled ? tiled_blocks_shape(t) : t.shape(), dtype, "weights: " + name));
     (expert ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
+    Tensor landing = tiled ? d.view({d.numel()}).slice_rows(0, t.numel()).view(t.shape()) : d;
+    if (tiled) to_tile.emplace_back(landing, d);
     // The uploader narrows f32 / f16 to bf16 on its own; a vector widened to f32 is converted here (a few KB).
-    items.push_back({dtype == DType::f32 && t.dtype() != DType::f32 ? t.to_f32() : t, d});
+    items.push_back({dtype == DType::f32 && t.dtype() != DType::f32 ? t.to_f32() : t, landing});
     placed.emplace(name, d);
   }
   // The report lists weights by kind; the arena bytes of the "weights" use (alignment included) stay out of it.
   persistent_by_use_.erase("weights");
   D0_ASSIGN_OR_RETURN(UploadResult r, upload_tensors(items, ctx_->device(), UploadOptions{}, progress));
   upload_stats_ = {r.bytes_read, r.bytes_written, r.seconds, r.readers};
+  const std::size_t activations_peak = scratch_peak_;  // the reorder's scratch is not an activation
+  for (auto& [landing, tiled] : to_tile) {
+    const ScratchMark mark = scratch_mark();
+    D0_ASSIGN_OR_RETURN(Tensor rows, scratch(landing.shape(), DType::u8, "MXFP4 blocks to reorder"));
+    D0_RETURN_IF_ERROR(copy(landing, rows));
+    D0_RETURN_IF_ERROR(mxfp4_to_tiles_cuda(rows, tiled, ctx_->stream()));
+    D0_RETURN_IF_ERROR(synchronize());  // before the next tensor's copy reuses the scratch
+    D0_RETURN_IF_ERROR(scratch_release(mark));
+  }
+  scratch_peak_ = activations_peak;
   return placed;
 }
 
@@ -312,7 +348,7 @@ Status CudaOps::replay_graph(int graph) {
 std::vector<MemoryUse> CudaOps::memory_report() const {
   const DeviceArena& arena = ctx_->arena();
   std::vector<MemoryUse> lines;
-  const ExpertStorage storage = moe_ ? moe_->shape.storage : ExpertStorage::mxfp4;
+  const ExpertStorage storage = placed_expert_storage(moe_ ? moe_->shape.storage : ExpertStorage::mxfp4);
   lines.push_back({"weights: experts (as stored: " + std::string(expert_storage_name(storage)) + ")",
                    expert_weight_bytes_, "uploaded once"});
   lines.push_back(
@@ -323,7 +359,7 @@ std::vector<MemoryUse> CudaOps::memory_report() const {
       note = "once for all layers: " + std::to_string(moe_->max_routed) + " routed experts at " +
              std::to_string(moe_->shape.max_tokens) + " tokens, " +
              std::string(expert_compute_name(options_.expert_compute)) +
-             (moe_->shape.storage == ExpertStorage::mxfp4 ? "" : " (stored experts: no conversion buffers)");
+             (is_mxfp4(moe_->shape.storage) ? "" : " (stored experts: no conversion buffers)");
     lines.push_back({use, bytes, note});
   }
   lines.push_back({"activations (step scratch, peak so far)", scratch_peak_, ""});

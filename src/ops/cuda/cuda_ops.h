@@ -41,6 +41,9 @@ class CudaOps final : public Ops {
   Status plan(const OpsPlan& plan) override;
   Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                      const ProgressFn& progress) override;
+  ExpertStorage placed_expert_storage(ExpertStorage stored) const override {
+    return stored == ExpertStorage::mxfp4 && options_.mxfp4_tiles ? ExpertStorage::mxfp4_tiled : stored;
+  }
   Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
   Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;
   ScratchMark scratch_mark() const override { return {ctx_->arena().mark().offset}; }

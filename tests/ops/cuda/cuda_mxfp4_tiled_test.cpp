@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <tuple>
 
 #include "cuda_test_util.h"
 #include "moe_test_util.h"
@@ -125,6 +126,34 @@ TEST(CudaMxfp4Tiled, the_conversions_give_the_row_major_bytes) {
     EXPECT_TRUE(same_bits(s_rows, s_tiles));
     EXPECT_EQ(cudatest::download_flag(*ctx, flag), 0);
   }
+}
+
+// The placement's device repack writes the host repack's bytes, padding zeros included (the output starts
+// poisoned), for padded and unpadded K; it refuses rows that are not whole row blocks, and an in-place call.
+TEST(CudaMxfp4Tiled, the_device_repack_equals_the_host_repack) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4303);
+  for (auto [E, out, groups] : {std::tuple<int, int, int>{3, 48, 90}, {2, 32, 8}, {1, 16, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "E " << E << " out " << out << " groups " << groups);
+    Tensor blocks = Tensor::zeros({E, out, groups, 16}, DType::u8);
+    for (std::int64_t i = 0; i < blocks.numel(); ++i) blocks.data<std::uint8_t>()[i] = std::uint8_t(rng());
+    const std::int64_t padded = kMxfp4TileGroups * mxfp4_row_tiles(groups);
+    Tensor want = Tensor::zeros({E, out, padded, 16}, DType::u8);
+    D0_ASSERT_OK(mxfp4_to_tiles(blocks.data<std::uint8_t>(), std::int64_t(E) * out, groups,
+                                want.data<std::uint8_t>()));
+    Tensor got = poisoned(*ctx, {E, out, padded, 16}, DType::u8);
+    D0_ASSERT_OK(mxfp4_to_tiles_cuda(upload(*ctx, blocks), got, ctx->stream()));
+    EXPECT_TRUE(same_bits(download(*ctx, got), want));
+  }
+  Tensor odd = upload(*ctx, Tensor::zeros({1, 24, 4, 16}, DType::u8));
+  Tensor odd_out = poisoned(*ctx, {1, 24, 4, 16}, DType::u8);
+  const Status rows = mxfp4_to_tiles_cuda(odd, odd_out, ctx->stream());
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.error().message.find("multiple of 16"), std::string::npos) << rows.error().message;
+  Tensor same = upload(*ctx, Tensor::zeros({1, 16, 4, 16}, DType::u8));
+  EXPECT_FALSE(mxfp4_to_tiles_cuda(same, same, ctx->stream()).ok());
 }
 
 }  // namespace
