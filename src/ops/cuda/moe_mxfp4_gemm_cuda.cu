@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) mxfp4_grouped_gemm_kernel(KernelArgs
 }  // namespace
 
 bool mxfp4_grouped_gemm_fits(const ExpertWeights& w) {
-  return w.storage == ExpertStorage::mxfp4 && w.out % kBM == 0 && w.in % kBK == 0;
+  return is_mxfp4(w.storage) && w.out % kBM == 0 && w.in % kBK == 0;
 }
 
 std::int64_t mxfp4_gemm_launch_slots(std::int64_t routed_experts_bound, std::int64_t assignments) {

@@ -40,10 +40,11 @@ struct MoeShape {
   std::int64_t H, I;
 };
 
-// 128 x 128: the bf16 wgmma GEMM fits (inputs in 64-value k-tiles); 160 x 96: it does not (the tiled GEMM runs),
-// and 160 inputs are 5 groups, so the tiled order pads gate_up's rows to 8. Steps of 300 tokens average 150
-// assignments an expert: the FP8 path's down GEMM is the warp-specialised form there (96 or more).
-constexpr MoeShape kShapes[] = {{4, 2, 128, 128}, {4, 2, 160, 96}};
+// H x I. 128 x 128: the bf16 wgmma GEMM fits (inputs in 64-value k-tiles). 192 x 96: it does not (down's 96 inputs),
+// the tiled GEMM runs, and both inputs pad (6 groups to 8, 3 to 4). 160 x 96: no grouped GEMM fits (down's 160
+// rows), the grouped kernel runs at every size. Steps of 300 tokens average 150 assignments an expert: the FP8
+// path's down GEMM is the warp-specialised form there (96 or more).
+constexpr MoeShape kShapes[] = {{4, 2, 128, 128}, {4, 2, 192, 96}, {4, 2, 160, 96}};
 
 // Steps by path (fused_max_tokens 512): 1 token the token kernels; 5 and 40 the grouped kernel (10 and 80
 // assignments: under 24 an expert); 300 the grouped GEMMs (bf16: wgmma or tiled; fp8: the FP8 wgmma GEMMs).
