@@ -45,7 +45,7 @@ Status check_expert_weights(const ExpertWeights& w, const char* op, Device devic
         return make_error(std::string(op) + ": tiled MXFP4 experts need out a multiple of 16, got " +
                           std::to_string(out));
       D0_RETURN_IF_ERROR(check_one(w.blocks, op, "blocks", DType::u8,
-                                   {E, out, kMxfp4TileGroups * mxfp4_row_tiles(in / 32), 16}, device));
+                                   {E, out, mxfp4_tiled_groups(in / 32), 16}, device));
       return check_one(w.scales, op, "scales", DType::u8, {E, out, in / 32}, device);
     case ExpertStorage::bf16: return check_one(w.values, op, "values", DType::bf16, {E, out, in}, device);
     case ExpertStorage::fp8_rowwise:
@@ -64,7 +64,7 @@ Result<ExpertWeights> mxfp4_tiled_experts(const ExpertWeights& w) {
   const std::int64_t groups = w.in / 32, rows = std::int64_t(w.n_experts) * w.out;
   ExpertWeights t = w;
   t.storage = ExpertStorage::mxfp4_tiled;
-  t.blocks = Tensor::zeros({w.n_experts, w.out, kMxfp4TileGroups * mxfp4_row_tiles(groups), 16}, DType::u8);
+  t.blocks = Tensor::zeros({w.n_experts, w.out, mxfp4_tiled_groups(groups), 16}, DType::u8);
   D0_RETURN_IF_ERROR(mxfp4_to_tiles(w.blocks.data<std::uint8_t>(), rows, groups, t.blocks.data<std::uint8_t>()));
   return t;
 }

@@ -24,6 +24,11 @@ D0_HOST_DEVICE constexpr std::int64_t mxfp4_row_tiles(std::int64_t groups) {
   return (groups + kMxfp4TileGroups - 1) / kMxfp4TileGroups;
 }
 
+// A row's groups in the tiled order, padding included: the groups dimension of tiled blocks [E, out, this, 16].
+D0_HOST_DEVICE constexpr std::int64_t mxfp4_tiled_groups(std::int64_t groups) {
+  return mxfp4_row_tiles(groups) * kMxfp4TileGroups;
+}
+
 // The index of row `row`'s group `group` block among the 16-byte units of the tiled order (rows a multiple of 16).
 D0_HOST_DEVICE constexpr std::int64_t mxfp4_tiled_unit(std::int64_t row, std::int64_t group, std::int64_t groups) {
   const std::int64_t row_block = row / kMxfp4TileRows, r = row % kMxfp4TileRows;
@@ -48,7 +53,7 @@ D0_HOST_DEVICE constexpr Mxfp4RowUnits mxfp4_row_units(std::int64_t row, std::in
 
 // Bytes of `rows` rows of `groups` groups in the tiled order (padding included).
 D0_HOST_DEVICE constexpr std::int64_t mxfp4_tiled_bytes(std::int64_t rows, std::int64_t groups) {
-  return rows * mxfp4_row_tiles(groups) * kMxfp4TileGroups * 16;
+  return rows * mxfp4_tiled_groups(groups) * 16;
 }
 
 // Row-major blocks [rows, groups, 16] to the tiled order (mxfp4_tiled_bytes(rows, groups) bytes at `tiled`, padding

@@ -74,8 +74,8 @@ Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, 
   D0_ASSIGN_OR_RETURN(w.scales, device_copy(ctx, scales, what + " scales"));
   D0_ASSIGN_OR_RETURN(w.bias, device_copy(ctx, bias, what + " bias"));
   if (tiles) {
-    D0_ASSIGN_OR_RETURN(Tensor tiled, ctx.arena().allocate({E, out, kMxfp4TileGroups * mxfp4_row_tiles(groups), 16},
-                                                           DType::u8, what + " tiled blocks"));
+    const Shape tiled_shape{E, out, mxfp4_tiled_groups(groups), 16};
+    D0_ASSIGN_OR_RETURN(Tensor tiled, ctx.arena().allocate(tiled_shape, DType::u8, what + " tiled blocks"));
     D0_RETURN_IF_ERROR(mxfp4_to_tiles_cuda(w.blocks, tiled, ctx.stream()));
     w.blocks = tiled;
     w.storage = ExpertStorage::mxfp4_tiled;

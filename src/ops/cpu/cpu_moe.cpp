@@ -60,11 +60,11 @@ static void decode_expert_row(const ExpertWeights& w, std::int64_t row, float* o
     }
     case ExpertStorage::mxfp4_tiled: {  // the row's blocks gathered back into row order
       const std::int64_t groups = w.in / kMxfp4GroupSize;
+      const Mxfp4RowUnits units = mxfp4_row_units(row, groups, /*tiled=*/true);
       std::vector<std::uint8_t> blocks(static_cast<std::size_t>(groups * kMxfp4GroupBytes));
-      for (std::int64_t g = 0; g < groups; ++g)
+      for (int g = 0; g < groups; ++g)
         std::memcpy(blocks.data() + g * kMxfp4GroupBytes,
-                    w.blocks.data<std::uint8_t>() + mxfp4_tiled_unit(row, g, groups) * kMxfp4GroupBytes,
-                    kMxfp4GroupBytes);
+                    w.blocks.data<std::uint8_t>() + units.at(g) * kMxfp4GroupBytes, kMxfp4GroupBytes);
       mxfp4_decode_row(blocks.data(), w.scales.data<std::uint8_t>() + row * groups, w.in, out);
       return;
     }

@@ -52,7 +52,7 @@ inline Result<std::int64_t> check_mxfp4_selection(const ExpertWeights& w, const 
     return make_error(std::string(op) + ": tiled MXFP4 experts need out a multiple of 16, got " +
                       std::to_string(w.out));
   D0_RETURN_IF_ERROR(check_cuda_tensor(w.blocks, op, "blocks", {DType::u8},
-                                       {w.n_experts, w.out, tiled ? kMxfp4TileGroups * mxfp4_row_tiles(groups) : groups,
+                                       {w.n_experts, w.out, tiled ? mxfp4_tiled_groups(groups) : groups,
                                         kMxfp4GroupBytes}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(w.scales, op, "scales", {DType::u8}, {w.n_experts, w.out, groups}));
   if (expert_ids.dim() != 1) return make_error(std::string(op) + ": expert_ids must be 1-D");

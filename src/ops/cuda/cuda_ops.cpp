@@ -122,7 +122,7 @@ static bool mxfp4_blocks(const Tensor& t) { return t.dtype() == DType::u8 && t.d
 
 // The shape of MXFP4 blocks in the tiled order (K padded to whole 4-group tiles).
 static Shape tiled_blocks_shape(const Tensor& t) {
-  return {t.size(0), t.size(1), kMxfp4TileGroups * mxfp4_row_tiles(t.size(2)), 16};
+  return {t.size(0), t.size(1), mxfp4_tiled_groups(t.size(2)), 16};
 }
 
 Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,

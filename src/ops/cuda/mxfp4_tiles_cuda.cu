@@ -33,7 +33,7 @@ Status mxfp4_to_tiles_cuda(const Tensor& blocks, Tensor& tiled, cudaStream_t str
   if (rows % kMxfp4TileRows != 0)
     return make_error(std::string(op) + ": the rows (" + std::to_string(rows) + ") must be a multiple of 16");
   Shape tiled_shape = blocks.shape();
-  tiled_shape[tiled_shape.size() - 2] = kMxfp4TileGroups * mxfp4_row_tiles(groups);
+  tiled_shape[tiled_shape.size() - 2] = mxfp4_tiled_groups(groups);
   D0_RETURN_IF_ERROR(check_cuda_tensor(blocks, op, "blocks", {DType::u8}, blocks.shape()));
   D0_RETURN_IF_ERROR(check_cuda_tensor(tiled, op, "tiled", {DType::u8}, tiled_shape));
   if (!aligned_to(blocks.raw(), 16) || !aligned_to(tiled.raw(), 16))

@@ -140,7 +140,7 @@ TEST(CudaMxfp4Tiled, the_device_repack_equals_the_host_repack) {
     SCOPED_TRACE(::testing::Message() << "E " << E << " out " << out << " groups " << groups);
     Tensor blocks = Tensor::zeros({E, out, groups, 16}, DType::u8);
     for (std::int64_t i = 0; i < blocks.numel(); ++i) blocks.data<std::uint8_t>()[i] = std::uint8_t(rng());
-    const std::int64_t padded = kMxfp4TileGroups * mxfp4_row_tiles(groups);
+    const std::int64_t padded = mxfp4_tiled_groups(groups);
     Tensor want = Tensor::zeros({E, out, padded, 16}, DType::u8);
     D0_ASSERT_OK(mxfp4_to_tiles(blocks.data<std::uint8_t>(), std::int64_t(E) * out, groups,
                                 want.data<std::uint8_t>()));
