@@ -108,8 +108,8 @@ class Ops {
   // their stored dtype everywhere and are reported as experts.
   virtual Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                              const ProgressFn& progress) = 0;
-  // The storage place_weights gives experts stored as `stored`: the same, or MXFP4 blocks reordered
-  // (ExpertStorage::mxfp4_tiled, where the backend was asked to: BackendOptions::mxfp4_tiles).
+  // The storage place_weights gave experts stored as `stored`: the same, or MXFP4 blocks reordered
+  // (ExpertStorage::mxfp4_tiled: BackendOptions::mxfp4_order).
   virtual ExpertStorage placed_expert_storage(ExpertStorage stored) const { return stored; }
   // Backend memory that lives until the Ops does (caches, tables). Contents undefined.
   virtual Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) = 0;

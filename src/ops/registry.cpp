@@ -18,6 +18,16 @@ Result<ExpertCompute> parse_expert_compute(std::string_view name) {
   return make_error("unknown expert compute \"" + std::string(name) + "\"; known: bf16, fp8");
 }
 
+std::string_view mxfp4_order_name(Mxfp4Order o) {
+  return o == Mxfp4Order::tiles ? "tiles" : o == Mxfp4Order::rows ? "rows" : "auto";
+}
+
+Result<Mxfp4Order> parse_mxfp4_order(std::string_view name) {
+  for (Mxfp4Order o : {Mxfp4Order::automatic, Mxfp4Order::tiles, Mxfp4Order::rows})
+    if (name == mxfp4_order_name(o)) return o;
+  return make_error("unknown MXFP4 order \"" + std::string(name) + "\"; known: auto, tiles, rows");
+}
+
 static std::string known_backends() {
   std::string s;
   for (auto n : backend_names()) s += (s.empty() ? "" : ", ") + std::string(n);

@@ -15,6 +15,15 @@ namespace day0 {
 std::string_view expert_compute_name(ExpertCompute c);
 Result<ExpertCompute> parse_expert_compute(std::string_view name);
 
+// cuda: the order MXFP4 expert blocks are placed in. tiles: quant/mxfp4_tiles.h's (16 rows x 4 groups a 1 KB tile,
+// K padded to whole tiles: +2.2% of the blocks' bytes on gpt-oss), which the MoE kernels read faster (H100, v55-v56:
+// the grouped kernel -3 to -6%, the 2-CTA FP8 GEMM -9 to -12%; 20b B64 +1.3 to +2.4%, 120b prefill 4,096 +0.7%, B1
+// equal); it needs every expert's rows a multiple of 16. rows: the published order. automatic: tiles where every
+// MXFP4 expert tensor fits them, else rows. Every MXFP4 kernel reads both; the results are the same bits.
+enum class Mxfp4Order { automatic, tiles, rows };
+std::string_view mxfp4_order_name(Mxfp4Order o);
+Result<Mxfp4Order> parse_mxfp4_order(std::string_view name);
+
 // With fp8 expert compute, MoE calls up to this many tokens read MXFP4 directly: decode-sized ones in the bf16
 // fused kernels, prefill-sized ones in the grouped FP8 wgmma GEMMs (moe_cuda.cu: grouped_fp8_experts; H200,
 // 4,096-token prefill: 20b 47.4k tok/s against bf16 mode's 45.1k, 120b 28.1k against 26.5k). Before those GEMMs
@@ -52,10 +61,7 @@ struct BackendOptions {
   // The KV cache's element type: f32, or bf16 (cuda only: half the bytes a decode step's attention reads and half
   // the memory a token holds; K and V rounded to bf16 as they are written, as a bf16 model computes them).
   DType kv_cache_dtype = DType::f32;
-  // cuda: MXFP4 expert blocks placed in the tiled order (quant/mxfp4_tiles.h: 16 rows x 4 groups a 1 KB tile, K
-  // padded to whole tiles, +2.2% of the blocks' bytes on gpt-oss), which the decode-size kernels read faster (H100
-  // probe, v54: the 20b expert block at 8 tokens 134.2 -> 124.5 us). Every MXFP4 kernel reads both orders.
-  bool mxfp4_tiles = false;
+  Mxfp4Order mxfp4_order = Mxfp4Order::automatic;
 
   std::int64_t fused_moe_tokens() const {
     return fused_moe_max_tokens.value_or(expert_compute == ExpertCompute::fp8 ? kFp8FusedMoeTokens

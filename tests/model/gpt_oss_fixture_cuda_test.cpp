@@ -26,13 +26,14 @@ constexpr double kTolerance = 2e-2;
 
 // max_step_tokens 0: LoadOptions' default.
 Result<LoadedModel> load_cuda(std::int64_t max_tokens, DType kv_cache = DType::f32, std::int64_t max_step_tokens = 0,
-                              bool mxfp4_tiles = false, ExpertCompute compute = ExpertCompute::bf16) {
+                              Mxfp4Order order = Mxfp4Order::automatic,
+                              ExpertCompute compute = ExpertCompute::bf16) {
   LoadOptions o;
   o.backend = "cuda";
   o.max_tokens = max_tokens;
   if (max_step_tokens > 0) o.max_step_tokens = max_step_tokens;
   o.backend_options.kv_cache_dtype = kv_cache;
-  o.backend_options.mxfp4_tiles = mxfp4_tiles;
+  o.backend_options.mxfp4_order = order;
   o.backend_options.expert_compute = compute;
   o.backend_options.memory_fraction = 0.2;  // tiny model; leave the GPU to others
   return load_model(kModel, o);
@@ -127,16 +128,17 @@ TEST(CudaGptOssFixtureDecode, a_long_prompt_whose_norms_hand_over_bf16_rows_equa
   EXPECT_LE(cudatest::relative_norm_error(whole, chunked), 1e-3);
 }
 
-// Experts placed in the tiled MXFP4 order (BackendOptions::mxfp4_tiles: the device repack at placement, every MoE
-// kernel reading it) give the row-major placement's logits bit for bit: a 200-token prefill (the grouped GEMMs) and
-// 4 decode steps (the token kernels), in both expert computes. The memory report names the placed order.
+// Experts placed in the tiled MXFP4 order (BackendOptions::mxfp4_order: the device repack at placement, every MoE
+// kernel reading it; the default where the rows fit, as here) give the row-major placement's logits bit for bit: a
+// 200-token prefill (the grouped GEMMs) and 4 decode steps (the token kernels), in both expert computes. The memory
+// report names the placed order.
 TEST(CudaGptOssFixtureDecode, experts_placed_tile_by_tile_give_the_same_logits) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   std::vector<std::int32_t> tokens(204);
   for (int i = 0; i < 204; ++i) tokens[i] = (i * 41 + 3) % 256;
   for (ExpertCompute compute : {ExpertCompute::bf16, ExpertCompute::fp8}) {
     auto logits_of = [&](bool tiles) -> std::vector<Tensor> {
-      auto m = load_cuda(256, DType::bf16, 0, tiles, compute);
+      auto m = load_cuda(256, DType::bf16, 0, tiles ? Mxfp4Order::automatic : Mxfp4Order::rows, compute);
       EXPECT_TRUE(m.ok()) << m.error().message;
       if (!m.ok()) return {};
       EXPECT_EQ(m->ops->placed_expert_storage(ExpertStorage::mxfp4),

@@ -421,12 +421,13 @@ int bench_moe(const BenchMoeOptions& o) {
   if (!ceil.ok()) return fail(ceil.error().message);
   nlohmann::json report;
   report_ceilings(*ceil, report);
-  report["mxfp4_order"] = o.mxfp4_tiles ? "tiles" : "rows";
+  const bool tiles = o.mxfp4_order != "rows";
+  report["mxfp4_order"] = tiles ? "tiles" : "rows";
   auto wanted = [&](const char* part) { return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end(); };
   const MoeShape shapes[] = {{"gpt-oss-20b", 32, 4, 2880, 2880}, {"gpt-oss-120b", 128, 4, 2880, 2880}};
   if (wanted("moe") || wanted("fp8-gemms"))
     for (const MoeShape& m : shapes)
-      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, !wanted("moe"), o.mxfp4_tiles, *ceil, report); !st.ok())
+      if (Status st = bench_shape(**ctx, m, o.tokens, o.skew, !wanted("moe"), tiles, *ceil, report); !st.ok())
         return fail(st.error().message);
   if (wanted("linears"))
     if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())

@@ -26,7 +26,7 @@ struct BackendCliOptions {
   bool batch_invariant = false;         // cuda: a token's result independent of its step (BackendOptions)
   bool no_dependent_launch = false;     // cuda: ordinary kernel launches (BackendOptions::dependent_launch)
   std::string kv_cache_dtype = "auto";  // bf16 on cuda, f32 on cpu; or either named (BackendOptions::kv_cache_dtype)
-  bool mxfp4_tiles = false;             // cuda: MXFP4 expert blocks placed in the tiled order (BackendOptions)
+  std::string mxfp4_order = "auto";     // cuda: the MXFP4 expert blocks' order: auto, tiles, rows (BackendOptions)
   std::int64_t graph_batch = 64;        // cuda: decode steps up to this many sequences replay step graphs (0: off)
   bool profile = false;                 // time each part of a layer on the device's clock (no step graphs)
 };
@@ -126,7 +126,7 @@ struct BenchMoeOptions {
   // decode and prefill attention.
   std::vector<std::string> parts = {"moe", "linears", "decode-attention", "prefill-attention"};
   double skew = 0;  // routing: 0 uniform, else experts' popularities exp(skew x), x standard normal
-  bool mxfp4_tiles = false;  // the experts' blocks in the tiled order (BackendOptions::mxfp4_tiles)
+  std::string mxfp4_order = "tiles";  // the experts' blocks' order, tiles or rows (BackendOptions::mxfp4_order)
 };
 int bench_moe(const BenchMoeOptions& o);
 

@@ -14,6 +14,7 @@
 #include "model/weights.h"
 #include "ops/cuda/moe_cuda.h"
 #include "ops/registry.h"
+#include "quant/mxfp4_tiles.h"
 #include "tokenizer/chat_template.h"
 
 namespace day0::app {
@@ -123,20 +124,33 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
 }
 
 // What the CUDA backend reserves for this model besides the KV cache, computed without a GPU: weights as
-// placed (experts as stored, dense matrices bf16), the one MoE workspace, and KV bytes per token.
+// placed (experts as stored, MXFP4 blocks in the default order, dense matrices bf16), the one MoE workspace, and KV
+// bytes per token.
 bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
   const std::set<std::string> expert_storage = expert_tensor_names(spec);
+  // MXFP4 blocks u8 [E, out, groups, 16]: tiled (K padded to whole tiles) where every expert's rows fit the tiles,
+  // as CudaOps::place_weights decides by default.
+  auto mxfp4_blocks = [&](const WeightDecl& w) {
+    return expert_storage.count(w.name) && w.dtypes.front() == DType::u8 && w.shape.size() == 4 && w.shape[3] == 16;
+  };
+  bool tiled = false;
+  for (const auto& w : spec.weights)
+    if (mxfp4_blocks(w)) tiled = true;
+  for (const auto& w : spec.weights)
+    if (mxfp4_blocks(w) && w.shape[1] % kMxfp4TileRows != 0) tiled = false;
   double experts = 0, dense = 0;
   for (const auto& w : spec.weights) {
     double n = 1;
     for (auto d : w.shape) n *= double(d);
-    if (expert_storage.count(w.name)) experts += n * dtype_bits(w.dtypes.front()) / 8;
+    if (tiled && mxfp4_blocks(w)) experts += double(mxfp4_tiled_bytes(w.shape[0] * w.shape[1], w.shape[2]));
+    else if (expert_storage.count(w.name)) experts += n * dtype_bits(w.dtypes.front()) / 8;
     else dense += n * 2;
   }
   const std::int64_t max_step = ExecutorOptions{}.max_step_tokens;
   const OpsPlan plan = ops_plan(spec, max_step);
-  std::printf("cuda plan     weights on device %s (experts as stored %s, dense as bf16 %s)\n",
-              gigabytes(experts + dense).c_str(), gigabytes(experts).c_str(), gigabytes(dense).c_str());
+  std::printf("cuda plan     weights on device %s (experts %s %s, dense as bf16 %s)\n",
+              gigabytes(experts + dense).c_str(), tiled ? "in the tiled MXFP4 order" : "as stored",
+              gigabytes(experts).c_str(), gigabytes(dense).c_str());
   if (plan.n_experts > 0) {
     if (Status st = check_expert_compute(plan.expert_storage, compute); !st.ok()) {
       compute = compute == ExpertCompute::bf16 ? ExpertCompute::fp8 : ExpertCompute::bf16;

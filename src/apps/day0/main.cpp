@@ -44,9 +44,11 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
                   "KV cache element type: auto (bf16 on cuda, f32 on cpu), f32, or bf16 (cuda: half the bytes per "
                   "token; K and V rounded to bf16; GQA decode attention on tensor cores)")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}));
-  cmd->add_flag("--mxfp4-tiles", o.mxfp4_tiles,
-                "cuda: place MXFP4 expert blocks tile by tile (16 rows x 128 values a 1 KB tile, K padded: +2.2% of "
-                "their bytes on gpt-oss), the order the decode-size kernels read fastest; same results");
+  cmd->add_option("--mxfp4-order", o.mxfp4_order,
+                  "cuda: the order MXFP4 expert blocks are placed in: tiles (16 rows x 128 values a 1 KB tile, K "
+                  "padded: +2.2% of their bytes on gpt-oss; the MoE kernels read it fastest), rows (as published), "
+                  "or auto (tiles where every expert's rows are a multiple of 16); same results")
+      ->check(CLI::IsMember({"auto", "tiles", "rows"}));
   cmd->add_option("--graph-batch", o.graph_batch,
                   "cuda: decode steps of up to this many sequences replay graphs captured at start-up (0: off)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4096}));
@@ -171,8 +173,9 @@ int main(int argc, char** argv) {
                  "Uneven routing: experts drawn in proportion to exp(SKEW x), x standard normal (0: uniform; 0.75: "
                  "the synthetic gpt-oss-120b's deeper layers at 4,096 tokens)")
       ->check(CLI::Range(0.0, 4.0));
-  bm->add_flag("--mxfp4-tiles", bench_moe.mxfp4_tiles, "The experts' MXFP4 blocks in the tiled order (as day0 "
-               "bench --mxfp4-tiles places them)");
+  bm->add_option("--mxfp4-order", bench_moe.mxfp4_order, "The experts' MXFP4 blocks' order: tiles (as day0 places "
+                 "them by default) or rows (as published: --mxfp4-order rows)")
+      ->check(CLI::IsMember({"tiles", "rows"}));
 
   day0::app::ConvertCommandOptions convert;
   auto* v =

@@ -40,7 +40,7 @@ Result<BackendOptions> backend_options(const BackendCliOptions& o) {
   // tensor cores), f32 in the CPU reference, which takes no other.
   const bool bf16 = o.kv_cache_dtype == "bf16" || (o.kv_cache_dtype == "auto" && o.backend != "cpu");
   b.kv_cache_dtype = bf16 ? DType::bf16 : DType::f32;
-  b.mxfp4_tiles = o.mxfp4_tiles;
+  D0_ASSIGN_OR_RETURN(b.mxfp4_order, parse_mxfp4_order(o.mxfp4_order));
   return b;
 }
 

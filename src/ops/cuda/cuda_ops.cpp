@@ -117,7 +117,7 @@ static DType placed_dtype(const std::string& name, const Tensor& t, bool expert)
   return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
-// An expert tensor of MXFP4 blocks (u8 [E, out, groups, 16]): what BackendOptions::mxfp4_tiles reorders.
+// An expert tensor of MXFP4 blocks (u8 [E, out, groups, 16]): what BackendOptions::mxfp4_order may reorder.
 static bool mxfp4_blocks(const Tensor& t) { return t.dtype() == DType::u8 && t.dim() == 4 && t.size(3) == 16; }
 
 // The shape of MXFP4 blocks in the tiled order (K padded to whole 4-group tiles).
@@ -133,8 +133,21 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
   // scratch copy of the largest into the tiled order.
   std::vector<std::pair<Tensor, Tensor>> to_tile;  // (the row-major bytes as landed, the tiled tensor)
   std::uint64_t need = 0, tile_scratch = 0;
+  // One order for every expert tensor (the executor reads them all alike): tiles unless asked for rows or, by
+  // default, unless some expert's rows are no multiple of a tile's 16.
+  bool any_blocks = false;
+  const std::string* misfit = nullptr;
+  for (const auto& [name, t] : host)
+    if (expert_tensors.count(name) != 0 && mxfp4_blocks(t)) {
+      any_blocks = true;
+      if (t.size(1) % kMxfp4TileRows != 0 && misfit == nullptr) misfit = &name;
+    }
+  if (misfit != nullptr && options_.mxfp4_order == Mxfp4Order::tiles)
+    return make_error("cuda place weights: " + *misfit + ": the tiled MXFP4 order needs expert rows a multiple of " +
+                      "16, got " + std::to_string(host.at(*misfit).size(1)) + " (run with --mxfp4-order rows)");
+  experts_tiled_ = any_blocks && misfit == nullptr && options_.mxfp4_order != Mxfp4Order::rows;
   auto tiles = [&](const std::string& name, const Tensor& t) {
-    return options_.mxfp4_tiles && expert_tensors.count(name) != 0 && mxfp4_blocks(t);
+    return experts_tiled_ && expert_tensors.count(name) != 0 && mxfp4_blocks(t);
   };
   for (const auto& [name, t] : host) {
     const bool tiled = tiles(name, t);
@@ -151,9 +164,6 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
     if (t.device() != Device::cpu || !t.is_contiguous())
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
     const bool expert = expert_tensors.count(name) != 0, tiled = tiles(name, t);
-    if (tiled && t.size(1) % kMxfp4TileRows != 0)
-      return make_error("cuda place weights: " + name + ": the tiled MXFP4 order needs expert rows a multiple of " +
-                        "16, got " + std::to_string(t.size(1)) + " (run without --mxfp4-tiles)");
     const DType dtype = placed_dtype(name, t, expert);
     D0_ASSIGN_OR_RETURN(Tensor d, allocate(tiled ? tiled_blocks_shape(t) : t.shape(), dtype, "weights: " + name));
     (expert ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();

@@ -42,7 +42,7 @@ class CudaOps final : public Ops {
   Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                      const ProgressFn& progress) override;
   ExpertStorage placed_expert_storage(ExpertStorage stored) const override {
-    return stored == ExpertStorage::mxfp4 && options_.mxfp4_tiles ? ExpertStorage::mxfp4_tiled : stored;
+    return stored == ExpertStorage::mxfp4 && experts_tiled_ ? ExpertStorage::mxfp4_tiled : stored;
   }
   Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
   Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;
@@ -132,6 +132,7 @@ class CudaOps final : public Ops {
                                       AttentionSplit split, Tensor& mixed, const LinearTarget& o);
 
   BackendOptions options_;
+  bool experts_tiled_ = false;  // place_weights put MXFP4 expert blocks in the tiled order (options_.mxfp4_order)
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<MoeGemms> gemms_;  // bf16 for every dense matmul, bf16 or fp8 for the experts
   std::optional<MoeWorkspace> moe_;

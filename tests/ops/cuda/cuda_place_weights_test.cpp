@@ -10,6 +10,7 @@
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/op_test_util.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 namespace {
@@ -46,6 +47,61 @@ TEST(CudaPlaceWeights, dense_biases_become_f32_exactly_and_the_rest_keeps_its_dt
   D0_ASSERT_OK(cuda.synchronize());
   EXPECT_TRUE(cudatest::same_bits(*bias, bias_bf16.to_f32()));  // bf16 -> f32 widens without rounding
   EXPECT_EQ(std::memcmp(norm->raw(), norm_bf16.raw(), norm_bf16.nbytes()), 0);
+}
+
+// MXFP4 expert blocks take the tiled order by default where every expert's rows are a multiple of 16 (the bytes as
+// the host repack gives them), the published order where one is not; asking for tiles then is an error that names
+// the tensor, and asking for rows keeps the published order.
+TEST(CudaPlaceWeights, mxfp4_blocks_are_tiled_where_every_expert_fits_the_tiles) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  std::mt19937 rng(7102);
+  auto blocks_of = [&](std::int64_t rows, std::int64_t groups) {
+    Tensor t = Tensor::zeros({2, rows, groups, 16}, DType::u8);
+    auto* p = static_cast<std::uint8_t*>(t.raw());
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<std::uint8_t>(rng());
+    return t;
+  };
+  const std::string gate_up = "layers.0.mlp.experts.gate_up_proj_blocks", down = "layers.0.mlp.experts.down_proj_blocks";
+  struct Case {
+    Mxfp4Order order;
+    std::int64_t down_rows;
+    bool tiled, fails;
+  };
+  for (const Case c : {Case{Mxfp4Order::automatic, 48, true, false}, Case{Mxfp4Order::automatic, 40, false, false},
+                       Case{Mxfp4Order::rows, 48, false, false}, Case{Mxfp4Order::tiles, 40, false, true}}) {
+    SCOPED_TRACE(std::string(mxfp4_order_name(c.order)) + ", down rows " + std::to_string(c.down_rows));
+    BackendOptions bo;
+    bo.memory_fraction = 0.05;
+    bo.mxfp4_order = c.order;
+    auto ops = CudaOps::create(bo);
+    ASSERT_TRUE(ops.ok()) << ops.error().message;
+    CudaOps& cuda = **ops;
+    const NamedTensors host{{gate_up, blocks_of(64, 5)}, {down, blocks_of(c.down_rows, 3)}};
+    auto placed = cuda.place_weights(host, {gate_up, down}, nullptr);
+    if (c.fails) {
+      ASSERT_FALSE(placed.ok());
+      EXPECT_TRUE(optest::contains(placed.error().message, down)) << placed.error().message;
+      EXPECT_TRUE(optest::contains(placed.error().message, "--mxfp4-order rows")) << placed.error().message;
+      continue;
+    }
+    ASSERT_TRUE(placed.ok()) << placed.error().message;
+    EXPECT_EQ(cuda.placed_expert_storage(ExpertStorage::mxfp4),
+              c.tiled ? ExpertStorage::mxfp4_tiled : ExpertStorage::mxfp4);
+    for (const auto& [name, t] : host) {
+      const std::int64_t rows = t.size(0) * t.size(1), groups = t.size(2);
+      Tensor want = t;
+      if (c.tiled) {
+        want = Tensor::zeros({t.size(0), t.size(1), mxfp4_tiled_groups(groups), 16}, DType::u8);
+        D0_ASSERT_OK(mxfp4_to_tiles(static_cast<const std::uint8_t*>(t.raw()), rows, groups,
+                                    static_cast<std::uint8_t*>(want.raw())));
+      }
+      auto got = cuda.download(placed->at(name));
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      D0_ASSERT_OK(cuda.synchronize());
+      ASSERT_EQ(got->shape(), want.shape()) << name;
+      EXPECT_EQ(std::memcmp(got->raw(), want.raw(), want.nbytes()), 0) << name;
+    }
+  }
 }
 
 }  // namespace
