@@ -38,23 +38,11 @@ inline Status check_cuda_tensor(const Tensor& t, const char* op, const char* wha
 }
 
 // The checks of a routed-expert conversion launcher: MXFP4 experts (either block order) on the device with a valid
-// shape, and expert_ids i32 [n] on the device. Returns n.
+// shape (check_expert_weights), and expert_ids i32 [n] on the device. Returns n.
 inline Result<std::int64_t> check_mxfp4_selection(const ExpertWeights& w, const Tensor& expert_ids, const char* op) {
   if (!is_mxfp4(w.storage))
     return make_error(std::string(op) + ": converts MXFP4 experts, got " + std::string(expert_storage_name(w.storage)));
-  if (w.n_experts <= 0 || w.out <= 0 || w.in <= 0 || w.in % kMxfp4GroupSize != 0)
-    return make_error(std::string(op) + ": experts must have E, out > 0 and in a positive multiple of 32 (E=" +
-                      std::to_string(w.n_experts) + " out=" + std::to_string(w.out) + " in=" + std::to_string(w.in) +
-                      ")");
-  const std::int64_t groups = w.in / kMxfp4GroupSize;
-  const bool tiled = w.storage == ExpertStorage::mxfp4_tiled;
-  if (tiled && w.out % kMxfp4TileRows != 0)
-    return make_error(std::string(op) + ": tiled MXFP4 experts need out a multiple of 16, got " +
-                      std::to_string(w.out));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w.blocks, op, "blocks", {DType::u8},
-                                       {w.n_experts, w.out, tiled ? mxfp4_tiled_groups(groups) : groups,
-                                        kMxfp4GroupBytes}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(w.scales, op, "scales", {DType::u8}, {w.n_experts, w.out, groups}));
+  D0_RETURN_IF_ERROR(check_expert_weights(w, op, Device::cuda));
   if (expert_ids.dim() != 1) return make_error(std::string(op) + ": expert_ids must be 1-D");
   const std::int64_t n = expert_ids.size(0);
   D0_RETURN_IF_ERROR(check_cuda_tensor(expert_ids, op, "expert_ids", {DType::i32}, {n}));
