@@ -246,39 +246,43 @@ bool Engine::Impl::schedule_and_run() {
   }
   if (batch.empty()) return false;
 
-  // Where every row's token is its logits' argmax alone, the step returns the picks made on the device
-  // (StepOutput::greedy: two ids a row reach the host, not the vocabulary's logits).
-  bool argmax_only = true;
-  for (size_t i = 0; i < members.size(); ++i)
-    argmax_only = argmax_only && (batch[i].logits == SequenceStep::Logits::none || members[i]->sampler.argmax_only());
-  const StepOutput output = argmax_only ? StepOutput::greedy : StepOutput::logits;
+  // Rows whose token is their logits' argmax alone take the picks made on the device (two ids a row reach the
+  // host); only the other rows' logits are copied, for their samplers (Executor::step_picked).
+  std::vector<size_t> sampled;            // members with a logits row, in row order
+  std::vector<std::int32_t> host_rows;    // of those rows, the ones a host sampler reads
+  std::vector<std::int32_t> logits_of;    // by row: its place in host_rows, or -1 (it takes its pick)
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (batch[i].logits == SequenceStep::Logits::none) continue;
+    const auto row = static_cast<std::int32_t>(sampled.size());
+    sampled.push_back(i);
+    const bool host = !members[i]->sampler.argmax_only();
+    logits_of.push_back(host ? static_cast<std::int32_t>(host_rows.size()) : -1);
+    if (host) host_rows.push_back(row);
+  }
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
-  Result<Tensor> logits = st.ok() ? executor.step(batch, {}, output) : Result<Tensor>(st.error());
-  if (!logits.ok()) {
+  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows) : Result<PickedStep>(st.error());
+  if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
-    for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + logits.error().message);
+    for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + step.error().message);
     running.remove_if([](const auto& s) { return s->pending.finished; });
     publish_stats(static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
     return true;
   }
   // 1. Sample every row with logits (each sequence's sampler is its own: rows in parallel, the same draws as one
   // at a time); then, in batch order, K/V written, tokens taken, what is done finished.
-  const std::int64_t V = logits->size(1);
-  std::vector<size_t> sampled;  // members with a logits row, in row order
-  for (size_t i = 0; i < members.size(); ++i)
-    if (batch[i].logits != SequenceStep::Logits::none) sampled.push_back(i);
   std::vector<Result<SampleResult>> samples(sampled.size(), Result<SampleResult>(make_error("not sampled")));
   sampling_pool.run_parts(
       static_cast<std::int64_t>(sampled.size()), 4, [&](int part, std::int64_t begin, std::int64_t end) {
         for (std::int64_t r = begin; r < end; ++r) {
           Sampler& sampler = members[sampled[r]]->sampler;
-          if (output == StepOutput::greedy) {
-            const std::int32_t* pick = logits->data<std::int32_t>() + 2 * r;
+          if (logits_of[r] < 0) {
+            const std::int32_t* pick = step->picks.data<std::int32_t>() + 2 * r;
             samples[r] = sampler.take_argmax(pick[0], pick[1]);
             continue;
           }
-          const float* rowp = logits->data<float>() + r * V;
-          samples[r] = sampler.sample(std::span<const float>(rowp, static_cast<size_t>(V)), scratch[part]);
+          const Tensor& row = step->logits[logits_of[r]];
+          samples[r] = sampler.sample(std::span<const float>(row.data<float>(), static_cast<size_t>(row.size(1))),
+                                      scratch[part]);
         }
       });
   std::int64_t row = 0;

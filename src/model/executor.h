@@ -61,6 +61,13 @@ struct SequenceStep {
 // row to the host instead of the vocabulary's logits.
 enum class StepOutput { logits, greedy };
 
+// Executor::step_picked's result: the picks of every row that wants logits, and the logits of the rows a host
+// sampler reads.
+struct PickedStep {
+  Tensor picks;                // i32 [rows, 2] as StepOutput::greedy's; undefined where every row is sampled
+  std::vector<Tensor> logits;  // f32 [1, V] on the host, one a sampled row, in their order
+};
+
 class Executor {
  public:
   // `weights` must already be placed by `ops` (Ops::place_weights). Reserves the KV pool and the backend's
@@ -74,6 +81,11 @@ class Executor {
   // may hold partial K/V (they are rewritten on retry).
   Result<Tensor> step(std::span<const SequenceStep> batch, const TapFn& tap = {},
                       StepOutput output = StepOutput::logits);
+  // A step whose rows want either their greedy pick or their logits: the picks of every row (numbered as step's),
+  // and the logits of `sampled_rows` (ascending) alone. A batch of greedy and sampled sequences then moves the
+  // sampled rows of the vocabulary to the host, not every row (64 rows of 201,088 f32 are 51 MB, ~0.9 ms over
+  // PCIe at batch 64, v53).
+  Result<PickedStep> step_picked(std::span<const SequenceStep> batch, std::span<const std::int32_t> sampled_rows);
   // Applies copy-on-write block copies (SequenceCache::take_ops) in every layer, in order.
   Status copy_blocks(std::span<const BlockCopy> copies);
   // Copies n_blocks whole consecutive blocks src.. to dst.. (non-overlapping) in every layer: one copy per layer
@@ -117,6 +129,9 @@ class Executor {
   Result<Tensor> step_with_graph(std::span<const SequenceStep> batch, StepOutput output);
   // The step's result on the host from its logits on the device (rows x V): them, or their greedy picks.
   Result<Tensor> step_result(const Tensor& logits, StepOutput output, Tensor& picks);
+  // Host [1, V] rows of device logits [R, V] (`rows` ascending): one download a run of consecutive rows, or one of
+  // all R where most are wanted.
+  Result<std::vector<Tensor>> download_rows(const Tensor& logits, std::span<const std::int32_t> rows);
   Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
   // The pool row of position `pos` through a sequence's block table.
   std::int32_t kv_slot(std::span<const BlockId> table, std::int64_t pos) const {
@@ -158,6 +173,9 @@ class Executor {
   std::int64_t max_tokens_ = 0, max_step_tokens_ = 0, block_size_ = 0;
   std::int32_t n_blocks_ = 0;
   std::vector<BlockId> solo_table_;      // identity over the first max_tokens slots
+  // step_picked's sampled rows, downloaded by step_result (on either path: op by op or a graph's replay).
+  std::span<const std::int32_t> sampled_rows_;
+  std::vector<Tensor> sampled_logits_;
   std::int64_t solo_length_ = 0;
 
   struct StepGraph {

@@ -113,8 +113,56 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   return step_result(logits, output, picks);
 }
 
+Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
+                                         std::span<const std::int32_t> sampled_rows) {
+  std::int64_t R = 0;
+  for (const SequenceStep& s : batch)
+    R += s.logits == SequenceStep::Logits::all ? static_cast<std::int64_t>(s.tokens.size())
+                                               : s.logits == SequenceStep::Logits::last ? 1 : 0;
+  for (size_t i = 0; i < sampled_rows.size(); ++i)
+    if (sampled_rows[i] < 0 || sampled_rows[i] >= R || (i > 0 && sampled_rows[i] <= sampled_rows[i - 1]))
+      return make_error("step: sampled rows must ascend within the step's " + std::to_string(R) +
+                        " logits rows, got " + std::to_string(sampled_rows[i]) + " at " + std::to_string(i));
+  PickedStep out;
+  if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
+    D0_ASSIGN_OR_RETURN(Tensor all, step(batch, {}, StepOutput::logits));
+    for (std::int64_t r = 0; r < R; ++r) out.logits.push_back(all.slice_rows(r, r + 1));
+    return out;
+  }
+  sampled_rows_ = sampled_rows;
+  Result<Tensor> picks = step(batch, {}, StepOutput::greedy);
+  sampled_rows_ = {};
+  std::vector<Tensor> logits = std::move(sampled_logits_);
+  sampled_logits_.clear();
+  D0_ASSIGN_OR_RETURN(out.picks, std::move(picks));
+  out.logits = std::move(logits);
+  return out;
+}
+
+Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::span<const std::int32_t> rows) {
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+  std::vector<std::int64_t> run_starts;  // indices into rows where a run of consecutive rows begins
+  for (std::int64_t i = 0; i < n; ++i)
+    if (i == 0 || rows[i] != rows[i - 1] + 1) run_starts.push_back(i);
+  // More runs than kRuns: one download from the first row to the last. A download waits for the stream, and each
+  // holds a pinned buffer while its rows are read (the backend pools a few, with the picks').
+  constexpr std::size_t kRuns = 3;
+  if (run_starts.size() > kRuns) run_starts = {0};
+  std::vector<Tensor> out;
+  for (std::size_t k = 0; k < run_starts.size(); ++k) {
+    const std::int64_t i = run_starts[k], j = k + 1 < run_starts.size() ? run_starts[k + 1] : n;
+    const std::int32_t first = rows[i];
+    D0_ASSIGN_OR_RETURN(Tensor run, ops_.download(logits.slice_rows(first, rows[j - 1] + 1)));
+    for (std::int64_t q = i; q < j; ++q) out.push_back(run.slice_rows(rows[q] - first, rows[q] - first + 1));
+  }
+  return out;
+}
+
 Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks) {
   if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks));
+  if (!sampled_rows_.empty()) {
+    D0_ASSIGN_OR_RETURN(sampled_logits_, download_rows(logits, sampled_rows_));
+  }
   D0_ASSIGN_OR_RETURN(Tensor host, ops_.download(output == StepOutput::greedy ? picks : logits));
   D0_RETURN_IF_ERROR(ops_.synchronize());
   return host;

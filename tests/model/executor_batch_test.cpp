@@ -292,6 +292,75 @@ TEST(CudaExecutorBatch, greedy_steps_return_the_argmax_of_their_logits_through_s
   }
 }
 
+// Executor::step_picked gives every row's pick as StepOutput::greedy does and the sampled rows' logits as the step's
+// logits, to the bit, for sampled rows none, all, one, in runs, and in more runs than it downloads one by one: a
+// prefill step of eight prompts (op by op), then decode steps (through step graphs where they are on). Rows out of
+// order or range are an error.
+void expect_picked_steps_of_the_logits(LoadOptions o) {
+  o.max_tokens = 32;
+  o.kv_pool_tokens = 256;
+  o.block_size = 4;
+  auto m = load_model(kModel, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  Executor& ex = *m->executor;
+  const int n = 8;
+  std::vector<std::vector<std::int32_t>> tokens;
+  std::vector<std::vector<BlockId>> tables(n);
+  for (int i = 0; i < n; ++i) {
+    tokens.push_back(prompt(3 + i, 10 + i));
+    for (int b = 0; b < 8; ++b) tables[i].push_back(static_cast<BlockId>(i * 8 + b));
+  }
+  const std::vector<std::vector<std::int32_t>> sampled_sets = {
+      {}, {0, 1, 2, 3, 4, 5, 6, 7}, {5}, {1, 3, 4}, {0, 2, 3, 5}, {0, 2, 4, 6, 7}};
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    std::vector<SequenceStep> batch;
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t start = step == 0 ? 0 : static_cast<std::int64_t>(tokens[i].size()) - 1;
+      batch.push_back({std::span(tokens[i]).subspan(start), start, tables[i], SequenceStep::Logits::last});
+    }
+    auto logits = ex.step(batch);
+    ASSERT_TRUE(logits.ok()) << logits.error().message;
+    auto picks = ex.step(batch, {}, StepOutput::greedy);
+    ASSERT_TRUE(picks.ok()) << picks.error().message;
+    for (const auto& sampled : sampled_sets) {
+      SCOPED_TRACE(::testing::Message() << sampled.size() << " rows sampled");
+      auto got = ex.step_picked(batch, sampled);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      if (sampled.size() == static_cast<size_t>(n)) {
+        EXPECT_FALSE(got->picks.defined());
+      } else {
+        ASSERT_EQ(got->picks.shape(), picks->shape());
+        EXPECT_EQ(std::memcmp(got->picks.raw(), picks->raw(), picks->nbytes()), 0);
+      }
+      ASSERT_EQ(got->logits.size(), sampled.size());
+      for (size_t k = 0; k < sampled.size(); ++k) {
+        const Tensor want = logits->slice_rows(sampled[k], sampled[k] + 1);
+        ASSERT_EQ(got->logits[k].shape(), want.shape());
+        EXPECT_EQ(std::memcmp(got->logits[k].raw(), want.raw(), want.nbytes()), 0) << "row " << sampled[k];
+      }
+    }
+    for (const std::vector<std::int32_t> bad : {std::vector<std::int32_t>{2, 1}, std::vector<std::int32_t>{8}}) {
+      auto r = ex.step_picked(batch, bad);
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.error().message.find("sampled rows must ascend"), std::string::npos) << r.error().message;
+    }
+    for (int i = 0; i < n; ++i) tokens[i].push_back(picks->data<std::int32_t>()[2 * i]);
+  }
+}
+
+TEST(ExecutorBatch, cpu_picked_steps_give_the_picks_and_the_sampled_rows_logits) {
+  expect_picked_steps_of_the_logits({});
+}
+
+TEST(CudaExecutorBatch, picked_steps_give_the_picks_and_the_sampled_rows_logits_through_graphs_and_op_by_op) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  for (std::int64_t graphs : {8, 0}) {
+    SCOPED_TRACE(::testing::Message() << "graphs " << graphs);
+    expect_picked_steps_of_the_logits(cuda_solo_options(graphs));
+  }
+}
+
 // greedy_generate without kept logits takes the backend's picks: the tokens of the run that keeps the logits and
 // takes their argmax. A solo forward over a prompt in several chunks joins each row's pick, as the logits.
 void expect_greedy_generate_from_picks(LoadOptions o) {
