@@ -3,11 +3,13 @@
 // inter-token latency as the clients see them, plus the largest batch the engine ran (from /metrics).
 // Usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--model-dir DIR]
 //        [--backend cpu|cuda] [--url URL (an already running server; DAY0_API_KEY is used as its key)] [--json]
+//        [--sampled-every K (every K-th client samples at temperature 1 instead of decoding greedily: mixed steps)]
 import OpenAI from "openai";
 import { bundledModel, metric, percentile, startServer } from "./lib.mjs";
 
 function options(argv) {
-  const o = { levels: [1, 8, 32, 128], rounds: 2, maxTokens: 64, modelDir: bundledModel, backend: "cpu", url: null, json: false };
+  const o = { levels: [1, 8, 32, 128], rounds: 2, maxTokens: 64, modelDir: bundledModel, backend: "cpu", url: null, json: false,
+              sampledEvery: 0 };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], next = () => argv[++i];
@@ -18,6 +20,7 @@ function options(argv) {
     else if (a === "--backend") o.backend = next();
     else if (a === "--url") o.url = next();
     else if (a === "--json") o.json = true;
+    else if (a === "--sampled-every") o.sampledEvery = Number(next());
     else rest.push(a);
   }
   o.bin = rest[0];
@@ -36,11 +39,11 @@ const PROMPTS = [
   "if __name__ == \"__main__\":",
 ];
 
-async function one(client, prompt, maxTokens, stats) {
+async function one(client, prompt, maxTokens, temperature, stats) {
   const t0 = performance.now();
   let last = null, first = null;
   const stream = await client.completions.create({
-    model: stats.model, prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+    model: stats.model, prompt, max_tokens: maxTokens, temperature, ignore_eos: true, stream: true,
     stream_options: { include_usage: true },
   });
   for await (const chunk of stream) {
@@ -59,13 +62,15 @@ async function one(client, prompt, maxTokens, stats) {
   stats.requests++;
 }
 
-async function level(url, key, model, clients, rounds, maxTokens) {
+async function level(url, key, model, clients, rounds, maxTokens, sampledEvery) {
   const stats = { model, requests: 0, tokens: 0, ttft: [], itl: [] };
   const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 });
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: clients }, async (_, c) => {
-      for (let r = 0; r < rounds; r++) await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], maxTokens, stats);
+      const temperature = sampledEvery > 0 && c % sampledEvery === 0 ? 1 : 0;
+      for (let r = 0; r < rounds; r++)
+        await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], maxTokens, temperature, stats);
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
@@ -88,17 +93,19 @@ const server = o.url ? null : await startServer(o.bin, o.modelDir, [
 const url = o.url ?? server.url;
 const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
 const model = models.data[0].id;
-await level(url, key, model, 1, 1, 8);  // warm the connection pool and the page cache
+await level(url, key, model, 1, 1, 8, 0);  // warm the connection pool and the page cache
 const rows = [];
-for (const clients of o.levels) rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens));
+for (const clients of o.levels) rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens, o.sampledEvery));
 if (server) await server.stop();
 
 const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
 if (o.json) {
-  console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds, rows }, null, 1));
+  console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds,
+                               sampled_every: o.sampledEvery, rows }, null, 1));
 } else {
   console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
-              `${o.rounds} requests per client, streamed, greedy`);
+              `${o.rounds} requests per client, streamed, ` +
+              (o.sampledEvery > 0 ? `one client in ${o.sampledEvery} sampled at temperature 1, the rest greedy` : "greedy"));
   console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch");
   for (const r of rows)
     console.log(`${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(5)}  ` +
