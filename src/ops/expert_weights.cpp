@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "quant/mxfp4.h"
 #include "quant/mxfp4_tiles.h"
 
 namespace day0 {
@@ -55,6 +56,14 @@ Status check_expert_weights(const ExpertWeights& w, const char* op, Device devic
   return make_error(std::string(op) + ": unknown expert storage");
 }
 
+bool is_mxfp4_blocks(DType dtype, const Shape& shape) {
+  return dtype == DType::u8 && shape.size() == 4 && shape[3] == kMxfp4GroupBytes;
+}
+
+Shape mxfp4_tiled_blocks_shape(const Shape& blocks) {
+  return {blocks[0], blocks[1], mxfp4_tiled_groups(blocks[2]), blocks[3]};
+}
+
 Result<ExpertWeights> mxfp4_tiled_experts(const ExpertWeights& w) {
   const char* op = "mxfp4_tiled_experts";
   if (w.storage != ExpertStorage::mxfp4)
@@ -64,7 +73,7 @@ Result<ExpertWeights> mxfp4_tiled_experts(const ExpertWeights& w) {
   const std::int64_t groups = w.in / 32, rows = std::int64_t(w.n_experts) * w.out;
   ExpertWeights t = w;
   t.storage = ExpertStorage::mxfp4_tiled;
-  t.blocks = Tensor::zeros({w.n_experts, w.out, mxfp4_tiled_groups(groups), 16}, DType::u8);
+  t.blocks = Tensor::zeros(mxfp4_tiled_blocks_shape(w.blocks.shape()), DType::u8);
   D0_RETURN_IF_ERROR(mxfp4_to_tiles(w.blocks.data<std::uint8_t>(), rows, groups, t.blocks.data<std::uint8_t>()));
   return t;
 }

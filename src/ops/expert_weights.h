@@ -20,6 +20,11 @@ enum class ExpertStorage {
 
 std::string_view expert_storage_name(ExpertStorage s);
 
+// MXFP4 expert blocks as stored: u8 [E, out, groups, 16].
+bool is_mxfp4_blocks(DType dtype, const Shape& shape);
+// The shape of MXFP4 expert blocks [E, out, groups, 16] in the tiled order (K padded to whole 4-group tiles).
+Shape mxfp4_tiled_blocks_shape(const Shape& blocks);
+
 // MXFP4 in either block order.
 constexpr bool is_mxfp4(ExpertStorage s) { return s == ExpertStorage::mxfp4 || s == ExpertStorage::mxfp4_tiled; }
 

@@ -5,6 +5,7 @@
 
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_ops.h"
+#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 
@@ -26,6 +27,17 @@ Result<Mxfp4Order> parse_mxfp4_order(std::string_view name) {
   for (Mxfp4Order o : {Mxfp4Order::automatic, Mxfp4Order::tiles, Mxfp4Order::rows})
     if (name == mxfp4_order_name(o)) return o;
   return make_error("unknown MXFP4 order \"" + std::string(name) + "\"; known: auto, tiles, rows");
+}
+
+Result<bool> mxfp4_places_tiled(Mxfp4Order order, const std::vector<Mxfp4BlocksTensor>& blocks) {
+  if (order == Mxfp4Order::rows || blocks.empty()) return false;
+  for (const Mxfp4BlocksTensor& b : blocks)
+    if (b.rows % kMxfp4TileRows != 0) {
+      if (order == Mxfp4Order::automatic) return false;
+      return make_error(std::string(b.name) + ": the tiled MXFP4 order needs expert rows a multiple of 16, got " +
+                        std::to_string(b.rows) + " (run with --mxfp4-order rows)");
+    }
+  return true;
 }
 
 static std::string known_backends() {

@@ -23,6 +23,15 @@ Result<ExpertCompute> parse_expert_compute(std::string_view name);
 enum class Mxfp4Order { automatic, tiles, rows };
 std::string_view mxfp4_order_name(Mxfp4Order o);
 Result<Mxfp4Order> parse_mxfp4_order(std::string_view name);
+// One MXFP4 expert blocks tensor as placement sees it: its name and rows (out).
+struct Mxfp4BlocksTensor {
+  std::string_view name;
+  std::int64_t rows;
+};
+// Whether `order` places these MXFP4 expert blocks tensors in the tiled order (all of them or none): never with rows
+// or none given; else where every one's rows are a multiple of 16, which tiles insists on (an error naming the
+// first that is not).
+Result<bool> mxfp4_places_tiled(Mxfp4Order order, const std::vector<Mxfp4BlocksTensor>& blocks);
 
 // With fp8 expert compute, MoE calls up to this many tokens read MXFP4 directly: decode-sized ones in the bf16
 // fused kernels, prefill-sized ones in the grouped FP8 wgmma GEMMs (moe_cuda.cu: grouped_fp8_experts; H200,

@@ -237,6 +237,31 @@ TEST(OpRegistry, unknown_backend_error_lists_the_known_backends) {
   EXPECT_FALSE(op_coverage("nope", OpKind::linear).ok());
 }
 
+// The MXFP4 blocks' placed order (CudaOps::place_weights and inspect's plan both ask): tiles where every tensor's
+// rows fit them, rows where one does not or where asked; asking for tiles then is an error naming that tensor.
+TEST(OpRegistry, mxfp4_blocks_are_placed_tiled_only_where_every_tensor_fits_the_tiles) {
+  const std::vector<Mxfp4BlocksTensor> fit = {{"gate_up", 5760}, {"down", 2880}};
+  const std::vector<Mxfp4BlocksTensor> misfit = {{"gate_up", 64}, {"down", 40}};
+  for (Mxfp4Order order : {Mxfp4Order::automatic, Mxfp4Order::tiles}) {
+    auto r = mxfp4_places_tiled(order, fit);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(*r) << mxfp4_order_name(order);
+    auto none = mxfp4_places_tiled(order, {});
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(*none) << mxfp4_order_name(order);
+  }
+  auto rows = mxfp4_places_tiled(Mxfp4Order::rows, fit);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_FALSE(*rows);
+  auto automatic = mxfp4_places_tiled(Mxfp4Order::automatic, misfit);
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  EXPECT_FALSE(*automatic);
+  auto tiles = mxfp4_places_tiled(Mxfp4Order::tiles, misfit);
+  ASSERT_FALSE(tiles.ok());
+  const std::string& msg = tiles.error().message;
+  EXPECT_TRUE(contains(msg, "down") && contains(msg, "got 40") && contains(msg, "--mxfp4-order rows")) << msg;
+}
+
 TEST(OpRegistry, cuda_coverage_answers_for_every_op_without_a_gpu) {
   for (int k = 0; k < static_cast<int>(OpKind::count_); ++k) {
     auto entry = op_coverage("cuda", static_cast<OpKind>(k));

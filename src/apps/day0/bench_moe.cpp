@@ -40,7 +40,6 @@
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/cuda/timing.h"
 #include "quant/mxfp4.h"
-#include "quant/mxfp4_tiles.h"
 
 namespace day0::app {
 namespace {
@@ -74,8 +73,8 @@ Result<ExpertWeights> random_experts(CudaContext& ctx, int E, std::int64_t out, 
   D0_ASSIGN_OR_RETURN(w.scales, device_copy(ctx, scales, what + " scales"));
   D0_ASSIGN_OR_RETURN(w.bias, device_copy(ctx, bias, what + " bias"));
   if (tiles) {
-    const Shape tiled_shape{E, out, mxfp4_tiled_groups(groups), 16};
-    D0_ASSIGN_OR_RETURN(Tensor tiled, ctx.arena().allocate(tiled_shape, DType::u8, what + " tiled blocks"));
+    D0_ASSIGN_OR_RETURN(Tensor tiled, ctx.arena().allocate(mxfp4_tiled_blocks_shape(w.blocks.shape()), DType::u8,
+                                                           what + " tiled blocks"));
     D0_RETURN_IF_ERROR(mxfp4_to_tiles_cuda(w.blocks, tiled, ctx.stream()));
     w.blocks = tiled;
     w.storage = ExpertStorage::mxfp4_tiled;

@@ -128,16 +128,15 @@ bool print_coverage(const ModelSpec& spec, const std::string& backend) {
 // bytes per token.
 bool print_cuda_plan(const ModelSpec& spec, ExpertCompute compute) {
   const std::set<std::string> expert_storage = expert_tensor_names(spec);
-  // MXFP4 blocks u8 [E, out, groups, 16]: tiled (K padded to whole tiles) where every expert's rows fit the tiles,
-  // as CudaOps::place_weights decides by default.
+  // MXFP4 blocks tiled (K padded to whole tiles) as CudaOps::place_weights decides by default.
   auto mxfp4_blocks = [&](const WeightDecl& w) {
-    return expert_storage.count(w.name) && w.dtypes.front() == DType::u8 && w.shape.size() == 4 && w.shape[3] == 16;
+    return expert_storage.count(w.name) && is_mxfp4_blocks(w.dtypes.front(), w.shape);
   };
-  bool tiled = false;
+  std::vector<Mxfp4BlocksTensor> blocks;
   for (const auto& w : spec.weights)
-    if (mxfp4_blocks(w)) tiled = true;
-  for (const auto& w : spec.weights)
-    if (mxfp4_blocks(w) && w.shape[1] % kMxfp4TileRows != 0) tiled = false;
+    if (mxfp4_blocks(w)) blocks.push_back({w.name, w.shape[1]});
+  const Result<bool> tiled_order = mxfp4_places_tiled(Mxfp4Order::automatic, blocks);  // automatic never errs
+  const bool tiled = tiled_order.ok() && *tiled_order;
   double experts = 0, dense = 0;
   for (const auto& w : spec.weights) {
     double n = 1;

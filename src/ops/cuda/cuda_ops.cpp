@@ -117,14 +117,6 @@ static DType placed_dtype(const std::string& name, const Tensor& t, bool expert)
   return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
-// An expert tensor of MXFP4 blocks (u8 [E, out, groups, 16]): what BackendOptions::mxfp4_order may reorder.
-static bool mxfp4_blocks(const Tensor& t) { return t.dtype() == DType::u8 && t.dim() == 4 && t.size(3) == 16; }
-
-// The shape of MXFP4 blocks in the tiled order (K padded to whole 4-group tiles).
-static Shape tiled_blocks_shape(const Tensor& t) {
-  return {t.size(0), t.size(1), mxfp4_tiled_groups(t.size(2)), 16};
-}
-
 Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
                                             const ProgressFn& progress) {
   NamedTensors placed;
@@ -133,22 +125,17 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
   // scratch copy of the largest into the tiled order.
   std::vector<std::pair<Tensor, Tensor>> to_tile;  // (the row-major bytes as landed, the tiled tensor)
   std::uint64_t need = 0, tile_scratch = 0;
-  // One order for every expert tensor (the executor reads them all alike): tiles unless asked for rows or, by
-  // default, unless some expert's rows are no multiple of a tile's 16.
-  bool any_blocks = false;
-  const std::string* misfit = nullptr;
-  for (const auto& [name, t] : host)
-    if (expert_tensors.count(name) != 0 && mxfp4_blocks(t)) {
-      any_blocks = true;
-      if (t.size(1) % kMxfp4TileRows != 0 && misfit == nullptr) misfit = &name;
-    }
-  if (misfit != nullptr && options_.mxfp4_order == Mxfp4Order::tiles)
-    return make_error("cuda place weights: " + *misfit + ": the tiled MXFP4 order needs expert rows a multiple of " +
-                      "16, got " + std::to_string(host.at(*misfit).size(1)) + " (run with --mxfp4-order rows)");
-  experts_tiled_ = any_blocks && misfit == nullptr && options_.mxfp4_order != Mxfp4Order::rows;
-  auto tiles = [&](const std::string& name, const Tensor& t) {
-    return experts_tiled_ && expert_tensors.count(name) != 0 && mxfp4_blocks(t);
+  // One order for every expert tensor (the executor reads them all alike): BackendOptions::mxfp4_order's.
+  auto mxfp4_blocks = [&](const std::string& name, const Tensor& t) {
+    return expert_tensors.count(name) != 0 && is_mxfp4_blocks(t.dtype(), t.shape());
   };
+  std::vector<Mxfp4BlocksTensor> blocks;
+  for (const auto& [name, t] : host)
+    if (mxfp4_blocks(name, t)) blocks.push_back({name, t.size(1)});
+  auto tiled_order = mxfp4_places_tiled(options_.mxfp4_order, blocks);
+  if (!tiled_order.ok()) return make_error("cuda place weights: " + tiled_order.error().message);
+  experts_tiled_ = *tiled_order;
+  auto tiles = [&](const std::string& name, const Tensor& t) { return experts_tiled_ && mxfp4_blocks(name, t); };
   for (const auto& [name, t] : host) {
     const bool tiled = tiles(name, t);
     const std::int64_t numel = tiled ? mxfp4_tiled_bytes(t.size(0) * t.size(1), t.size(2)) : t.numel();
@@ -165,7 +152,8 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
     const bool expert = expert_tensors.count(name) != 0, tiled = tiles(name, t);
     const DType dtype = placed_dtype(name, t, expert);
-    D0_ASSIGN_OR_RETURN(Tensor d, allocate(tiled ? tiled_blocks_shape(t) : t.shape(), dtype, "weights: " + name));
+    D0_ASSIGN_OR_RETURN(Tensor d,
+                        allocate(tiled ? mxfp4_tiled_blocks_shape(t.shape()) : t.shape(), dtype, "weights: " + name));
     (expert ? expert_weight_bytes_ : dense_weight_bytes_) += d.nbytes();
     Tensor landing = tiled ? d.view({d.numel()}).slice_rows(0, t.numel()).view(t.shape()) : d;
     if (tiled) to_tile.emplace_back(landing, d);
