@@ -130,7 +130,7 @@ class Executor {
   // The step's result on the host from its logits on the device (rows x V): them, or their greedy picks.
   Result<Tensor> step_result(const Tensor& logits, StepOutput output, Tensor& picks);
   // Host [1, V] rows of device logits [R, V] (`rows` ascending): one download a run of consecutive rows, or past a
-  // few runs one from the first row to the last.
+  // few runs one from the first row to the last. Queued (Ops::start_download): read them after a synchronize().
   Result<std::vector<Tensor>> download_rows(const Tensor& logits, std::span<const std::int32_t> rows);
   Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
   // The pool row of position `pos` through a sequence's block table.

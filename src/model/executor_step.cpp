@@ -144,15 +144,15 @@ Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::s
   std::vector<std::int64_t> run_starts;  // indices into rows where a run of consecutive rows begins
   for (std::int64_t i = 0; i < n; ++i)
     if (i == 0 || rows[i] != rows[i - 1] + 1) run_starts.push_back(i);
-  // More runs than kRuns: one download from the first row to the last. A download waits for the stream, and each
-  // holds a pinned buffer while its rows are read (the backend pools a few, with the picks').
+  // More runs than kRuns: one download from the first row to the last. Each holds a pinned buffer while its rows
+  // are read (the backend pools a few, with the picks'). The copies are queued; step_result's wait covers them.
   constexpr std::size_t kRuns = 3;
   if (run_starts.size() > kRuns) run_starts = {0};
   std::vector<Tensor> out;
   for (std::size_t k = 0; k < run_starts.size(); ++k) {
     const std::int64_t i = run_starts[k], j = k + 1 < run_starts.size() ? run_starts[k + 1] : n;
     const std::int32_t first = rows[i];
-    D0_ASSIGN_OR_RETURN(Tensor run, ops_.download(logits.slice_rows(first, rows[j - 1] + 1)));
+    D0_ASSIGN_OR_RETURN(Tensor run, ops_.start_download(logits.slice_rows(first, rows[j - 1] + 1)));
     for (std::int64_t q = i; q < j; ++q) out.push_back(run.slice_rows(rows[q] - first, rows[q] - first + 1));
   }
   return out;
@@ -163,7 +163,8 @@ Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Te
   if (!sampled_rows_.empty()) {
     D0_ASSIGN_OR_RETURN(sampled_logits_, download_rows(logits, sampled_rows_));
   }
-  D0_ASSIGN_OR_RETURN(Tensor host, ops_.download(output == StepOutput::greedy ? picks : logits));
+  // One wait for the downloads and the fault check (a download's own wait would be a second round trip a step).
+  D0_ASSIGN_OR_RETURN(Tensor host, ops_.start_download(output == StepOutput::greedy ? picks : logits));
   D0_RETURN_IF_ERROR(ops_.synchronize());
   return host;
 }

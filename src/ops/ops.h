@@ -123,6 +123,9 @@ class Ops {
   virtual Status copy_from_host(const Tensor& host, Tensor& dst) = 0;
   // A host copy of a backend tensor; waits for the work that produces it.
   virtual Result<Tensor> download(const Tensor& t) = 0;
+  // The host tensor a copy of `t` lands in, the copy queued behind the work queued so far and not waited for:
+  // read it only after the next synchronize(), so that a step's downloads and its fault check share one wait.
+  virtual Result<Tensor> start_download(const Tensor& t) = 0;
   // dst = src, same shape and dtype, both in backend memory (dst may be a row slice).
   virtual Status copy(const Tensor& src, Tensor& dst) = 0;
   // Waits for queued work; asynchronous faults and device-side input errors surface here.

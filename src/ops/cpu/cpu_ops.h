@@ -21,6 +21,7 @@ class CpuOps final : public Ops {
   Status scratch_release(ScratchMark) override { return Status::success(); }
   Result<Tensor> upload(const Tensor& host, const std::string& what) override;
   Result<Tensor> download(const Tensor& t) override;
+  Result<Tensor> start_download(const Tensor& t) override { return download(t); }
   Status copy_from_host(const Tensor& host, Tensor& dst) override { return copy(host, dst); }
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override { return Status::success(); }

@@ -220,15 +220,21 @@ Status CudaOps::copy_from_host(const Tensor& host, Tensor& dst) {
 }
 
 Result<Tensor> CudaOps::download(const Tensor& t) {
+  D0_ASSIGN_OR_RETURN(Tensor host, start_download(t));
+  if (t.nbytes() > 0) D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
+  return host;
+}
+
+Result<Tensor> CudaOps::start_download(const Tensor& t) {
   if (t.device() != Device::cuda || !t.is_contiguous())
     return make_error("cuda download: expected a contiguous cuda tensor");
+  // A pinned destination is borrowed by the returned tensor, so the pool does not hand it out again while the
+  // copy may still be landing in it.
   D0_ASSIGN_OR_RETURN(std::shared_ptr<void> pinned, downloads_.take(t.nbytes()));
   Tensor host =
       pinned ? Tensor::borrow(pinned.get(), t.shape(), t.dtype(), pinned) : Tensor::zeros(t.shape(), t.dtype());
-  if (t.nbytes() > 0) {
+  if (t.nbytes() > 0)
     D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
-    D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
-  }
   return host;
 }
 

@@ -51,6 +51,7 @@ class CudaOps final : public Ops {
   Result<Tensor> upload(const Tensor& host, const std::string& what) override;
   Status copy_from_host(const Tensor& host, Tensor& dst) override;
   Result<Tensor> download(const Tensor& t) override;
+  Result<Tensor> start_download(const Tensor& t) override;
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override;
   std::vector<MemoryUse> memory_report() const override;
