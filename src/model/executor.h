@@ -120,15 +120,24 @@ class Executor {
     Tensor logit_rows;  // undefined: every row, in order
     std::int64_t tokens = 0, logit_count = 0;
   };
+  // Logits rows a step downloads beside its result (step_picked's sampled rows, ascending), and them once it ran.
+  struct RowLogits {
+    std::span<const std::int32_t> rows;
+    std::vector<Tensor> logits;  // host [1, V] each
+  };
+  // step, and with `extra` the logits of extra.rows.
+  Result<Tensor> run_batch(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output,
+                           RowLogits& extra);
   // The device part of a step: embedding, every layer, the head. Returns the logits [logit_count, V] in step
   // scratch (undefined when logit_count is 0).
   Result<Tensor> run_step(const StepInputs& in, const TapFn& tap);
   // Step graphs (executor_graphs.cpp): capture at create; a served decode batch replays one (an undefined
   // result: no graph serves this batch).
   Status capture_graphs(std::int64_t max_batch);
-  Result<Tensor> step_with_graph(std::span<const SequenceStep> batch, StepOutput output);
-  // The step's result on the host from its logits on the device (rows x V): them, or their greedy picks.
-  Result<Tensor> step_result(const Tensor& logits, StepOutput output, Tensor& picks);
+  Result<Tensor> step_with_graph(std::span<const SequenceStep> batch, StepOutput output, RowLogits& extra);
+  // The step's result on the host from its logits on the device (rows x V): them, or their greedy picks; and the
+  // logits of extra.rows.
+  Result<Tensor> step_result(const Tensor& logits, StepOutput output, Tensor& picks, RowLogits& extra);
   // Host [1, V] rows of device logits [R, V] (`rows` ascending): one download a run of consecutive rows, or past a
   // few runs one from the first row to the last. Queued (Ops::start_download): read them after a synchronize().
   Result<std::vector<Tensor>> download_rows(const Tensor& logits, std::span<const std::int32_t> rows);
@@ -173,9 +182,6 @@ class Executor {
   std::int64_t max_tokens_ = 0, max_step_tokens_ = 0, block_size_ = 0;
   std::int32_t n_blocks_ = 0;
   std::vector<BlockId> solo_table_;      // identity over the first max_tokens slots
-  // step_picked's sampled rows, downloaded by step_result (on either path: op by op or a graph's replay).
-  std::span<const std::int32_t> sampled_rows_;
-  std::vector<Tensor> sampled_logits_;
   std::int64_t solo_length_ = 0;
 
   struct StepGraph {

@@ -116,7 +116,7 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
   return Status::success();
 }
 
-Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, StepOutput output) {
+Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, StepOutput output, RowLogits& extra) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
   if (graphs_.empty() || n > graphs_.back().batch) return Tensor();
   for (const SequenceStep& s : batch)
@@ -129,7 +129,7 @@ Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, St
     return Tensor();
   }
   Tensor picks = g.picks.slice_rows(0, n);
-  return step_result(g.logits.slice_rows(0, n), output, picks);
+  return step_result(g.logits.slice_rows(0, n), output, picks, extra);
 }
 
 }  // namespace day0

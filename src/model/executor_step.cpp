@@ -20,6 +20,12 @@ struct HostBatch {
 }  // namespace
 
 Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output) {
+  RowLogits none;
+  return run_batch(batch, tap, output, none);
+}
+
+Result<Tensor> Executor::run_batch(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output,
+                                   RowLogits& extra) {
   if (batch.empty()) return make_error("step: empty batch");
   // Validate and size.
   std::int64_t T = 0, max_blocks = 0, R = 0;
@@ -52,7 +58,7 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
     return make_error("step: " + std::to_string(T) + " tokens exceed the step limit of " +
                       std::to_string(max_step_tokens_));
   if (!tap) {
-    auto graphed = step_with_graph(batch, output);
+    auto graphed = step_with_graph(batch, output, extra);
     if (!graphed.ok() || graphed->defined()) return graphed;  // undefined: no graph serves this batch
   }
 
@@ -110,7 +116,7 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
   if (output == StepOutput::greedy) {
     D0_ASSIGN_OR_RETURN(picks, ops_.scratch({R, 2}, DType::i32, "greedy picks"));
   }
-  return step_result(logits, output, picks);
+  return step_result(logits, output, picks, extra);
 }
 
 Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
@@ -129,13 +135,9 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
     for (std::int64_t r = 0; r < R; ++r) out.logits.push_back(all.slice_rows(r, r + 1));
     return out;
   }
-  sampled_rows_ = sampled_rows;
-  Result<Tensor> picks = step(batch, {}, StepOutput::greedy);
-  sampled_rows_ = {};
-  std::vector<Tensor> logits = std::move(sampled_logits_);
-  sampled_logits_.clear();
-  D0_ASSIGN_OR_RETURN(out.picks, std::move(picks));
-  out.logits = std::move(logits);
+  RowLogits sampled{sampled_rows, {}};
+  D0_ASSIGN_OR_RETURN(out.picks, run_batch(batch, {}, StepOutput::greedy, sampled));
+  out.logits = std::move(sampled.logits);
   return out;
 }
 
@@ -158,10 +160,10 @@ Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::s
   return out;
 }
 
-Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks) {
+Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks, RowLogits& extra) {
   if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks));
-  if (!sampled_rows_.empty()) {
-    D0_ASSIGN_OR_RETURN(sampled_logits_, download_rows(logits, sampled_rows_));
+  if (!extra.rows.empty()) {
+    D0_ASSIGN_OR_RETURN(extra.logits, download_rows(logits, extra.rows));
   }
   // One wait for the downloads and the fault check (a download's own wait would be a second round trip a step).
   D0_ASSIGN_OR_RETURN(Tensor host, ops_.start_download(output == StepOutput::greedy ? picks : logits));
