@@ -10,11 +10,7 @@
 namespace day0 {
 
 std::int32_t argmax_token(const Tensor& logits_row) {
-  const float* p = logits_row.data<float>();
-  std::int32_t best = 0;
-  for (std::int64_t i = 1; i < logits_row.numel(); ++i)
-    if (p[i] > p[best]) best = static_cast<std::int32_t>(i);
-  return best;
+  return greedy_pick(std::span(logits_row.data<float>(), static_cast<std::size_t>(logits_row.numel()))).token;
 }
 
 namespace {

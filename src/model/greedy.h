@@ -16,7 +16,8 @@ struct GreedyResult {
   double prefill_seconds = 0, decode_seconds = 0;
 };
 
-// argmax with the lowest index on ties (as torch.argmax).
+// argmax with the lowest index on ties (as torch.argmax): greedy_pick's token, which means nothing where the row
+// holds NaN or +inf, or only -inf (greedy_pick says which).
 std::int32_t argmax_token(const Tensor& logits_row);
 
 // Called with each token as it is chosen (for streaming output).
