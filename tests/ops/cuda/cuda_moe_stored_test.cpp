@@ -126,11 +126,9 @@ TEST(CudaMoeStored, mismatched_storage_and_compute_and_mxfp4_in_a_stored_plan_ar
 // stored fp8 runs the fp8 GEMM (x quantised per token) and stays within E4M3's rounding of the f32 reference.
 TEST(CudaExpertMatmulStored, bf16_equals_the_mxfp4_path_and_fp8_stays_near_f32) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto ops = CudaOps::create(bo);
-  ASSERT_TRUE(ops.ok()) << ops.error().message;
-  CudaOps& cuda = **ops;
+  const std::unique_ptr<CudaOps> ops = cudatest::make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(7004);
   const int E = 3, out = 96, in = 64, n = 5;
   const ExpertWeights mx = encoded_experts(E, out, in, DType::f32, rng);

@@ -21,15 +21,9 @@
 namespace day0 {
 namespace {
 
-// A CudaOps on 5% of the GPU, and uploads into its step scratch (a failed one fails the test, giving no tensor).
-std::unique_ptr<CudaOps> make_cuda_ops() {
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto created = CudaOps::create(bo);
-  EXPECT_TRUE(created.ok()) << created.error().message;
-  return created.ok() ? std::move(*created) : nullptr;
-}
+using cudatest::make_cuda_ops;
 
+// An upload into the CudaOps' step scratch (a failed one fails the test, giving no tensor).
 Tensor upload(CudaOps& cuda, const Tensor& t) {
   auto d = cuda.upload(t, "operand");
   EXPECT_TRUE(d.ok()) << d.error().message;

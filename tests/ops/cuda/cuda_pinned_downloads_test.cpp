@@ -57,11 +57,9 @@ TEST(CudaPinnedDownloads, more_borrowers_than_pooled_buffers_each_get_their_own_
 
 TEST(CudaPinnedDownloads, started_downloads_hold_what_their_tensor_held_when_queued_once_synchronized) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto created = CudaOps::create(bo);
-  ASSERT_TRUE(created.ok()) << created.error().message;
-  CudaOps& cuda = **created;
+  const std::unique_ptr<CudaOps> ops = cudatest::make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(8117);
   // 64 x 4,096 f32 (1 MiB, a pooled buffer's size) and 600 x 60,000 (137 MiB: past the pool, pageable).
   for (const Shape& shape : {Shape{64, 4096}, Shape{600, 60000}}) {

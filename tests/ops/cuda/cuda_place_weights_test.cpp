@@ -17,11 +17,9 @@ namespace {
 
 TEST(CudaPlaceWeights, dense_biases_become_f32_exactly_and_the_rest_keeps_its_dtype) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
-  BackendOptions bo;
-  bo.memory_fraction = 0.05;
-  auto ops = CudaOps::create(bo);
-  ASSERT_TRUE(ops.ok()) << ops.error().message;
-  CudaOps& cuda = **ops;
+  const std::unique_ptr<CudaOps> ops = cudatest::make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
   std::mt19937 rng(7101);
   const Tensor bias_bf16 = optest::to_bf16(optest::random_f32({40}, rng));
   const Tensor norm_bf16 = optest::to_bf16(optest::random_f32({40}, rng));
@@ -71,11 +69,10 @@ TEST(CudaPlaceWeights, mxfp4_blocks_are_tiled_where_every_expert_fits_the_tiles)
                        Case{Mxfp4Order::rows, 48, false, false}, Case{Mxfp4Order::tiles, 40, false, true}}) {
     SCOPED_TRACE(std::string(mxfp4_order_name(c.order)) + ", down rows " + std::to_string(c.down_rows));
     BackendOptions bo;
-    bo.memory_fraction = 0.05;
     bo.mxfp4_order = c.order;
-    auto ops = CudaOps::create(bo);
-    ASSERT_TRUE(ops.ok()) << ops.error().message;
-    CudaOps& cuda = **ops;
+    const std::unique_ptr<CudaOps> ops = cudatest::make_cuda_ops(bo);
+    ASSERT_TRUE(ops);
+    CudaOps& cuda = *ops;
     const NamedTensors host{{gate_up, blocks_of(64, 5)}, {down, blocks_of(c.down_rows, 3)}};
     auto placed = cuda.place_weights(host, {gate_up, down}, nullptr);
     if (c.fails) {

@@ -11,9 +11,18 @@
 
 #include "core/tensor.h"
 #include "ops/cuda/cuda_context.h"
+#include "ops/cuda/cuda_ops.h"
 #include "quant/mxfp4.h"
 
 namespace day0::cudatest {
+
+// A CudaOps on 5% of the GPU, `options` otherwise (a failed create fails the test and gives null).
+inline std::unique_ptr<CudaOps> make_cuda_ops(BackendOptions options = {}) {
+  options.memory_fraction = 0.05;
+  auto created = CudaOps::create(options);
+  EXPECT_TRUE(created.ok()) << created.error().message;
+  return created.ok() ? std::move(*created) : nullptr;
+}
 
 // 1 GiB holds the largest test (a 5760 x 2880 bf16 weight plus activations) with room to spare.
 inline std::unique_ptr<CudaContext> make_context(std::size_t arena_bytes = std::size_t(1) << 30) {
