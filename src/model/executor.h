@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,6 +69,14 @@ struct PickedStep {
   std::vector<Tensor> logits;  // f32 [1, V] on the host, one a sampled row, in their order
 };
 
+// A decode step queued by Executor::queue_decode: its picks (i32 [rows, 2], as StepOutput::greedy's) land on the
+// host by wait_decode.
+struct QueuedDecode {
+  Tensor picks;       // host
+  QueuedFence fence;  // behind the picks' copy
+  bool queued = false;  // false: no graph served the step, which ran at once (picks hold its result)
+};
+
 class Executor {
  public:
   // `weights` must already be placed by `ops` (Ops::place_weights). Reserves the KV pool and the backend's
@@ -86,6 +95,18 @@ class Executor {
   // sampled rows of the vocabulary to the host, not every row (64 rows of 201,088 f32 are 51 MB, ~0.9 ms over
   // PCIe at batch 64, v53).
   Result<PickedStep> step_picked(std::span<const SequenceStep> batch, std::span<const std::int32_t> sampled_rows);
+  // Greedy decode with the next step launched ahead. queue_decode queues a decode step (one token a sequence, its
+  // pick wanted) and returns without waiting where a step graph serves the batch; otherwise it runs the step at
+  // once. With fed_tokens the sequences' tokens must be empty: row r's token is row r's pick of the decode step
+  // queued just before (of at least as many rows), taken on the device, so step n + 1 is queued before step n's
+  // picks reach the host and the GPU does not idle while the host reads them. Any other step in between (step,
+  // step_picked, forward) ends the chain.
+  Result<QueuedDecode> queue_decode(std::span<const SequenceStep> batch, bool fed_tokens);
+  // The picks of a queued decode step (i32 [rows, 2] on the host), once its work is done; its faults surface here.
+  // Wait for a step before the fourth one after it is queued.
+  Result<Tensor> wait_decode(const QueuedDecode& step);
+  // Solo queue_decode at length(), which it advances: of `token`, or fed (nullopt) from the last queued pick.
+  Result<QueuedDecode> queue_solo_decode(std::optional<std::int32_t> token);
   // Applies copy-on-write block copies (SequenceCache::take_ops) in every layer, in order.
   Status copy_blocks(std::span<const BlockCopy> copies);
   // Copies n_blocks whole consecutive blocks src.. to dst.. (non-overlapping) in every layer: one copy per layer
@@ -141,7 +162,12 @@ class Executor {
   // Host [1, V] rows of device logits [R, V] (`rows` ascending): one download a run of consecutive rows, or past a
   // few runs one from the first row to the last. Queued (Ops::start_download): read them after a synchronize().
   Result<std::vector<Tensor>> download_rows(const Tensor& logits, std::span<const std::int32_t> rows);
-  Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows);
+  // The graphs' inputs for `batch` padded to `rows`, in one transfer. ids_on_device: the token ids already sit in
+  // graph_ids_ (queue_decode's fed tokens), so the batch's tokens are not read and that region is not copied.
+  Status fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows, bool ids_on_device = false);
+  // Checks sequence b of a step: n new tokens (its own, or fed where its tokens are empty) at positions inside the
+  // sequence limit, covered by its block table inside the pool, its tokens inside the vocabulary.
+  Status check_sequence(std::size_t b, const SequenceStep& s, std::int64_t n) const;
   // The pool row of position `pos` through a sequence's block table.
   std::int32_t kv_slot(std::span<const BlockId> table, std::int64_t pos) const {
     return static_cast<std::int32_t>(table[pos / block_size_] * block_size_ + pos % block_size_);
@@ -191,6 +217,8 @@ class Executor {
     Tensor picks;            // i32 [batch, 2]: greedy picks, made after a replay (step scratch past the graph's)
   };
   std::vector<StepGraph> graphs_;  // ascending batch
+  // The graph serving a decode batch of n sequences, or null.
+  const StepGraph* graph_for(std::int64_t n) const;
   std::string graph_status_ = "off";
   // Fixed device inputs of the graphs (rows for the largest bucket) and the KV block padding rows write to. They
   // are views of one i32 buffer (ids, positions, slots, sequence rows, then the tables), filled from one host copy
@@ -199,6 +227,14 @@ class Executor {
   Tensor graph_ids_, graph_positions_, graph_slots_, graph_q_seq_, graph_tables_;
   std::int64_t graph_table_width_ = 0, graph_region_ = 0;  // table columns; i32 per input region
   BlockId pad_block_ = -1;
+  // The last queue_decode, for the fed tokens of the next: its rows, its picks, and whether they also went into
+  // graph_ids_ on the device.
+  struct LastDecode {
+    std::int64_t rows = 0;
+    QueuedDecode step;
+    bool ids_on_device = false;
+  };
+  std::optional<LastDecode> last_decode_;
 };
 
 }  // namespace day0

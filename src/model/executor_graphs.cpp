@@ -25,7 +25,7 @@ enum GraphInputRegion : std::int64_t { kIds, kPositions, kSlots, kSeqRows, kTabl
 
 }  // namespace
 
-Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows) {
+Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows, bool ids_on_device) {
   const std::int64_t W = graph_table_width_, P = graph_region_;
   std::int32_t* host = graph_inputs_host_.data<std::int32_t>();
   std::int32_t *ids = host + kIds * P, *positions = host + kPositions * P, *slots = host + kSlots * P;
@@ -38,7 +38,7 @@ Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int
       const SequenceStep& s = batch[r];
       const std::int64_t n = std::min<std::int64_t>(W, static_cast<std::int64_t>(s.block_table.size()));
       std::copy_n(s.block_table.begin(), n, table);
-      ids[r] = s.tokens[0];
+      if (!ids_on_device) ids[r] = s.tokens[0];
       positions[r] = static_cast<std::int32_t>(s.start);
       slots[r] = kv_slot(s.block_table, s.start);
     } else {  // padding
@@ -48,10 +48,16 @@ Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int
       slots[r] = static_cast<std::int32_t>(pad_block_ * block_size_);
     }
   }
-  // The rows' tables end the used part: one transfer of it.
-  const std::int64_t used = kTables * P + rows * W;
-  Tensor dst = graph_inputs_.slice_rows(0, used);
-  return ops_.copy_from_host(graph_inputs_host_.slice_rows(0, used), dst);
+  // The rows' tables end the used part: one transfer of it (past the ids where they are on the device already).
+  const std::int64_t used = kTables * P + rows * W, first = ids_on_device ? kPositions * P : 0;
+  Tensor dst = graph_inputs_.slice_rows(first, used);
+  return ops_.copy_from_host(graph_inputs_host_.slice_rows(first, used), dst);
+}
+
+const Executor::StepGraph* Executor::graph_for(std::int64_t n) const {
+  for (const StepGraph& g : graphs_)
+    if (g.batch >= n) return &g;
+  return nullptr;
 }
 
 Status Executor::capture_graphs(std::int64_t max_batch) {
@@ -118,10 +124,11 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
 
 Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, StepOutput output, RowLogits& extra) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
-  if (graphs_.empty() || n > graphs_.back().batch) return Tensor();
+  const StepGraph* served = graph_for(n);
+  if (!served) return Tensor();
   for (const SequenceStep& s : batch)
     if (s.tokens.size() != 1 || s.logits != SequenceStep::Logits::last) return Tensor();
-  const StepGraph& g = *std::find_if(graphs_.begin(), graphs_.end(), [&](const StepGraph& x) { return x.batch >= n; });
+  const StepGraph& g = *served;
   D0_RETURN_IF_ERROR(fill_graph_inputs(batch, g.batch));
   if (Status st = ops_.replay_graph(g.handle); !st.ok()) {
     graphs_.clear();  // persistent memory moved: op by op from now on

@@ -27,31 +27,16 @@ Result<Tensor> Executor::step(std::span<const SequenceStep> batch, const TapFn& 
 Result<Tensor> Executor::run_batch(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output,
                                    RowLogits& extra) {
   if (batch.empty()) return make_error("step: empty batch");
+  last_decode_.reset();  // a queued decode's fed tokens follow only another queued decode
   // Validate and size.
   std::int64_t T = 0, max_blocks = 0, R = 0;
   for (size_t b = 0; b < batch.size(); ++b) {
     const SequenceStep& s = batch[b];
-    const std::int64_t n = static_cast<std::int64_t>(s.tokens.size()), end = s.start + n;
-    const std::string who = "step: sequence " + std::to_string(b) + ": ";
-    if (n == 0) return make_error(who + "no tokens");
-    if (s.start < 0 || end > max_tokens_)
-      return make_error(who + "positions [" + std::to_string(s.start) + ", " + std::to_string(end) +
-                        ") exceed the sequence limit of " + std::to_string(max_tokens_));
-    const std::int64_t blocks = (end + block_size_ - 1) / block_size_;
-    if (static_cast<std::int64_t>(s.block_table.size()) < blocks)
-      return make_error(who + "block table of " + std::to_string(s.block_table.size()) + " blocks does not cover " +
-                        std::to_string(end) + " tokens");
-    for (std::int64_t i = 0; i < blocks; ++i)
-      if (s.block_table[i] < 0 || s.block_table[i] >= n_blocks_)
-        return make_error(who + "block " + std::to_string(s.block_table[i]) + " outside the pool of " +
-                          std::to_string(n_blocks_));
-    for (std::int64_t i = 0; i < n; ++i)
-      if (s.tokens[i] < 0 || s.tokens[i] >= spec_.vocab_size)
-        return make_error(who + "token id " + std::to_string(s.tokens[i]) + " at position " +
-                          std::to_string(s.start + i) + " is outside the vocabulary [0, " +
-                          std::to_string(spec_.vocab_size) + ")");
+    const std::int64_t n = static_cast<std::int64_t>(s.tokens.size());
+    if (n == 0) return make_error("step: sequence " + std::to_string(b) + ": no tokens");
+    D0_RETURN_IF_ERROR(check_sequence(b, s, n));
     T += n;
-    max_blocks = std::max(max_blocks, blocks);
+    max_blocks = std::max(max_blocks, (s.start + n + block_size_ - 1) / block_size_);
     R += s.logits == SequenceStep::Logits::all ? n : s.logits == SequenceStep::Logits::last ? 1 : 0;
   }
   if (T > max_step_tokens_)
@@ -119,6 +104,28 @@ Result<Tensor> Executor::run_batch(std::span<const SequenceStep> batch, const Ta
   return step_result(logits, output, picks, extra);
 }
 
+Status Executor::check_sequence(std::size_t b, const SequenceStep& s, std::int64_t n) const {
+  const std::int64_t end = s.start + n;
+  const std::string who = "step: sequence " + std::to_string(b) + ": ";
+  if (s.start < 0 || end > max_tokens_)
+    return make_error(who + "positions [" + std::to_string(s.start) + ", " + std::to_string(end) +
+                      ") exceed the sequence limit of " + std::to_string(max_tokens_));
+  const std::int64_t blocks = (end + block_size_ - 1) / block_size_;
+  if (static_cast<std::int64_t>(s.block_table.size()) < blocks)
+    return make_error(who + "block table of " + std::to_string(s.block_table.size()) + " blocks does not cover " +
+                      std::to_string(end) + " tokens");
+  for (std::int64_t i = 0; i < blocks; ++i)
+    if (s.block_table[i] < 0 || s.block_table[i] >= n_blocks_)
+      return make_error(who + "block " + std::to_string(s.block_table[i]) + " outside the pool of " +
+                        std::to_string(n_blocks_));
+  for (std::size_t i = 0; i < s.tokens.size(); ++i)
+    if (s.tokens[i] < 0 || s.tokens[i] >= spec_.vocab_size)
+      return make_error(who + "token id " + std::to_string(s.tokens[i]) + " at position " +
+                        std::to_string(s.start + std::int64_t(i)) + " is outside the vocabulary [0, " +
+                        std::to_string(spec_.vocab_size) + ")");
+  return Status::success();
+}
+
 Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
                                          std::span<const std::int32_t> sampled_rows) {
   std::int64_t R = 0;
@@ -161,7 +168,7 @@ Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::s
 }
 
 Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks, RowLogits& extra) {
-  if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks));
+  if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
   if (!extra.rows.empty()) {
     D0_ASSIGN_OR_RETURN(extra.logits, download_rows(logits, extra.rows));
   }

@@ -39,6 +39,27 @@ Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::in
   D0_ASSIGN_OR_RETURN(Tensor out, executor.forward(prompt, false, {}, output));
   result.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
+  if (!keep_logits) {  // each step queued before the last one's pick is read, its token fed on the device
+    D0_ASSIGN_OR_RETURN(std::int32_t token, chosen_token(out, output, 0));
+    result.tokens.push_back(token);
+    if (on_token) on_token(token);
+    QueuedDecode next;
+    if (max_new_tokens > 1) {
+      D0_ASSIGN_OR_RETURN(next, executor.queue_solo_decode(token));
+    }
+    for (int step = 1; step < max_new_tokens; ++step) {
+      const QueuedDecode current = next;
+      if (step + 1 < max_new_tokens) {
+        D0_ASSIGN_OR_RETURN(next, executor.queue_solo_decode(std::nullopt));
+      }
+      D0_ASSIGN_OR_RETURN(const Tensor picks, executor.wait_decode(current));
+      D0_ASSIGN_OR_RETURN(token, chosen_token(picks, output, step));
+      result.tokens.push_back(token);
+      if (on_token) on_token(token);
+    }
+    result.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    return result;
+  }
   for (int step = 0; step < max_new_tokens; ++step) {
     D0_ASSIGN_OR_RETURN(const std::int32_t token, chosen_token(out, output, step));
     result.tokens.push_back(token);

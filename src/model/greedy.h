@@ -24,8 +24,9 @@ std::int32_t argmax_token(const Tensor& logits_row);
 using TokenFn = std::function<void(std::int32_t token)>;
 
 // Without keep_logits the token is picked on the backend (Executor's StepOutput::greedy: the same lowest id of the
-// largest logit), with it on the host (ops/greedy_pick.h); either way logits that hold NaN or +inf, or only -inf,
-// are an error naming the step.
+// largest logit) and each decode step is queued before the last one's pick is read (Executor::queue_decode); with
+// it, on the host (ops/greedy_pick.h). Either way logits that hold NaN or +inf, or only -inf, are an error naming
+// the step; after an error the executor's solo sequence may hold steps past it (reset() it).
 Result<GreedyResult> greedy_generate(Executor& executor, std::span<const std::int32_t> prompt, int max_new_tokens,
                                      bool keep_logits = false, const TokenFn& on_token = {});
 

@@ -81,6 +81,11 @@ struct MemoryUse {
   std::string note;
 };
 
+// A point in a backend's queued work (Ops::queue_fence).
+struct QueuedFence {
+  std::uint64_t serial = 0;
+};
+
 // A position in the per-step scratch memory; release rewinds to it.
 struct ScratchMark {
   std::size_t offset = 0;
@@ -130,6 +135,14 @@ class Ops {
   virtual Status copy(const Tensor& src, Tensor& dst) = 0;
   // Waits for queued work; asynchronous faults and device-side input errors surface here.
   virtual Status synchronize() = 0;
+  // A fence behind the work queued so far. wait_fence waits for that work alone, not what was queued after it, and
+  // reports its faults as synchronize() does, so a caller can queue the next step before it waits for this one. The
+  // default waits for everything: right for backends whose ops finish before they return (the CPU).
+  virtual Result<QueuedFence> queue_fence() { return QueuedFence{}; }
+  virtual Status wait_fence(QueuedFence fence) {
+    (void)fence;
+    return synchronize();
+  }
   // What this backend holds, by use, for the memory report.
   virtual std::vector<MemoryUse> memory_report() const = 0;
   // Bytes `allocate` can still hand out (the CUDA arena's free bytes); nullopt: bounded by the host only.
@@ -275,8 +288,9 @@ class Ops {
   // Greedy decoding's pick from each row of logits f32 [R, V], with the host sampler's checks (engine/sampler.cpp),
   // so that a greedy step moves R x 2 ids instead of R x V logits: out i32 [R, 2], out[r][0] the lowest id of the
   // row's largest logit, out[r][1] -1 where the row is usable, else the lowest id of a NaN or +inf logit, or -2 when
-  // every logit is -inf (out[r][0] is then meaningless).
-  virtual Status greedy_tokens(const Tensor& logits, Tensor& out) = 0;
+  // every logit is -inf (out[r][0] is then meaningless, but a valid id). tokens (or null): i32 [R], out[r][0] again
+  // and contiguous, for the next step's token ids on the device.
+  virtual Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) = 0;
 
  protected:
   bool profiling_ = false;

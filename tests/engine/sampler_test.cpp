@@ -98,7 +98,7 @@ TEST(Sampler, a_greedy_pick_made_elsewhere_stands_for_sample_where_the_sampler_r
     for (std::int64_t i = 0; i < 300; ++i) logits.data<float>()[i] = normal(rng);
     logits.data<float>()[7 * step + 3] = logits.data<float>()[250 - step] = 9.f;  // a tie
     Tensor pick = Tensor::zeros({1, 2}, DType::i32);
-    ASSERT_TRUE(ops.greedy_tokens(logits, pick).ok());
+    ASSERT_TRUE(ops.greedy_tokens(logits, pick, nullptr).ok());
     ASSERT_TRUE(picked.argmax_only());
     const auto want = sampled.sample(std::span<const float>(logits.data<float>(), 300));
     const auto got = picked.take_argmax(pick.data<std::int32_t>()[0], pick.data<std::int32_t>()[1]);

@@ -272,7 +272,7 @@ void expect_greedy_picks_of_the_logits(LoadOptions o) {
     auto picks = ex.step(batch, {}, StepOutput::greedy);
     ASSERT_TRUE(picks.ok()) << picks.error().message;
     Tensor want = Tensor::zeros({2, 2}, DType::i32);
-    ASSERT_TRUE(cpu.greedy_tokens(*logits, want).ok());
+    ASSERT_TRUE(cpu.greedy_tokens(*logits, want, nullptr).ok());
     ASSERT_EQ(picks->dtype(), DType::i32);
     ASSERT_EQ(picks->shape(), (Shape{2, 2}));
     EXPECT_EQ(std::memcmp(picks->raw(), want.raw(), want.nbytes()), 0);
@@ -386,7 +386,7 @@ void expect_greedy_generate_from_picks(LoadOptions o) {
   auto picks = ex.forward(p, /*all_logits=*/true, {}, StepOutput::greedy);
   ASSERT_TRUE(picks.ok()) << picks.error().message;
   Tensor rows = Tensor::zeros({23, 2}, DType::i32);
-  ASSERT_TRUE(CpuOps().greedy_tokens(*logits, rows).ok());
+  ASSERT_TRUE(CpuOps().greedy_tokens(*logits, rows, nullptr).ok());
   ASSERT_EQ(picks->shape(), (Shape{23, 2}));
   EXPECT_EQ(std::memcmp(picks->raw(), rows.raw(), rows.nbytes()), 0);
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -194,17 +195,26 @@ TEST(CpuOps, greedy_tokens_picks_the_lowest_id_of_the_largest_logit_and_flags_un
   Tensor x = Tensor::zeros({static_cast<std::int64_t>(rows.size()), 5}, DType::f32);
   for (size_t r = 0; r < rows.size(); ++r)
     for (int i = 0; i < 5; ++i) x.data<float>()[r * 5 + i] = rows[r][i];
-  Tensor out = Tensor::zeros({static_cast<std::int64_t>(rows.size()), 2}, DType::i32);
-  ASSERT_TRUE(ops.greedy_tokens(x, out).ok());
-  for (size_t r = 0; r < rows.size(); ++r) {
+  const auto R = static_cast<std::int64_t>(rows.size());
+  Tensor out = Tensor::zeros({R, 2}, DType::i32), tokens = Tensor::zeros({R}, DType::i32);
+  std::fill_n(tokens.data<std::int32_t>(), R, -7);
+  ASSERT_TRUE(ops.greedy_tokens(x, out, &tokens).ok());
+  for (std::int64_t r = 0; r < R; ++r) {
     const std::int32_t* o = out.data<std::int32_t>() + 2 * r;
     EXPECT_EQ(o[1], want[r].second) << "row " << r;
     if (want[r].second == -1) EXPECT_EQ(o[0], want[r].first) << "row " << r;
+    // The next step's ids: the picks again, valid ids even for unusable rows.
+    EXPECT_EQ(tokens.data<std::int32_t>()[r], o[0]) << "row " << r;
+    EXPECT_TRUE(o[0] >= 0 && o[0] < 5) << "row " << r;
   }
   Tensor wrong = Tensor::zeros({3, 2}, DType::i32);
-  const Status st = ops.greedy_tokens(x, wrong);
+  Status st = ops.greedy_tokens(x, wrong, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_TRUE(contains(st.error().message, "out must be contiguous i32 [7, 2]")) << st.error().message;
+  Tensor short_tokens = Tensor::zeros({3}, DType::i32);
+  st = ops.greedy_tokens(x, out, &short_tokens);
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(contains(st.error().message, "tokens must be contiguous i32 [7]")) << st.error().message;
 }
 
 // --- registry ---

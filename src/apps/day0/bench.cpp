@@ -4,8 +4,10 @@
 // distinct requests: a shared one would be read from L2) and private blocks for the tokens it decodes; the KV
 // pool takes what the points need or what fits, and a point needing more rows than it holds is reported skipped.
 // A decode step returns each row's greedy pick (StepOutput::greedy), as the engine's steps do where every row
-// decodes greedily; --decode-logits returns the logits instead (sampling on the host: at batch 64 and gpt-oss's
-// vocabulary, 51 MB a step over PCIe). Prints a table and, with --json, writes the figures.
+// decodes greedily, and is queued before the last one's picks are read, fed them on the device (as day0 run decodes;
+// --decode-wait-each waits for each step first); --decode-logits returns the logits instead (sampling on the host: at
+// batch 64 and gpt-oss's vocabulary, 51 MB a step over PCIe). A step's time is a run of steps' over their number.
+// Prints a table and, with --json, writes the figures.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -261,8 +263,12 @@ int bench(const BenchOptions& o) {
     }
   }
   const StepOutput decode_output = o.decode_logits ? StepOutput::logits : StepOutput::greedy;
+  const bool ahead = !o.decode_logits && !o.decode_wait_each;  // greedy steps launched ahead (queue_decode)
+  const char* returns = o.decode_logits ? "its logits"
+                        : ahead         ? "greedy picks made on the device, queued one step ahead"
+                                        : "greedy picks made on the device, waited for before the next";
   std::printf("\n%-8s %8s %8s %12s %14s %16s   (each step returns %s)\n", "decode", "context", "batch", "ms/step",
-              "tok/s", "of copy bw", o.decode_logits ? "its logits" : "greedy picks made on the device");
+              "tok/s", "of copy bw", returns);
   const std::int64_t solo_blocks = (max_context + private_tokens) / block;
   for (std::int64_t C : o.contexts) {
     ex.reset();
@@ -290,31 +296,51 @@ int bench(const BenchOptions& o) {
       for (std::int64_t b = 0; b < B; ++b)
         for (std::int64_t i = 0; i < row_blocks; ++i) tables[b].push_back(row_block(b, i));
       std::vector<std::int32_t> tokens = random_tokens(rng, B, spec.vocab_size);
-      double total = 0;
-      std::unique_ptr<KernelTrace> trace;
-      for (int step = 0; step < kWarmup + kSteps + kTraced; ++step) {
-        // The traced steps come after the timed ones: CUPTI's records do not touch the timed figure.
-        if (step == kWarmup + kSteps) {
-          auto t = KernelTrace::start();
-          if (!t.ok()) return fail(t.error().message);
-          trace = std::move(*t);
-        }
+      auto batch_at = [&](int step, bool fed) {
         std::vector<SequenceStep> batch;
         for (std::int64_t b = 0; b < B; ++b)
-          batch.push_back({std::span(&tokens[b], 1), C + step, tables[b], SequenceStep::Logits::last});
-        const auto t0 = clock::now();
-        auto r = ex.step(batch, {}, decode_output);
-        if (!r.ok()) return fail(r.error().message);
-        if (step >= kWarmup && step < kWarmup + kSteps) total += seconds_since(t0);
+          batch.push_back({fed ? std::span<const std::int32_t>() : std::span<const std::int32_t>(&tokens[b], 1),
+                           C + step, tables[b], SequenceStep::Logits::last});
+        return batch;
+      };
+      // Steps first .. first + count - 1, all done on return. Launched ahead: each queued before the last one's
+      // picks are read, fed them on the device (the first takes `tokens`).
+      auto decode_steps = [&](int first, int count) -> Status {
+        if (!ahead) {
+          for (int step = first; step < first + count; ++step) {
+            D0_ASSIGN_OR_RETURN(const Tensor out, ex.step(batch_at(step, false), {}, decode_output));
+          }
+          return Status::success();
+        }
+        D0_ASSIGN_OR_RETURN(QueuedDecode next, ex.queue_decode(batch_at(first, false), false));
+        for (int step = first; step < first + count; ++step) {
+          const QueuedDecode current = next;
+          if (step + 1 < first + count) {
+            D0_ASSIGN_OR_RETURN(next, ex.queue_decode(batch_at(step + 1, true), true));
+          }
+          D0_ASSIGN_OR_RETURN(const Tensor picks, ex.wait_decode(current));
+        }
+        return Status::success();
+      };
+      if (Status st = decode_steps(0, kWarmup); !st.ok()) return fail(st.error().message);
+      const auto t0 = clock::now();
+      if (Status st = decode_steps(kWarmup, kSteps); !st.ok()) return fail(st.error().message);
+      const double per_step = seconds_since(t0) / kSteps;
+      // The traced steps come after the timed ones: CUPTI's records do not touch the timed figure.
+      std::unique_ptr<KernelTrace> trace;
+      if (kTraced > 0) {
+        auto t = KernelTrace::start();
+        if (!t.ok()) return fail(t.error().message);
+        trace = std::move(*t);
+        if (Status st = decode_steps(kWarmup + kSteps, kTraced); !st.ok()) return fail(st.error().message);
       }
-      const double per_step = total / kSteps;
       const double bytes =
           step_weight_bytes(spec, B) + double(B) * kv_bytes_read(spec, C, model->ops->kv_cache_dtype());
       // The copy rate counts every byte moved (read + write): the HBM's rate for any mix, reads alone included.
       const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / ceil.copy_bytes_per_s : 0;
       std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),
                   static_cast<long long>(B), per_step * 1e3, B / per_step, 100 * frac);
-      report["decode"].push_back({{"context", C}, {"batch", B}, {"returns", o.decode_logits ? "logits" : "greedy"},
+      report["decode"].push_back({{"context", C}, {"batch", B}, {"returns", o.decode_logits ? "logits" : ahead ? "greedy, launched ahead" : "greedy"},
                                   {"seconds_per_step", per_step},
                                   {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
                                   {"of_copy_bandwidth", frac}});

@@ -115,6 +115,7 @@ struct BenchOptions {
   bool kernels = false;      // cuda: after each point's timed runs, one prefill / as many decode steps again, traced
   bool expert_load = false;  // after each prefill size's timed runs, one more: its routers' load layer by layer
   bool decode_logits = false;  // decode steps return every logit to the host (default: greedy picks, StepOutput)
+  bool decode_wait_each = false;  // greedy steps each waited for before the next (default: launched ahead)
 };
 int bench(const BenchOptions& o);
 

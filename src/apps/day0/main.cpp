@@ -157,6 +157,9 @@ int main(int argc, char** argv) {
   b->add_flag("--decode-logits", bench.decode_logits,
               "Decode steps return each row's logits to the host, as for sampling there (default: the greedy pick of "
               "each row made on the device, as the engine's steps where every row decodes greedily)");
+  b->add_flag("--decode-wait-each", bench.decode_wait_each,
+              "Greedy decode steps each waited for before the next is queued (default: each queued before the last "
+              "one's picks reach the host, fed them on the device, as day0 run decodes)");
   b->add_flag("--expert-load", bench.expert_load,
               "After each prefill size one more prefill, with each MoE layer's load: tokens an expert (least, median, "
               "most) and the tiles they fill in the FP8 expert GEMM");

@@ -123,18 +123,23 @@ Status CpuOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float e
 
 Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
 
-Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out) {
+Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) {
   if (logits.dim() != 2) return make_error("greedy_tokens: logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0), V = logits.size(1);
   D0_RETURN_IF_ERROR(check_f32_matrix(logits, "greedy_tokens", "logits", R, V));
   if (out.dtype() != DType::i32 || out.shape() != Shape{R, 2} || !out.is_contiguous() || out.device() != Device::cpu)
     return make_error("greedy_tokens: out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
                       std::string(dtype_name(out.dtype())) + " " + shape_to_string(out.shape()));
+  if (tokens && (tokens->dtype() != DType::i32 || tokens->shape() != Shape{R} || !tokens->is_contiguous() ||
+                 tokens->device() != Device::cpu))
+    return make_error("greedy_tokens: tokens must be contiguous i32 [" + std::to_string(R) + "] on cpu, got " +
+                      std::string(dtype_name(tokens->dtype())) + " " + shape_to_string(tokens->shape()));
   for (std::int64_t r = 0; r < R; ++r) {
     const GreedyPick pick = greedy_pick(std::span(logits.data<float>() + r * V, static_cast<std::size_t>(V)));
     std::int32_t* o = out.data<std::int32_t>() + 2 * r;
     o[0] = pick.token;
     o[1] = pick.unusable;
+    if (tokens) tokens->data<std::int32_t>()[r] = pick.token;
   }
   return Status::success();
 }

@@ -16,8 +16,8 @@ namespace day0 {
 // (no out-of-bounds read) and sets error_flag (i32 [1] on the device) to 1. The kernel never clears the flag:
 // the caller zeroes it once per step and reads it back when it syncs, so one flag covers many launches.
 Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tensor& error_flag, cudaStream_t stream);
-// Ops::greedy_tokens: logits f32 [R, V] -> out i32 [R, 2].
-Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, cudaStream_t stream);
+// Ops::greedy_tokens: logits f32 [R, V] -> out i32 [R, 2], and the tokens alone (i32 [R]) where tokens is not null.
+Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream);
 
 // Fused residual add and RMSNorm: x += residual (if residual is defined), then
 // out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].

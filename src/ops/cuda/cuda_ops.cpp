@@ -64,6 +64,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   D0_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(ops->router_counters_.raw(), 0, ops->router_counters_.nbytes(), ops->ctx_->stream()));
   D0_ASSIGN_OR_RETURN(ops->flags_host_, PinnedDownloads::allocate(2 * sizeof(std::int32_t)));
+  D0_ASSIGN_OR_RETURN(ops->fence_flags_host_, PinnedDownloads::allocate(2 * kFenceSlots * sizeof(std::int32_t)));
   ops->persistent_end_ = ops->ctx_->arena().used_bytes();
   ops->persistent_by_use_["cuBLASLt workspace"] = co.cublas_workspace_bytes;
   return ops;
@@ -76,6 +77,8 @@ CudaOps::~CudaOps() {
       for (cudaEvent_t ev : {e.start, e.stop})
         if (ev) free_events_.push_back(ev);
   for (cudaEvent_t ev : free_events_) cudaEventDestroy(ev);
+  for (cudaEvent_t ev : fence_events_)
+    if (ev) cudaEventDestroy(ev);
   // Plans and the workspace borrow the context: release them first.
   moe_.reset();
   gemms_.reset();
@@ -249,16 +252,42 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
   return Status::success();
 }
 
+Status CudaOps::queue_flag_copies(std::int32_t* into) {
+  into[0] = into[1] = 0;
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&into[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, ctx_->stream()));
+  if (moe_)
+    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&into[1], moe_->error_flag.raw(), sizeof(std::int32_t),
+                                            cudaMemcpyDeviceToHost, ctx_->stream()));
+  return Status::success();
+}
+
+Result<QueuedFence> CudaOps::queue_fence() {
+  const std::uint64_t serial = ++fences_queued_;
+  const int slot = static_cast<int>(serial % kFenceSlots);
+  if (!fence_events_[slot]) D0_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fence_events_[slot], cudaEventDisableTiming));
+  D0_RETURN_IF_ERROR(queue_flag_copies(static_cast<std::int32_t*>(fence_flags_host_.get()) + 2 * slot));
+  D0_CUDA_RETURN_IF_ERROR(cudaEventRecord(fence_events_[slot], ctx_->stream()));
+  return QueuedFence{serial};
+}
+
+Status CudaOps::wait_fence(QueuedFence fence) {
+  if (fence.serial == 0 || fence.serial > fences_queued_ || fence.serial + kFenceSlots <= fences_queued_)
+    return make_error("cuda: fence " + std::to_string(fence.serial) + " is not one of the last " +
+                      std::to_string(kFenceSlots) + " queued (" + std::to_string(fences_queued_) + " so far)");
+  const int slot = static_cast<int>(fence.serial % kFenceSlots);
+  D0_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(fence_events_[slot]));
+  const std::int32_t* flags = static_cast<const std::int32_t*>(fence_flags_host_.get()) + 2 * slot;
+  // A fault: synchronize() reports it (the flags stay set until then) and clears the flags once nothing runs.
+  if (flags[0] || flags[1]) return synchronize();
+  return Status::success();
+}
+
 Status CudaOps::synchronize() {
   // Both flags into pinned memory behind the work already queued, then one wait for all of it: a wait before the
   // copies would add a second round trip to every step (a pageable cudaMemcpy would be one of its own).
   std::int32_t* flags = static_cast<std::int32_t*>(flags_host_.get());
-  flags[0] = flags[1] = 0;
-  D0_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(&flags[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, ctx_->stream()));
-  if (moe_)
-    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&flags[1], moe_->error_flag.raw(), sizeof(std::int32_t),
-                                            cudaMemcpyDeviceToHost, ctx_->stream()));
+  D0_RETURN_IF_ERROR(queue_flag_copies(flags));
   D0_RETURN_IF_ERROR(ctx_->synchronize());
   if (!closed_spans_.empty()) resolve_spans();
   if (flags[0] || flags[1]) {
@@ -470,8 +499,8 @@ Status CudaOps::gemm_linears(const Tensor& x, const Tensor* x_bf16, const std::v
 
 Status CudaOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
 
-Status CudaOps::greedy_tokens(const Tensor& logits, Tensor& out) {
-  return greedy_tokens_cuda(logits, out, ctx_->stream());
+Status CudaOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) {
+  return greedy_tokens_cuda(logits, out, tokens, ctx_->stream());
 }
 
 Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,

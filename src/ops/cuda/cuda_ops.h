@@ -54,6 +54,8 @@ class CudaOps final : public Ops {
   Result<Tensor> start_download(const Tensor& t) override;
   Status copy(const Tensor& src, Tensor& dst) override;
   Status synchronize() override;
+  Result<QueuedFence> queue_fence() override;
+  Status wait_fence(QueuedFence fence) override;
   std::vector<MemoryUse> memory_report() const override;
   std::optional<std::size_t> free_memory_bytes() const override { return ctx_->arena().free_bytes(); }
   void profile_begin(std::string_view span) override;
@@ -102,7 +104,7 @@ class CudaOps final : public Ops {
                              const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits, Tensor& indices,
                              Tensor& weights) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
-  Status greedy_tokens(const Tensor& logits, Tensor& out) override;
+  Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) override;
 
   CudaContext& context() { return *ctx_; }
   const BackendOptions& options() const { return options_; }
@@ -140,6 +142,14 @@ class CudaOps final : public Ops {
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
   Tensor router_counters_;                  // u32 [kLinearSmallRouterSlices], zero between router launches
   std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize
+  // queue_fence's slots, a fence's serial modulo kFenceSlots: both flags as they were at the fence, and an event
+  // after their copies.
+  static constexpr int kFenceSlots = 4;
+  std::shared_ptr<void> fence_flags_host_;  // pinned i32 [kFenceSlots, 2]
+  cudaEvent_t fence_events_[kFenceSlots] = {};
+  std::uint64_t fences_queued_ = 0;
+  // Both flags into `into` (pinned i32 [2]) behind the queued work.
+  Status queue_flag_copies(std::int32_t* into);
   PinnedDownloads downloads_;               // what download() returns borrows one of these
   std::size_t persistent_end_ = 0;          // arena offset where persistent memory ends and scratch begins
   std::size_t scratch_peak_ = 0;            // most scratch bytes live at once

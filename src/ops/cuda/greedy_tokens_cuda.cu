@@ -100,7 +100,8 @@ __device__ __forceinline__ Pick reduce_cta(Pick p) {
 }
 
 template <bool kVector>
-__global__ void __launch_bounds__(kThreads) greedy_tokens_kernel(const float* logits, int V, std::int32_t* out) {
+__global__ void __launch_bounds__(kThreads) greedy_tokens_kernel(const float* logits, int V, std::int32_t* out,
+                                                                  std::int32_t* tokens) {
   begin_dependent_grid();
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -112,20 +113,24 @@ __global__ void __launch_bounds__(kThreads) greedy_tokens_kernel(const float* lo
   if (rank == 0 && threadIdx.x == 0) {
     Pick all = cta_pick;
     for (int r = 1; r < kClusterBlocks; ++r) combine(all, *cluster.map_shared_rank(&cta_pick, r));
-    out[2 * row] = all.index == INT_MAX ? 0 : all.index;
+    const int token = all.index == INT_MAX ? 0 : all.index;
+    out[2 * row] = token;
     out[2 * row + 1] = all.bad != INT_MAX ? all.bad : all.above_minus_inf ? -1 : -2;
+    if (tokens) tokens[row] = token;
   }
   cluster.sync();  // rank 0 has read every pick: each CTA may now exit
 }
 
 }  // namespace
 
-Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, cudaStream_t stream) {
+Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream) {
   const char* op = "greedy_tokens_cuda";
   if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0), V = logits.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, V}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::i32}, {R, 2}));
+  if (tokens) D0_RETURN_IF_ERROR(check_cuda_tensor(*tokens, op, "tokens", {DType::i32}, {R}));
+  std::int32_t* token_ids = tokens ? tokens->data<std::int32_t>() : nullptr;
   if (V > INT_MAX) return make_error(std::string(op) + ": a vocabulary of " + std::to_string(V) + " ids exceeds int32");
   if (R > INT_MAX / kClusterBlocks)
     return make_error(std::string(op) + ": " + std::to_string(R) + " rows exceed a grid");
@@ -133,10 +138,10 @@ Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, cudaStream_t stream
   const dim3 grid(static_cast<unsigned>(R * kClusterBlocks));
   if (V % 4 == 0 && aligned_to(logits.raw(), 16))
     launch_dependent_clusters(greedy_tokens_kernel<true>, grid, kClusterBlocks, dim3(kThreads), 0, stream,
-                              logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>());
+                              logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>(), token_ids);
   else
     launch_dependent_clusters(greedy_tokens_kernel<false>, grid, kClusterBlocks, dim3(kThreads), 0, stream,
-                              logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>());
+                              logits.data<float>(), static_cast<int>(V), out.data<std::int32_t>(), token_ids);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("greedy_tokens_kernel");
   return Status::success();
 }

@@ -359,16 +359,25 @@ TEST(CudaKernels, greedy_tokens_match_the_cpu_reference_on_ties_and_unusable_row
       }
     }
     Tensor want = Tensor::zeros({R, 2}, DType::i32);
-    D0_ASSERT_OK(cpu.greedy_tokens(x, want));
-    Tensor d_out = poisoned(*ctx, {R, 2}, DType::i32);
-    D0_ASSERT_OK(greedy_tokens_cuda(upload(*ctx, x), d_out, ctx->stream()));
-    const Tensor got = download(*ctx, d_out);
+    D0_ASSERT_OK(cpu.greedy_tokens(x, want, nullptr));
+    Tensor d_out = poisoned(*ctx, {R, 2}, DType::i32), d_tokens = poisoned(*ctx, {R}, DType::i32);
+    const Tensor d_x = upload(*ctx, x);
+    D0_ASSERT_OK(greedy_tokens_cuda(d_x, d_out, &d_tokens, ctx->stream()));
+    const Tensor got = download(*ctx, d_out), tokens = download(*ctx, d_tokens);
     for (std::int64_t r = 0; r < R; ++r) {
       const std::int32_t* g = got.data<std::int32_t>() + 2 * r;
       const std::int32_t* w = want.data<std::int32_t>() + 2 * r;
       EXPECT_EQ(g[1], w[1]) << "row " << r;
       if (w[1] == -1) EXPECT_EQ(g[0], w[0]) << "row " << r;
+      // The next step's id: the pick again, a valid id even where the row is unusable.
+      EXPECT_EQ(tokens.data<std::int32_t>()[r], g[0]) << "row " << r;
+      EXPECT_TRUE(g[0] >= 0 && g[0] < V) << "row " << r << ": " << g[0];
     }
+    // Without the tokens: the same picks.
+    Tensor d_alone = poisoned(*ctx, {R, 2}, DType::i32);
+    D0_ASSERT_OK(greedy_tokens_cuda(d_x, d_alone, nullptr, ctx->stream()));
+    const Tensor alone = download(*ctx, d_alone);
+    EXPECT_EQ(std::memcmp(alone.raw(), got.raw(), got.nbytes()), 0);
     // The kinds above must be what the reference says they are: usable, flagged, all -inf.
     EXPECT_GE(want.data<std::int32_t>()[2 * 5 + 1], 0);
     EXPECT_EQ(want.data<std::int32_t>()[2 * 8 + 1], -2);

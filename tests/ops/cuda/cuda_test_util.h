@@ -111,3 +111,9 @@ inline double relative_norm_error(const Tensor& got, const Tensor& want) {
     const ::day0::Status d0_st_ = (expr);                    \
     ASSERT_TRUE(d0_st_.ok()) << d0_st_.error().message;      \
   } while (0)
+
+#define D0_EXPECT_OK(expr)                                   \
+  do {                                                       \
+    const ::day0::Status d0_st_ = (expr);                    \
+    EXPECT_TRUE(d0_st_.ok()) << d0_st_.error().message;      \
+  } while (0)
