@@ -36,8 +36,7 @@ Result<Chain> prefilled(Executor& ex) {
     for (int b = 0; b < kBlocks; ++b) c.tables.back().push_back(static_cast<BlockId>(i * kBlocks + b));
     c.lengths.push_back(static_cast<std::int64_t>(prompts.back().size()));
   }
-  for (int i = 0; i < kSequences; ++i)
-    batch.push_back({prompts[i], 0, c.tables[i], SequenceStep::Logits::last});
+  for (int i = 0; i < kSequences; ++i) batch.push_back({prompts[i], 0, c.tables[i], SequenceStep::Logits::last});
   D0_ASSIGN_OR_RETURN(Tensor picks, ex.step(batch, {}, StepOutput::greedy));
   for (int i = 0; i < kSequences; ++i) c.picks.push_back(picks.data<std::int32_t>()[2 * i]);
   return c;

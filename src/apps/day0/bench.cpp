@@ -340,7 +340,8 @@ int bench(const BenchOptions& o) {
       const double frac = ceil.copy_bytes_per_s > 0 ? bytes / per_step / ceil.copy_bytes_per_s : 0;
       std::printf("%-8s %8lld %8lld %12.3f %14.1f %15.1f%%\n", "", static_cast<long long>(C),
                   static_cast<long long>(B), per_step * 1e3, B / per_step, 100 * frac);
-      report["decode"].push_back({{"context", C}, {"batch", B}, {"returns", o.decode_logits ? "logits" : ahead ? "greedy, launched ahead" : "greedy"},
+      const char* what = o.decode_logits ? "logits" : ahead ? "greedy, launched ahead" : "greedy";
+      report["decode"].push_back({{"context", C}, {"batch", B}, {"returns", what},
                                   {"seconds_per_step", per_step},
                                   {"tokens_per_s", B / per_step}, {"bytes_per_step", bytes},
                                   {"of_copy_bandwidth", frac}});

@@ -265,7 +265,8 @@ Status CudaOps::queue_flag_copies(std::int32_t* into) {
 Result<QueuedFence> CudaOps::queue_fence() {
   const std::uint64_t serial = ++fences_queued_;
   const int slot = static_cast<int>(serial % kFenceSlots);
-  if (!fence_events_[slot]) D0_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fence_events_[slot], cudaEventDisableTiming));
+  if (!fence_events_[slot])
+    D0_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fence_events_[slot], cudaEventDisableTiming));
   D0_RETURN_IF_ERROR(queue_flag_copies(static_cast<std::int32_t*>(fence_flags_host_.get()) + 2 * slot));
   D0_CUDA_RETURN_IF_ERROR(cudaEventRecord(fence_events_[slot], ctx_->stream()));
   return QueuedFence{serial};

@@ -41,8 +41,7 @@ TEST(CudaFences, a_fence_reports_the_faults_of_the_work_before_it_alone) {
   D0_EXPECT_OK(ops->wait_fence(*before));
   const Status fault = ops->wait_fence(*after);
   ASSERT_FALSE(fault.ok());
-  EXPECT_NE(fault.error().message.find("token id outside the vocabulary"), std::string::npos)
-      << fault.error().message;
+  EXPECT_NE(fault.error().message.find("token id outside the vocabulary"), std::string::npos) << fault.error().message;
   // Reported once: the flags are clear for what follows.
   D0_ASSERT_OK(ops->embedding(*table, *good, *out));
   auto clean = ops->queue_fence();
