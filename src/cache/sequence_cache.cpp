@@ -127,7 +127,38 @@ std::int32_t SequenceCache::blocks_needed_to_append(SeqId seq, std::int64_t n_to
   const std::int64_t len = static_cast<std::int64_t>(s->tokens.size());
   std::int64_t needed = ceil_div(len + n_tokens, block_size_) - static_cast<std::int64_t>(s->table.size());
   if (len % block_size_ != 0 && pool_.ref_count(s->table.back()) > 1) ++needed;  // copy-on-write
-  return static_cast<std::int32_t>(needed);
+  return static_cast<std::int32_t>(std::max<std::int64_t>(needed, 0));  // reserved room: none
+}
+
+Status SequenceCache::reserve(SeqId seq, std::int64_t n_tokens) {
+  Sequence* s = find(seq);
+  if (s == nullptr) return make_error("kv cache: reserve for unknown " + seq_name(seq));
+  if (n_tokens <= s->reserved) return Status::success();
+  const std::int32_t needed = blocks_needed_to_append(seq, n_tokens);
+  if (needed > n_available_blocks())
+    return make_error("kv cache: room for " + std::to_string(n_tokens) + " tokens in " + seq_name(seq) + " needs " +
+                      std::to_string(needed) + " blocks, " + std::to_string(n_available_blocks()) + " available");
+  make_room(*s, static_cast<std::int64_t>(s->tokens.size()) + n_tokens);
+  s->reserved = n_tokens;
+  return Status::success();
+}
+
+void SequenceCache::make_room(Sequence& s, std::int64_t n_tokens) {
+  const std::int64_t len = static_cast<std::int64_t>(s.tokens.size());
+  if (len % block_size_ != 0 && pool_.ref_count(s.table.back()) > 1) {
+    // The partial last block is shared (fork): this sequence takes a private copy of its filled rows.
+    const BlockId shared = s.table.back();
+    const auto fresh = allocate_block();
+    assert(fresh);
+    ops_.block_copies.push_back(BlockCopy{shared, *fresh, len % block_size_});
+    release_block(shared);  // stays referenced by the other holder(s)
+    s.table.back() = *fresh;
+  }
+  while (static_cast<std::int64_t>(s.table.size()) < ceil_div(n_tokens, block_size_)) {
+    const auto b = allocate_block();
+    assert(b);
+    s.table.push_back(*b);
+  }
 }
 
 Status SequenceCache::append(SeqId seq, std::span<const TokenId> tokens) {
@@ -139,23 +170,9 @@ Status SequenceCache::append(SeqId seq, std::span<const TokenId> tokens) {
     return make_error("kv cache: appending " + std::to_string(tokens.size()) + " tokens to " + seq_name(seq) +
                       " needs " + std::to_string(needed) + " blocks, " + std::to_string(n_available_blocks()) +
                       " available");
-  const std::int64_t len = static_cast<std::int64_t>(s->tokens.size());
-  if (len % block_size_ != 0 && pool_.ref_count(s->table.back()) > 1) {
-    // The partial last block is shared (fork): this sequence takes a private copy of its filled rows.
-    const BlockId shared = s->table.back();
-    const auto fresh = allocate_block();
-    assert(fresh);
-    ops_.block_copies.push_back(BlockCopy{shared, *fresh, len % block_size_});
-    release_block(shared);  // stays referenced by the other holder(s)
-    s->table.back() = *fresh;
-  }
-  const std::int64_t n_table = ceil_div(len + static_cast<std::int64_t>(tokens.size()), block_size_);
-  while (static_cast<std::int64_t>(s->table.size()) < n_table) {
-    const auto b = allocate_block();
-    assert(b);
-    s->table.push_back(*b);
-  }
+  make_room(*s, static_cast<std::int64_t>(s->tokens.size() + tokens.size()));
   s->tokens.insert(s->tokens.end(), tokens.begin(), tokens.end());
+  s->reserved = std::max<std::int64_t>(s->reserved - static_cast<std::int64_t>(tokens.size()), 0);
   return Status::success();
 }
 
@@ -183,6 +200,7 @@ Status SequenceCache::fork(SeqId parent, SeqId child) {
   const Sequence* p = find(parent);
   if (p == nullptr) return make_error("kv cache: fork of unknown " + seq_name(parent));
   if (contains(child)) return make_error("kv cache: fork target " + seq_name(child) + " already exists");
+  if (p->reserved > 0) return make_error("kv cache: fork of " + seq_name(parent) + " while it holds reserved room");
   if (p->n_computed != static_cast<std::int64_t>(p->tokens.size()))
     return make_error("kv cache: fork of " + seq_name(parent) + " before its " +
                       std::to_string(p->tokens.size() - static_cast<std::size_t>(p->n_computed)) +
@@ -253,9 +271,9 @@ Status SequenceCache::audit() const {
   std::vector<std::int32_t> refs(static_cast<std::size_t>(n), 0);
   for (const auto& [id, s] : seqs_) {
     const std::int64_t len = static_cast<std::int64_t>(s.tokens.size());
-    if (static_cast<std::int64_t>(s.table.size()) != ceil_div(len, block_size_))
-      return make_error("audit: " + seq_name(id) + " holds " + std::to_string(len) + " tokens in " +
-                        std::to_string(s.table.size()) + " blocks");
+    if (static_cast<std::int64_t>(s.table.size()) != ceil_div(len + s.reserved, block_size_))
+      return make_error("audit: " + seq_name(id) + " holds " + std::to_string(len) + " tokens and room for " +
+                        std::to_string(s.reserved) + " more in " + std::to_string(s.table.size()) + " blocks");
     if (s.n_computed < 0 || s.n_computed > len) return make_error("audit: " + seq_name(id) + " computed count");
     for (std::size_t i = 0; i < s.table.size(); ++i) {
       const BlockId b = s.table[i];

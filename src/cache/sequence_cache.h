@@ -53,6 +53,10 @@ class SequenceCache {
   // Appends token ids (a sampled token, or more prompt): allocates blocks when the last fills, copy-on-write when
   // the partial last block is shared (after a fork). Out of blocks: an error and no change.
   Status append(SeqId seq, std::span<const TokenId> tokens);
+  // Room for the K/V of n tokens not yet known (a step queued before its tokens are read back): the blocks, and the
+  // copy-on-write, that appending them would take, taken now; appending them later takes none. Out of blocks: an
+  // error and no change.
+  Status reserve(SeqId seq, std::int64_t n_tokens);
   // K/V of the first n_computed tokens are now written: full blocks among them enter the prefix cache.
   Status mark_computed(SeqId seq, std::int64_t n_computed);
   // A child sharing every block of a fully computed parent (n > 1 sampling); its state slot is a copy.
@@ -97,12 +101,16 @@ class SequenceCache {
     std::vector<BlockId> table;
     std::vector<TokenId> tokens;
     std::int64_t n_computed = 0;
+    std::int64_t reserved = 0;               // tokens of room past `tokens` that reserve() took
     std::int32_t n_hashed_blocks = 0;        // full computed blocks already offered to the prefix cache
     std::optional<PrefixCache::Link> chain;  // link of the last hashed block; nullopt: chain broken
     std::optional<StateSlot> state_slot;
   };
   // Matches the prompt's prefix without changing anything: the blocks and the link after them.
   std::vector<BlockId> match_prefix(std::span<const TokenId> prompt, PrefixCache::Link& link);
+  // Blocks for n_tokens in s's table (append's and reserve's): a private copy of a shared partial last block
+  // first (copy-on-write), then new blocks. The caller has checked that enough are available.
+  void make_room(Sequence& s, std::int64_t n_tokens);
   std::optional<BlockId> allocate_block();
   void release_block(BlockId id);
   const Sequence* find(SeqId seq) const;

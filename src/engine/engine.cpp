@@ -59,6 +59,13 @@ struct Engine::Impl {
   std::deque<std::unique_ptr<Sequence>> waiting;
   std::list<std::unique_ptr<Sequence>> running;
   std::uint64_t admissions = 0;
+  // A greedy decode step queued before the last one's picks were read (Executor::queue_decode, its tokens fed on
+  // the device), and the requests of its rows in order.
+  struct AheadStep {
+    QueuedDecode step;
+    std::vector<RequestId> ids;
+  };
+  std::optional<AheadStep> ahead;
 
   Impl(Executor& ex, const EngineConfig& cfg, SequenceCacheConfig cc) : executor(ex), config(cfg), cache(cc) {}
 
@@ -68,6 +75,21 @@ struct Engine::Impl {
   void release(Sequence& s);
   void preempt_youngest();
   bool schedule_and_run();
+  // Whether the greedy decode step over `members` (every running sequence) may be followed by their next step
+  // before its picks are read: nothing waits to be admitted, no row then passes max_tokens, and the blocks the rows'
+  // next tokens need are there to reserve.
+  bool may_queue_ahead(const std::vector<Sequence*>& members) const;
+  // The greedy decode `step` is queued, row rows[i] for members[i]: queues the members' next step first where
+  // `chain` and may_queue_ahead allow, then takes the picks and settles the rows.
+  void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+                     const std::vector<std::int64_t>& rows, bool chain);
+  // The step queued ahead: its rows still running take their picks (a finished or aborted row's is wasted).
+  void run_ahead();
+  // A row's token (or its failure) taken into its sequence: reported, finished, or grown by it.
+  void take_token(Sequence& s, Result<SampleResult>& sample, std::vector<Sequence*>& grew);
+  // After a step's tokens are taken: finished sequences leave, grown ones get the next token's slot (preempting
+  // where blocks run out), updates go out, stats are published.
+  void settle(const std::vector<Sequence*>& grew, std::int64_t step_sequences, std::int64_t step_tokens);
   void publish_stats(std::int64_t step_sequences, std::int64_t step_tokens);
   void recount_queued();
 };
@@ -213,6 +235,10 @@ void Engine::Impl::preempt_youngest() {
 
 // One step: decode rows and prefill chunks of the running sequences, then admissions, under the token budget.
 bool Engine::Impl::schedule_and_run() {
+  if (ahead) {
+    run_ahead();
+    return true;
+  }
   std::int64_t budget = config.max_batch_tokens;
   std::vector<Sequence*> members;
   // Admit from the front of the queue while a slot, the budget and the blocks allow.
@@ -260,6 +286,19 @@ bool Engine::Impl::schedule_and_run() {
     if (host) host_rows.push_back(row);
   }
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
+  // Greedy decode rows alone: queued, so that the rows' next step can go out before these picks are read.
+  const bool decode_only = host_rows.empty() && sampled.size() == members.size() &&
+                           std::all_of(batch.begin(), batch.end(), [](const SequenceStep& s) { return s.tokens.size() == 1; });
+  if (st.ok() && decode_only) {
+    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false);
+    if (queued.ok()) {
+      std::vector<std::int64_t> rows(members.size());
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
+      finish_decode(*queued, members, rows, members.size() == running.size());
+      return true;
+    }
+    st = queued.error();
+  }
   Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows) : Result<PickedStep>(st.error());
   if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
@@ -292,23 +331,30 @@ bool Engine::Impl::schedule_and_run() {
     s.computed += static_cast<std::int64_t>(batch[i].tokens.size());
     (void)cache.mark_computed(SeqId(s.id), s.computed);
     if (batch[i].logits == SequenceStep::Logits::none) continue;
-    Result<SampleResult>& sample = samples[row++];
-    if (!sample.ok()) {
-      finish(s, FinishReason::none, sample.error().message);
-      continue;
-    }
-    ++s.generated;
-    const FinishReason verdict =
-        finish_after_token(sample->token, s.generated, s.request.sampling, config.eos_token_ids);
-    if (!is_stop_token(sample->token, s.request.sampling, config.eos_token_ids))
-      s.pending.tokens.push_back({sample->token, sample->logprob, std::move(sample->top_logprobs)});
-    if (verdict != FinishReason::none) {
-      finish(s, verdict, "");
-      continue;
-    }
-    s.tokens.push_back(sample->token);
-    grew.push_back(&s);
+    take_token(s, samples[row++], grew);
   }
+  settle(grew, static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
+  return true;
+}
+
+void Engine::Impl::take_token(Sequence& s, Result<SampleResult>& sample, std::vector<Sequence*>& grew) {
+  if (!sample.ok()) {
+    finish(s, FinishReason::none, sample.error().message);
+    return;
+  }
+  ++s.generated;
+  const FinishReason verdict = finish_after_token(sample->token, s.generated, s.request.sampling, config.eos_token_ids);
+  if (!is_stop_token(sample->token, s.request.sampling, config.eos_token_ids))
+    s.pending.tokens.push_back({sample->token, sample->logprob, std::move(sample->top_logprobs)});
+  if (verdict != FinishReason::none) {
+    finish(s, verdict, "");
+    return;
+  }
+  s.tokens.push_back(sample->token);
+  grew.push_back(&s);
+}
+
+void Engine::Impl::settle(const std::vector<Sequence*>& grew, std::int64_t step_sequences, std::int64_t step_tokens) {
   running.remove_if([](const auto& s) { return s->pending.finished; });
   // 2. Each new token's K/V is written next step, so it needs a slot now. Out of blocks: preempt the youngest
   // (possibly the sequence itself, which then waits with its token in its list and is recomputed).
@@ -322,8 +368,89 @@ bool Engine::Impl::schedule_and_run() {
       s->on_update(s->pending);
       s->pending.tokens.clear();
     }
-  publish_stats(static_cast<std::int64_t>(batch.size()), config.max_batch_tokens - budget);
-  return true;
+  publish_stats(step_sequences, step_tokens);
+}
+
+bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) const {
+  if (!waiting.empty() || members.size() != running.size()) return false;
+  std::int64_t blocks = 0;
+  for (const Sequence* s : members) {
+    if (s->generated + 2 > s->request.sampling.max_tokens) return false;
+    blocks += cache.blocks_needed_to_append(SeqId(s->id), 1);
+  }
+  return blocks <= cache.n_available_blocks();
+}
+
+void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+                                 const std::vector<std::int64_t>& rows, bool chain) {
+  const auto n = static_cast<std::int64_t>(members.size());
+  std::optional<AheadStep> next;
+  if (chain && may_queue_ahead(members)) {
+    // Each row's next token, the pick now being made, at the position after its last, in room reserved for it (the
+    // block its append will find taken); copies-on-write go out before the step that writes there.
+    Status st = Status::success();
+    for (const Sequence* s : members)
+      if (st.ok()) st = cache.reserve(SeqId(s->id), 1);
+    if (st.ok()) st = executor.copy_blocks(cache.take_ops().block_copies);
+    std::vector<SequenceStep> batch;
+    AheadStep a;
+    for (const Sequence* s : members) {
+      batch.push_back({{}, static_cast<std::int64_t>(s->tokens.size()), cache.block_table(SeqId(s->id)),
+                       SequenceStep::Logits::last});
+      a.ids.push_back(s->id);
+    }
+    // Not queued (an error): the rows go on one step at a time (the room stays theirs until their next append); a
+    // device fault surfaces in the wait below.
+    if (st.ok()) {
+      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true); queued.ok()) {
+        a.step = *queued;
+        next = std::move(a);
+      }
+    }
+  }
+  auto picks = executor.wait_decode(step);
+  if (!picks.ok()) {
+    if (next) (void)executor.wait_decode(next->step);  // fed a failed step's picks: dropped
+    for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + picks.error().message);
+    running.remove_if([](const auto& s) { return s->pending.finished; });
+    publish_stats(n, n);
+    return;
+  }
+  std::vector<Sequence*> grew;
+  for (std::int64_t i = 0; i < n; ++i) {
+    Sequence& s = *members[i];
+    s.computed += 1;
+    (void)cache.mark_computed(SeqId(s.id), s.computed);
+    const std::int32_t* pick = picks->data<std::int32_t>() + 2 * rows[i];
+    Result<SampleResult> sample = s.sampler.take_argmax(pick[0], pick[1]);
+    take_token(s, sample, grew);
+  }
+  if (next) {
+    ahead = std::move(next);
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.ahead_steps;
+  }
+  settle(grew, n, n);
+}
+
+void Engine::Impl::run_ahead() {
+  const AheadStep a = std::move(*ahead);
+  ahead.reset();
+  std::vector<Sequence*> members;
+  std::vector<std::int64_t> rows;
+  for (size_t r = 0; r < a.ids.size(); ++r) {
+    auto it = std::find_if(running.begin(), running.end(), [&](const auto& s) { return s->id == a.ids[r]; });
+    if (it == running.end()) continue;
+    members.push_back(it->get());
+    rows.push_back(static_cast<std::int64_t>(r));
+  }
+  if (members.empty()) {  // every row finished or aborted: the step's work is wasted, its wait still due
+    (void)executor.wait_decode(a.step);
+    publish_stats(0, 0);  // the running count as it now is (drain() waits for it)
+    return;
+  }
+  // The next step is fed row for row: only where every row is still there.
+  finish_decode(a.step, members, rows, members.size() == a.ids.size());
 }
 
 void Engine::Impl::recount_queued() {
@@ -360,6 +487,7 @@ void Engine::Impl::loop() {
     }
     publish_stats(0, 0);
   }
+  if (ahead) (void)executor.wait_decode(ahead->step);  // its picks land in host memory the executor may free
   // Stopping: whatever is left fails with a clear message.
   for (auto& s : running) finish(*s, FinishReason::none, "the engine stopped");
   for (auto& s : waiting) finish(*s, FinishReason::none, "the engine stopped");

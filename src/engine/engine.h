@@ -7,6 +7,12 @@
 // and none is free, the most recently admitted sequence is preempted: its blocks are released (full ones stay in
 // the prefix cache) and it goes back to the front of the queue, to be recomputed from prompt + generated tokens.
 // Output is unchanged by preemption: sampling draws are keyed by (seed, output position).
+//
+// A step of greedy decode rows alone, nothing waiting, is followed at once by the same rows' next step, queued
+// before this one's picks are read and fed them on the device (Executor::queue_decode), where no row then reaches
+// max_tokens and the blocks for the rows' next tokens can be reserved (SequenceCache::reserve): the GPU runs it while
+// the host samples, finishes and reports. A row that finishes (EOS, abort) wastes its queued next row, whose K/V
+// lands in its own reserved slot, freed with it.
 #pragma once
 
 #include <chrono>
@@ -69,6 +75,7 @@ struct EngineStats {
   std::int64_t prefix_prompt_tokens = 0, prefix_hit_tokens = 0;  // hit rate = hit / prompt
   std::int64_t steps = 0, step_tokens = 0, preemptions = 0;
   std::int64_t last_step_sequences = 0, max_step_sequences = 0;  // batching evidence
+  std::int64_t ahead_steps = 0;  // decode steps queued before the last step's picks were read
 };
 
 class Engine {

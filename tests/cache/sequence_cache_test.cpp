@@ -60,6 +60,42 @@ TEST(SequenceCache, running_out_of_blocks_is_an_error_that_changes_nothing) {
   expect_sound(cache);
 }
 
+// reserve: room for a token not yet known takes the block its append would, now; the append then takes none. Out of
+// blocks it changes nothing; a sequence holding room cannot fork; free returns the room's block too.
+TEST(SequenceCache, reserved_room_takes_the_next_tokens_block_before_its_token_is_appended) {
+  SequenceCache cache({.n_blocks = 3, .block_size = 4});
+  ASSERT_TRUE(cache.allocate(1, range(0, 4)).ok());  // one full block: the next token needs another
+  ASSERT_TRUE(cache.mark_computed(1, 4).ok());
+  EXPECT_EQ(cache.blocks_needed_to_append(1, 1), 1);
+  ASSERT_TRUE(cache.reserve(1, 1).ok());
+  EXPECT_EQ(cache.block_table(1).size(), 2u);
+  EXPECT_EQ(cache.n_free_blocks(), 1);
+  EXPECT_EQ(cache.n_tokens(1), 4);
+  EXPECT_EQ(cache.blocks_needed_to_append(1, 1), 0);
+  expect_sound(cache);
+  const Status fork = cache.fork(1, 2);
+  ASSERT_FALSE(fork.ok());
+  EXPECT_NE(fork.error().message.find("reserved room"), std::string::npos) << fork.error().message;
+  const auto table = table_of(cache, 1);
+  ASSERT_TRUE(cache.append(1, range(4, 1)).ok());  // into the reserved block: nothing more taken
+  EXPECT_EQ(table_of(cache, 1), table);
+  EXPECT_EQ(cache.n_free_blocks(), 1);
+  expect_sound(cache);
+  ASSERT_TRUE(cache.reserve(1, 3).ok());  // positions 5-7: inside the same block
+  EXPECT_EQ(cache.n_free_blocks(), 1);
+  ASSERT_TRUE(cache.reserve(1, 4).ok());  // position 8: the last free block
+  EXPECT_EQ(cache.n_free_blocks(), 0);
+  const Status full = cache.reserve(1, 8);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.error().message.find("sequence 1"), std::string::npos) << full.error().message;
+  EXPECT_EQ(cache.block_table(1).size(), 3u);
+  expect_sound(cache);
+  ASSERT_TRUE(cache.free(1).ok());
+  EXPECT_EQ(cache.n_available_blocks(), 3);  // the computed first block parked in the prefix cache, two free
+  EXPECT_EQ(cache.n_free_blocks(), 2);
+  expect_sound(cache);
+}
+
 TEST(SequenceCache, freeing_a_sequence_returns_all_its_blocks) {
   SequenceCache cache({.n_blocks = 4, .block_size = 2, .prefix_caching = false});
   ASSERT_TRUE(cache.allocate(1, range(0, 7)).ok());

@@ -11,11 +11,15 @@
 #include <mutex>
 #include <optional>
 
+#include "engine/engine_test_util.h"
 #include "model/greedy.h"
 #include "model/load.h"
 
 namespace day0 {
 namespace {
+
+using enginetest::Collector;
+using enginetest::greedy_request;
 
 const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
 
@@ -42,39 +46,6 @@ std::vector<std::int32_t> solo_greedy(const std::vector<std::int32_t>& p, int n)
   auto r = greedy_generate(*m->executor, p, n);
   EXPECT_TRUE(r.ok());
   return r->tokens;
-}
-
-// Collects every request's updates; wait() blocks until all submitted requests finished.
-class Collector {
- public:
-  UpdateFn sink(int key) {
-    return [this, key](const RequestUpdate& u) {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& t : u.tokens) tokens_[key].push_back(t.token);
-      if (u.finished) {
-        final_[key] = u;
-        cv_.notify_all();
-      }
-    };
-  }
-  void wait(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return final_.size() >= n; });
-  }
-  std::map<int, std::vector<std::int32_t>> tokens_;
-  std::map<int, RequestUpdate> final_;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
-
-GenerateRequest greedy_request(std::vector<std::int32_t> p, int max_tokens) {
-  GenerateRequest r;
-  r.prompt = std::move(p);
-  r.sampling.temperature = 0;
-  r.sampling.max_tokens = max_tokens;
-  return r;
 }
 
 void expect_each_equals_solo(std::int64_t pool, const EngineConfig& cfg, const std::vector<std::vector<std::int32_t>>& prompts,
@@ -107,6 +78,40 @@ TEST(Engine, concurrent_greedy_requests_share_steps_and_each_equals_its_solo_run
   EngineStats st;
   expect_each_equals_solo(1024, cfg, prompts, 10, &st);
   EXPECT_GT(st.max_step_sequences, 1) << "requests were never batched together";
+  EXPECT_GT(st.ahead_steps, 0) << "no decode step was queued ahead";
+}
+
+// A row that stops on an EOS token while its next step is already queued (launched ahead) wastes that row: the
+// request still ends at the EOS with the solo run's tokens before it, the other request in those steps gets its
+// solo tokens, and every block comes back.
+TEST(Engine, a_request_ending_on_eos_while_its_next_step_is_queued_ahead_ends_there) {
+  const std::vector<std::int32_t> p = prompt(6, 7), other = prompt(9, 8);
+  const int n = 16;
+  const std::vector<std::int32_t> solo = solo_greedy(p, n);
+  // The EOS: an output token not seen before it, far enough in that steps were queued ahead by then.
+  int at = -1;
+  for (int i = 4; i < n && at < 0; ++i)
+    if (std::find(solo.begin(), solo.begin() + i, solo[i]) == solo.begin() + i) at = i;
+  ASSERT_GE(at, 0) << "no output token of the solo run is new past the fourth";
+  LoadedModel m = load(1024);
+  EngineConfig cfg;
+  cfg.eos_token_ids = {solo[at]};
+  auto engine = Engine::create(*m.executor, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.error().message;
+  Collector c;
+  ASSERT_TRUE((*engine)->submit(greedy_request(p, n), c.sink(0)).ok());
+  ASSERT_TRUE((*engine)->submit(greedy_request(other, n), c.sink(1)).ok());
+  c.wait(2);
+  EXPECT_EQ(c.tokens_[0], std::vector<std::int32_t>(solo.begin(), solo.begin() + at));  // the EOS is not output
+  EXPECT_EQ(c.final_[0].reason, FinishReason::stop);
+  EXPECT_EQ(c.final_[0].completion_tokens, at + 1);
+  const std::vector<std::int32_t> other_solo = solo_greedy(other, n);
+  const auto eos = std::find(other_solo.begin(), other_solo.end(), solo[at]);
+  EXPECT_EQ(c.tokens_[1], std::vector<std::int32_t>(other_solo.begin(), eos));
+  (*engine)->drain();
+  const EngineStats st = (*engine)->stats();
+  EXPECT_GT(st.ahead_steps, 0);
+  EXPECT_EQ(st.kv_blocks_used, 0);
 }
 
 TEST(Engine, prompts_longer_than_the_step_budget_prefill_in_chunks) {
