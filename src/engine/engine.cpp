@@ -372,7 +372,7 @@ void Engine::Impl::settle(const std::vector<Sequence*>& grew, std::int64_t step_
 }
 
 bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) const {
-  if (!waiting.empty() || members.size() != running.size()) return false;
+  if (!config.launch_ahead || !waiting.empty() || members.size() != running.size()) return false;
   std::int64_t blocks = 0;
   for (const Sequence* s : members) {
     if (s->generated + 2 > s->request.sampling.max_tokens) return false;

@@ -38,6 +38,7 @@ struct EngineConfig {
   int max_waiting = 256;                // queued requests beyond which submit() refuses (HTTP 429)
   bool prefix_caching = true;
   std::vector<std::int32_t> eos_token_ids;
+  bool launch_ahead = true;  // greedy decode steps queued before the last one's picks are read (above)
 };
 
 struct GenerateRequest {

@@ -81,6 +81,16 @@ TEST(Engine, concurrent_greedy_requests_share_steps_and_each_equals_its_solo_run
   EXPECT_GT(st.ahead_steps, 0) << "no decode step was queued ahead";
 }
 
+TEST(Engine, without_launch_ahead_every_step_is_waited_for_and_the_tokens_are_the_same) {
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) prompts.push_back(prompt(4 + 6 * i, 20 + i));
+  EngineConfig cfg;
+  cfg.launch_ahead = false;
+  EngineStats st;
+  expect_each_equals_solo(1024, cfg, prompts, 10, &st);
+  EXPECT_EQ(st.ahead_steps, 0);
+}
+
 // A row that stops on an EOS token while its next step is already queued (launched ahead) wastes that row: the
 // request still ends at the EOS with the solo run's tokens before it, the other request in those steps gets its
 // solo tokens, and every block comes back.

@@ -94,6 +94,7 @@ struct ServeCommandOptions {
   std::uint64_t kv_memory = 0;          // > 0: size the pool from this many bytes instead
   std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
   bool no_prefix_caching = false;
+  bool no_launch_ahead = false;         // each greedy decode step waited for before the next is queued
   std::string api_key;                  // also DAY0_API_KEY
   std::vector<std::string> served_model_names;  // default: the directory's name
   std::string chat_template;            // a Jinja file replacing the model's (or supplying a missing one)

@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
   sv->add_option("--max-model-len", serve.max_model_len, "Context length (prompt + output); default: the model's")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
   sv->add_flag("--no-prefix-caching", serve.no_prefix_caching, "Do not reuse KV blocks of shared prompt prefixes");
+  sv->add_flag("--no-launch-ahead", serve.no_launch_ahead,
+               "Wait for each greedy decode step before queuing the next (default: the next step is queued before "
+               "this one's picks are read, fed them on the device)");
   sv->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY' (also env DAY0_API_KEY)");
   sv->add_option("--served-model-name", serve.served_model_names, "Model name(s) clients use (default: DIR's name)");
   sv->add_option("--chat-template", serve.chat_template, "Jinja chat template file (replaces the model's)");
