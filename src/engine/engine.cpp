@@ -287,8 +287,9 @@ bool Engine::Impl::schedule_and_run() {
   }
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
   // Greedy decode rows alone: queued, so that the rows' next step can go out before these picks are read.
-  const bool decode_only = host_rows.empty() && sampled.size() == members.size() &&
-                           std::all_of(batch.begin(), batch.end(), [](const SequenceStep& s) { return s.tokens.size() == 1; });
+  const auto one_token = [](const SequenceStep& s) { return s.tokens.size() == 1; };
+  const bool decode_only =
+      host_rows.empty() && sampled.size() == members.size() && std::all_of(batch.begin(), batch.end(), one_token);
   if (st.ok() && decode_only) {
     auto queued = executor.queue_decode(batch, /*fed_tokens=*/false);
     if (queued.ok()) {
