@@ -4,7 +4,7 @@
 // distinct requests: a shared one would be read from L2) and private blocks for the tokens it decodes; the KV
 // pool takes what the points need or what fits, and a point needing more rows than it holds is reported skipped.
 // A decode step returns each row's greedy pick (StepOutput::greedy), as the engine's steps do where every row
-// decodes greedily, and is queued before the last one's picks are read, fed them on the device (as day0 run decodes;
+// decodes greedily, and is queued before the last one's picks are read, fed them on the device (as run and serve do;
 // --decode-wait-each waits for each step first); --decode-logits returns the logits instead (sampling on the host: at
 // batch 64 and gpt-oss's vocabulary, 51 MB a step over PCIe). A step's time is a run of steps' over their number.
 // Prints a table and, with --json, writes the figures.

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
               "each row made on the device, as the engine's steps where every row decodes greedily)");
   b->add_flag("--decode-wait-each", bench.decode_wait_each,
               "Greedy decode steps each waited for before the next is queued (default: each queued before the last "
-              "one's picks reach the host, fed them on the device, as day0 run decodes)");
+              "one's picks reach the host, fed them on the device, as day0 run and serve decode)");
   b->add_flag("--expert-load", bench.expert_load,
               "After each prefill size one more prefill, with each MoE layer's load: tokens an expert (least, median, "
               "most) and the tiles they fill in the FP8 expert GEMM");
