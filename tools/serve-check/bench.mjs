@@ -1,6 +1,7 @@
 // Load benchmark (not a test): N concurrent clients, each a loop of streamed completions with the official openai
 // client, at several concurrency levels. Reports requests/s, output tokens/s, and p50/p99 time to first token and
-// inter-token latency as the clients see them, plus the largest batch the engine ran (from /metrics).
+// inter-token latency as the clients see them, plus the largest batch the engine ran and the server's own mean time to
+// first token (from /metrics).
 // Usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--model-dir DIR]
 //        [--backend cpu|cuda] [--url URL (an already running server; DAY0_API_KEY is used as its key)] [--json]
 //        [--sampled-every K (every K-th client samples at temperature 1 instead of decoding greedily: mixed steps)]
@@ -62,8 +63,16 @@ async function one(client, prompt, maxTokens, temperature, stats) {
   stats.requests++;
 }
 
+// The server's own time to first token (its /metrics histogram's sum and count): over a level, the mean from
+// arrival to first token without the client's side, which a saturated client would add to what it measures.
+async function serverTtft(url) {
+  const name = "day0_time_to_first_token_seconds";
+  return { sum: await metric(url, `${name}_sum`), count: await metric(url, `${name}_count`) };
+}
+
 async function level(url, key, model, clients, rounds, maxTokens, sampledEvery) {
   const stats = { model, requests: 0, tokens: 0, ttft: [], itl: [] };
+  const before = await serverTtft(url);
   const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 });
   const t0 = performance.now();
   await Promise.all(
@@ -74,11 +83,13 @@ async function level(url, key, model, clients, rounds, maxTokens, sampledEvery) 
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
+  const after = await serverTtft(url);
   const sorted = (a) => [...a].sort((x, y) => x - y);
   const ttft = sorted(stats.ttft), itl = sorted(stats.itl);
   return {
     clients, requests: stats.requests, seconds, requests_per_s: stats.requests / seconds, output_tokens_per_s: stats.tokens / seconds,
     ttft_p50_ms: percentile(ttft, 50), ttft_p99_ms: percentile(ttft, 99), itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99),
+    server_ttft_mean_ms: (1000 * (after.sum - before.sum)) / (after.count - before.count),
     max_step_sequences: await metric(url, "day0_engine_max_step_sequences"),
   };
 }
@@ -106,9 +117,11 @@ if (o.json) {
   console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
               `${o.rounds} requests per client, streamed, ` +
               (o.sampledEvery > 0 ? `one client in ${o.sampledEvery} sampled at temperature 1, the rest greedy` : "greedy"));
-  console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch");
+  console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch" +
+              "  server TTFT mean ms");
   for (const r of rows)
     console.log(`${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(5)}  ` +
                 `${f(r.output_tokens_per_s).padStart(9)}  ${f(r.ttft_p50_ms).padStart(11)}  ${f(r.ttft_p99_ms).padStart(11)}  ` +
-                `${f(r.itl_p50_ms).padStart(10)}  ${f(r.itl_p99_ms).padStart(10)}  ${String(r.max_step_sequences).padStart(9)}`);
+                `${f(r.itl_p50_ms).padStart(10)}  ${f(r.itl_p99_ms).padStart(10)}  ${String(r.max_step_sequences).padStart(9)}` +
+                `  ${f(r.server_ttft_mean_ms).padStart(19)}`);
 }
