@@ -76,9 +76,9 @@ struct Engine::Impl {
   void preempt_youngest();
   bool schedule_and_run();
   // Whether the greedy decode step over `members` (every running sequence) may be followed by their next step
-  // before its picks are read: nothing waits to be admitted, no row then passes max_tokens, and the blocks the rows'
-  // next tokens need are there to reserve.
-  bool may_queue_ahead(const std::vector<Sequence*>& members) const;
+  // before its picks are read: nothing waits to be admitted (or was submitted meanwhile), no row then passes
+  // max_tokens, and the blocks the rows' next tokens need are there to reserve.
+  bool may_queue_ahead(const std::vector<Sequence*>& members);
   // The greedy decode `step` is queued, row rows[i] for members[i]: queues the members' next step first where
   // `chain` and may_queue_ahead allow, then takes the picks and settles the rows.
   void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
@@ -372,8 +372,12 @@ void Engine::Impl::settle(const std::vector<Sequence*>& grew, std::int64_t step_
   publish_stats(step_sequences, step_tokens);
 }
 
-bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) const {
+bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
   if (!config.launch_ahead || !waiting.empty() || members.size() != running.size()) return false;
+  {  // a request submitted since the step began is admitted at the next step, not after one more queued ahead
+    std::lock_guard<std::mutex> lock(mu);
+    if (!inbox.empty()) return false;
+  }
   std::int64_t blocks = 0;
   for (const Sequence* s : members) {
     if (s->generated + 2 > s->request.sampling.max_tokens) return false;
