@@ -227,12 +227,11 @@ class Executor {
   Tensor graph_ids_, graph_positions_, graph_slots_, graph_q_seq_, graph_tables_;
   std::int64_t graph_table_width_ = 0, graph_region_ = 0;  // table columns; i32 per input region
   BlockId pad_block_ = -1;
-  // The last queue_decode, for the fed tokens of the next: its rows, its picks, and whether they also went into
-  // graph_ids_ on the device.
+  // The last queue_decode, for the fed tokens of the next: its rows and its picks (a queued one, replayed through a
+  // graph, also wrote them into graph_ids_ on the device).
   struct LastDecode {
     std::int64_t rows = 0;
     QueuedDecode step;
-    bool ids_on_device = false;
   };
   std::optional<LastDecode> last_decode_;
 };

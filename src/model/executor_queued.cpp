@@ -28,7 +28,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     D0_RETURN_IF_ERROR(check_sequence(b, s, 1));
   }
   const StepGraph* g = graph_for(n);
-  const bool ids_on_device = fed_tokens && g && last_decode_->ids_on_device;
+  const bool ids_on_device = fed_tokens && g && last_decode_->step.queued;
   // Fed tokens the device does not hold: the last step's picks, read on the host.
   std::vector<std::int32_t> fed(fed_tokens && !ids_on_device ? n : 0);
   std::vector<SequenceStep> steps(batch.begin(), batch.end());
@@ -43,7 +43,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     RowLogits none;
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));
     QueuedDecode done{picks, {}, false};
-    last_decode_ = LastDecode{n, done, false};
+    last_decode_ = LastDecode{n, done};
     return done;
   }
   last_decode_.reset();
@@ -59,7 +59,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
   D0_ASSIGN_OR_RETURN(queued.picks, ops_.start_download(picks));
   D0_ASSIGN_OR_RETURN(queued.fence, ops_.queue_fence());
   queued.queued = true;
-  last_decode_ = LastDecode{n, queued, true};
+  last_decode_ = LastDecode{n, queued};
   return queued;
 }
 
