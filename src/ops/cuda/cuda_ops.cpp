@@ -57,8 +57,9 @@ Result<std::unique_ptr<CudaOps>> CudaOps::create(const BackendOptions& options) 
   co.arena_bytes = budget;
   D0_ASSIGN_OR_RETURN(ops->ctx_, CudaContext::create(co));
   ops->gemms_ = std::make_unique<MoeGemms>(*ops->ctx_);
-  D0_ASSIGN_OR_RETURN(ops->error_flag_, ops->ctx_->arena().allocate({1}, DType::i32, "error flag"));
-  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->error_flag_.raw(), 0, sizeof(std::int32_t), ops->ctx_->stream()));
+  D0_ASSIGN_OR_RETURN(ops->fault_flags_, ops->ctx_->arena().allocate({2}, DType::i32, "fault flags"));
+  D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(ops->fault_flags_.raw(), 0, ops->fault_flags_.nbytes(), ops->ctx_->stream()));
+  ops->error_flag_ = ops->fault_flags_.slice_rows(0, 1);
   D0_ASSIGN_OR_RETURN(ops->router_counters_,
                       ops->ctx_->arena().allocate({kLinearSmallRouterSlices}, DType::u32, "router counters"));
   D0_CUDA_RETURN_IF_ERROR(
@@ -100,7 +101,7 @@ Status CudaOps::plan(const OpsPlan& plan) {
     shape.batch_invariant = true;
   }
   if (ctx_->arena().used_bytes() != persistent_end_) return make_error("cuda: plan() while step scratch is live");
-  D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape));
+  D0_ASSIGN_OR_RETURN(MoeWorkspace ws, MoeWorkspace::plan(ctx_->arena(), shape, fault_flags_.slice_rows(1, 2)));
   persistent_by_use_["moe workspace"] += ws.device_bytes;
   moe_ = std::move(ws);
   persistent_end_ = ctx_->arena().used_bytes();
@@ -253,12 +254,9 @@ Status CudaOps::copy(const Tensor& src, Tensor& dst) {
 }
 
 Status CudaOps::queue_flag_copies(std::int32_t* into) {
-  into[0] = into[1] = 0;
+  // One copy for both (each small copy costs a step ~2 us of copy-engine latency between graphs).
   D0_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(&into[0], error_flag_.raw(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, ctx_->stream()));
-  if (moe_)
-    D0_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&into[1], moe_->error_flag.raw(), sizeof(std::int32_t),
-                                            cudaMemcpyDeviceToHost, ctx_->stream()));
+      cudaMemcpyAsync(into, fault_flags_.raw(), fault_flags_.nbytes(), cudaMemcpyDeviceToHost, ctx_->stream()));
   return Status::success();
 }
 
@@ -292,8 +290,7 @@ Status CudaOps::synchronize() {
   D0_RETURN_IF_ERROR(ctx_->synchronize());
   if (!closed_spans_.empty()) resolve_spans();
   if (flags[0] || flags[1]) {
-    D0_CUDA_RETURN_IF_ERROR(cudaMemset(error_flag_.raw(), 0, sizeof(std::int32_t)));
-    if (moe_) D0_CUDA_RETURN_IF_ERROR(cudaMemset(moe_->error_flag.raw(), 0, sizeof(std::int32_t)));
+    D0_CUDA_RETURN_IF_ERROR(cudaMemset(fault_flags_.raw(), 0, fault_flags_.nbytes()));
     return make_error(flags[0]
                           ? "cuda: a token id outside the vocabulary or a KV slot outside the pool reached a kernel"
                           : "cuda: an expert id outside [0, E) reached the MoE kernels");

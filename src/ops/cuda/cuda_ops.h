@@ -139,6 +139,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<MoeGemms> gemms_;  // bf16 for every dense matmul, bf16 or fp8 for the experts
   std::optional<MoeWorkspace> moe_;
+  Tensor fault_flags_;                      // i32 [2]: error_flag_, then the MoE workspace's (one copy reads both)
   Tensor error_flag_;                       // i32 [1]: a kernel saw an id out of range since the last sync
   Tensor router_counters_;                  // u32 [kLinearSmallRouterSlices], zero between router launches
   std::shared_ptr<void> flags_host_;        // pinned i32 [2]: error_flag_ and the MoE's, read at synchronize

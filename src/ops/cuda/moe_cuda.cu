@@ -106,7 +106,7 @@ Status check_expert_compute(ExpertStorage storage, ExpertCompute compute) {
                     std::string(expert_compute_name(stored)) + ", not " + std::string(expert_compute_name(compute)));
 }
 
-Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceShape& s) {
+Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceShape& s, Tensor error_flag) {
   if (s.n_experts <= 0 || s.k <= 0 || s.k > s.n_experts || s.hidden <= 0 || s.intermediate <= 0 || s.max_tokens <= 0 ||
       s.hidden % 32 != 0 || s.intermediate % 32 != 0)
     return make_error("MoeWorkspace::plan: need E > 0, 0 < k <= E, max_tokens > 0 and H, I positive multiples of 32 "
@@ -123,7 +123,13 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
   D0_ASSIGN_OR_RETURN(ws.expert_ids, arena.allocate({ws.max_routed}, DType::i32, "moe workspace expert ids"));
   D0_ASSIGN_OR_RETURN(ws.rows, arena.allocate({A}, DType::i32, "moe workspace rows"));
   D0_ASSIGN_OR_RETURN(ws.route, arena.allocate({A}, DType::f32, "moe workspace route"));
-  D0_ASSIGN_OR_RETURN(ws.error_flag, arena.allocate({1}, DType::i32, "moe workspace error flag"));
+  if (error_flag.defined()) {
+    if (error_flag.dtype() != DType::i32 || error_flag.numel() != 1)
+      return make_error("MoeWorkspace::plan: the error flag must be i32 [1]");
+    ws.error_flag = error_flag;
+  } else {
+    D0_ASSIGN_OR_RETURN(ws.error_flag, arena.allocate({1}, DType::i32, "moe workspace error flag"));
+  }
   D0_ASSIGN_OR_RETURN(ws.gu, arena.allocate({T, 2 * I}, DType::f32, "moe workspace gate_up output"));
   D0_ASSIGN_OR_RETURN(ws.y, arena.allocate({T, H}, DType::f32, "moe workspace down output"));
   const std::int64_t R = ws.max_routed;

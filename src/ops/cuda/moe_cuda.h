@@ -119,8 +119,9 @@ struct MoeWorkspace {
   // Bytes this workspace took from the arena (for the memory report: once, not per layer).
   std::size_t device_bytes = 0;
 
-  // Carves everything from `arena`; call once at start-up.
-  static Result<MoeWorkspace> plan(DeviceArena& arena, const MoeWorkspaceShape& shape);
+  // Carves everything from `arena`; call once at start-up. A given `error_flag` (i32 [1]) is used instead of one
+  // of its own: CudaOps keeps both fault flags side by side, read in one copy.
+  static Result<MoeWorkspace> plan(DeviceArena& arena, const MoeWorkspaceShape& shape, Tensor error_flag = {});
 };
 
 // The arena bytes plan() takes for `shape`, found by planning into a bookkeeping-only arena: answerable without
