@@ -1,16 +1,22 @@
 // Load benchmark (not a test): N concurrent clients, each a loop of streamed completions with the official openai
 // client, at several concurrency levels. Reports requests/s, output tokens/s, and p50/p99 time to first token and
 // inter-token latency as the clients see them, plus the largest batch the engine ran and the server's own mean time to
-// first token (from /metrics).
+// first token (from /metrics). The clients run in several worker processes (one per 8 by default): one Node.js
+// process saturates at ~30 streaming clients of a fast server, and then its own event loop is what it measures.
 // Usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--model-dir DIR]
 //        [--backend cpu|cuda] [--url URL (an already running server; DAY0_API_KEY is used as its key)] [--json]
 //        [--sampled-every K (every K-th client samples at temperature 1 instead of decoding greedily: mixed steps)]
+//        [--serve-arg ARG ... (passed on to the server it starts, e.g. --serve-arg=--no-launch-ahead)]
+//        [--clients-per-process N (default 8)]
+import { fork } from "node:child_process";
+import { availableParallelism } from "node:os";
+import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import { bundledModel, metric, percentile, startServer } from "./lib.mjs";
 
 function options(argv) {
   const o = { levels: [1, 8, 32, 128], rounds: 2, maxTokens: 64, modelDir: bundledModel, backend: "cpu", url: null, json: false,
-              sampledEvery: 0 };
+              sampledEvery: 0, serveArgs: [], clientsPerProcess: 8 };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], next = () => argv[++i];
@@ -22,6 +28,9 @@ function options(argv) {
     else if (a === "--url") o.url = next();
     else if (a === "--json") o.json = true;
     else if (a === "--sampled-every") o.sampledEvery = Number(next());
+    else if (a === "--serve-arg") o.serveArgs.push(next());
+    else if (a === "--clients-per-process") o.clientsPerProcess = Number(next());
+    else if (a.startsWith("--serve-arg=")) o.serveArgs.push(a.slice("--serve-arg=".length));
     else rest.push(a);
   }
   o.bin = rest[0];
@@ -70,58 +79,100 @@ async function serverTtft(url) {
   return { sum: await metric(url, `${name}_sum`), count: await metric(url, `${name}_count`) };
 }
 
-async function level(url, key, model, clients, rounds, maxTokens, sampledEvery) {
-  const stats = { model, requests: 0, tokens: 0, ttft: [], itl: [] };
+// A worker process (bench.mjs --worker): takes its job (the level's settings and its client numbers) from the parent,
+// says "ready" once its client exists, runs on "go" and sends its stats back.
+function worker() {
+  process.once("message", async (job) => {
+    const client = new OpenAI({ apiKey: job.key, baseURL: `${job.url}/v1`, maxRetries: 0, timeout: 600_000 });
+    const stats = { model: job.model, requests: 0, tokens: 0, ttft: [], itl: [] };
+    process.send("ready");
+    await new Promise((res) => process.once("message", res));
+    await Promise.all(
+      job.clients.map(async (c) => {
+        const temperature = job.sampledEvery > 0 && c % job.sampledEvery === 0 ? 1 : 0;
+        for (let r = 0; r < job.rounds; r++)
+          await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], job.maxTokens, temperature, stats);
+      }),
+    );
+    process.send(stats, () => process.disconnect());
+  });
+}
+
+// Clients 0 .. clients - 1 dealt round-robin over the worker processes; timed from "go" to the last one's stats.
+async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, perProcess) {
+  const n = Math.max(1, Math.min(Math.ceil(clients / perProcess), availableParallelism()));
+  const workers = Array.from({ length: n }, () =>
+    fork(fileURLToPath(import.meta.url), ["--worker"], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
+  const next = (w) => new Promise((res, rej) => {
+    w.once("message", res);
+    w.once("exit", (code) => rej(new Error(`a benchmark worker exited (${code}) before it reported`)));
+  });
+  const ready = workers.map(next);
+  workers.forEach((w, i) => w.send({
+    url, key, model, rounds, maxTokens, sampledEvery,
+    clients: Array.from({ length: clients }, (_, c) => c).filter((c) => c % n === i),
+  }));
+  await Promise.all(ready);
   const before = await serverTtft(url);
-  const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 });
+  const done = workers.map(next);
   const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async (_, c) => {
-      const temperature = sampledEvery > 0 && c % sampledEvery === 0 ? 1 : 0;
-      for (let r = 0; r < rounds; r++)
-        await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], maxTokens, temperature, stats);
-    }),
-  );
+  for (const w of workers) w.send("go");
+  const parts = await Promise.all(done);
   const seconds = (performance.now() - t0) / 1000;
+  const stats = { requests: 0, tokens: 0, ttft: [], itl: [] };
+  for (const p of parts) {
+    stats.requests += p.requests;
+    stats.tokens += p.tokens;
+    for (const v of p.ttft) stats.ttft.push(v);
+    for (const v of p.itl) stats.itl.push(v);
+  }
   const after = await serverTtft(url);
   const sorted = (a) => [...a].sort((x, y) => x - y);
   const ttft = sorted(stats.ttft), itl = sorted(stats.itl);
   return {
-    clients, requests: stats.requests, seconds, requests_per_s: stats.requests / seconds, output_tokens_per_s: stats.tokens / seconds,
+    clients, processes: n, requests: stats.requests, seconds, requests_per_s: stats.requests / seconds, output_tokens_per_s: stats.tokens / seconds,
     ttft_p50_ms: percentile(ttft, 50), ttft_p99_ms: percentile(ttft, 99), itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99),
     server_ttft_mean_ms: (1000 * (after.sum - before.sum)) / (after.count - before.count),
     max_step_sequences: await metric(url, "day0_engine_max_step_sequences"),
   };
 }
 
-const o = options(process.argv.slice(2));
-const key = o.url ? process.env.DAY0_API_KEY ?? "unused" : "unused";
-const maxClients = Math.max(...o.levels);
-const server = o.url ? null : await startServer(o.bin, o.modelDir, [
-  "--backend", o.backend, "--max-running", String(Math.max(64, maxClients)), "--max-waiting", String(4 * maxClients),
-  "--max-connections", String(maxClients + 64), "--kv-tokens", String(Math.max(65536, maxClients * 256)),
-]);
-const url = o.url ?? server.url;
-const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
-const model = models.data[0].id;
-await level(url, key, model, 1, 1, 8, 0);  // warm the connection pool and the page cache
-const rows = [];
-for (const clients of o.levels) rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens, o.sampledEvery));
-if (server) await server.stop();
+if (process.argv[2] === "--worker") worker();
+else await main();
 
-const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
-if (o.json) {
-  console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds,
-                               sampled_every: o.sampledEvery, rows }, null, 1));
-} else {
-  console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
-              `${o.rounds} requests per client, streamed, ` +
-              (o.sampledEvery > 0 ? `one client in ${o.sampledEvery} sampled at temperature 1, the rest greedy` : "greedy"));
-  console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch" +
-              "  server TTFT mean ms");
-  for (const r of rows)
-    console.log(`${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(5)}  ` +
-                `${f(r.output_tokens_per_s).padStart(9)}  ${f(r.ttft_p50_ms).padStart(11)}  ${f(r.ttft_p99_ms).padStart(11)}  ` +
-                `${f(r.itl_p50_ms).padStart(10)}  ${f(r.itl_p99_ms).padStart(10)}  ${String(r.max_step_sequences).padStart(9)}` +
-                `  ${f(r.server_ttft_mean_ms).padStart(19)}`);
+async function main() {
+  const o = options(process.argv.slice(2));
+  const key = o.url ? process.env.DAY0_API_KEY ?? "unused" : "unused";
+  const maxClients = Math.max(...o.levels);
+  const server = o.url ? null : await startServer(o.bin, o.modelDir, [
+    "--backend", o.backend, "--max-running", String(Math.max(64, maxClients)), "--max-waiting", String(4 * maxClients),
+    "--max-connections", String(maxClients + 64), "--kv-tokens", String(Math.max(65536, maxClients * 256)),
+    ...o.serveArgs,
+  ]);
+  const url = o.url ?? server.url;
+  const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
+  const model = models.data[0].id;
+  await level(url, key, model, 1, 1, 8, 0, 1);  // warm the server's connections and the page cache
+  const rows = [];
+  for (const clients of o.levels)
+    rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens, o.sampledEvery, o.clientsPerProcess));
+  if (server) await server.stop();
+
+  const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
+  if (o.json) {
+    console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds,
+                                 sampled_every: o.sampledEvery, serve_args: o.serveArgs, rows }, null, 1));
+  } else {
+    console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
+                `${o.rounds} requests per client, streamed, ` +
+                (o.sampledEvery > 0 ? `one client in ${o.sampledEvery} sampled at temperature 1, the rest greedy` : "greedy") +
+                (o.serveArgs.length > 0 ? `, server args: ${o.serveArgs.join(" ")}` : ""));
+    console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch" +
+                "  server TTFT mean ms  processes");
+    for (const r of rows)
+      console.log(`${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${f(r.requests_per_s, 2).padStart(5)}  ` +
+                  `${f(r.output_tokens_per_s).padStart(9)}  ${f(r.ttft_p50_ms).padStart(11)}  ${f(r.ttft_p99_ms).padStart(11)}  ` +
+                  `${f(r.itl_p50_ms).padStart(10)}  ${f(r.itl_p99_ms).padStart(10)}  ${String(r.max_step_sequences).padStart(9)}` +
+                  `  ${f(r.server_ttft_mean_ms).padStart(19)}  ${String(r.processes).padStart(9)}`);
+  }
 }
