@@ -21,6 +21,7 @@
 #include "quant/mxfp4.h"
 #include "test_util/run_day0.h"
 #include "test_util/temp_dir.h"
+#include "tokenizer/tokenizer.h"
 
 namespace day0 {
 namespace {
@@ -359,12 +360,21 @@ TEST(SynthCli, writes_reports_and_refuses_bad_input_in_one_line) {
   EXPECT_NE(ok.err.find("synth "), std::string::npos) << ok.err;  // progress
   auto inspect = testing_util::run_day0({"inspect", out});
   EXPECT_EQ(inspect.exit_code, 0) << inspect.what;
+  // A synthetic tokenizer of the config's vocabulary (256 ids, no special ids in this config) beside it.
+  EXPECT_NE(ok.out.find("tokenizer  tokenizer.json (synthetic byte-level BPE, 256 ids, 0 of them special)"),
+            std::string::npos)
+      << ok.out;
+  auto tokenizer = Tokenizer::from_file((fs::path(out) / "tokenizer.json").string());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error().message;
+  EXPECT_EQ(tokenizer->vocab_size(), 256);
 
-  // A non-empty OUTDIR is refused unless --force; --force replaces the checkpoint (here: one file).
+  // A non-empty OUTDIR is refused unless --force; --force replaces the checkpoint (here: one file) and keeps a
+  // tokenizer.json that is there.
   expect_one_error(testing_util::run_day0({"synth", kTinyConfig, out}), "not empty");
   auto forced = testing_util::run_day0({"synth", kData + "/gpt_oss_tiny", out, "--force"});
   ASSERT_EQ(forced.exit_code, 0) << forced.what;
-  EXPECT_EQ(sorted_names(out), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(sorted_names(out), (std::vector<std::string>{"config.json", "model.safetensors", "tokenizer.json"}));
+  EXPECT_NE(forced.out.find("kept the tokenizer.json already there"), std::string::npos) << forced.out;
 
   // Unknown architecture, unreadable config, an OUTDIR that cannot be created, a zero shard size.
   json bad = json::parse(slurp(kTinyConfig));
