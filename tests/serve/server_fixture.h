@@ -29,6 +29,7 @@ inline const std::string kBundledModel = std::string(D0_TEST_DATA) + "/../../mod
 inline const std::string kChatTemplateFile = std::string(D0_TEST_DATA) + "/chat_templates/pycoder_comments.jinja";
 
 struct TestServerConfig {
+  std::string model_dir = kBundledModel;
   int max_running = 64;
   int max_waiting = 256;
   std::int64_t max_batch_tokens = 512;
@@ -45,7 +46,7 @@ class TestServer {
   static std::unique_ptr<TestServer> start(const TestServerConfig& c = {}) {
     auto t = std::unique_ptr<TestServer>(new TestServer());
     DeploymentOptions d;
-    d.dir = kBundledModel;
+    d.dir = c.model_dir;
     d.load.max_tokens = c.max_model_len;
     d.load.max_step_tokens = c.max_batch_tokens;
     d.load.kv_pool_tokens = c.kv_tokens;
