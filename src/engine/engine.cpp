@@ -39,6 +39,7 @@ struct Engine::Impl {
   Executor& executor;
   EngineConfig config;
   SequenceCache cache;
+  std::size_t vocab = static_cast<std::size_t>(executor.spec().vocab_size);
   // Rows of a step are sampled in parallel, one scratch per thread: at batch 64 and a 201k vocabulary one
   // thread spent longer checking and scanning the logits than the GPU spent on the step. The threads are started
   // once (starting and joining them every step cost more than small batches' sampling).
@@ -79,8 +80,12 @@ struct Engine::Impl {
   // before its picks are read: nothing waits to be admitted (or was submitted meanwhile), no row then passes
   // max_tokens, and the blocks the rows' next tokens need are there to reserve.
   bool may_queue_ahead(const std::vector<Sequence*>& members);
-  // The greedy decode `step` is queued, row rows[i] for members[i]: queues the members' next step first where
-  // `chain` and may_queue_ahead allow, then takes the picks and settles the rows.
+  // The draws of the members' next step where each row's token then comes from the device (its argmax, or a draw),
+  // whatever this step's tokens are; nullopt where one row needs its logits on the host.
+  std::optional<std::vector<TokenDraw>> ahead_draws(const std::vector<Sequence*>& members) const;
+  void count_draws(std::size_t n);
+  // The decode `step` (every row picked on the device) is queued, row rows[i] for members[i]: queues the members'
+  // next step first where `chain`, may_queue_ahead and ahead_draws allow, then takes the picks and settles the rows.
   void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
                      const std::vector<std::int64_t>& rows, bool chain);
   // The step queued ahead: its rows still running take their picks (a finished or aborted row's is wasted).
@@ -277,21 +282,30 @@ bool Engine::Impl::schedule_and_run() {
   std::vector<size_t> sampled;            // members with a logits row, in row order
   std::vector<std::int32_t> host_rows;    // of those rows, the ones a host sampler reads
   std::vector<std::int32_t> logits_of;    // by row: its place in host_rows, or -1 (it takes its pick)
+  std::vector<TokenDraw> draws;           // rows whose pick is drawn on the device
   for (size_t i = 0; i < members.size(); ++i) {
     if (batch[i].logits == SequenceStep::Logits::none) continue;
     const auto row = static_cast<std::int32_t>(sampled.size());
     sampled.push_back(i);
-    const bool host = !members[i]->sampler.argmax_only();
+    const Sampler& sampler = members[i]->sampler;
+    bool host = !sampler.argmax_only();
+    if (host && config.device_draws)
+      if (auto d = sampler.device_draw(row, vocab)) {
+        draws.push_back(*d);
+        host = false;
+      }
     logits_of.push_back(host ? static_cast<std::int32_t>(host_rows.size()) : -1);
     if (host) host_rows.push_back(row);
   }
+  count_draws(draws.size());
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
-  // Greedy decode rows alone: queued, so that the rows' next step can go out before these picks are read.
+  // Decode rows picked on the device alone (greedy or drawn): queued, so that the rows' next step can go out before
+  // these picks are read.
   const auto one_token = [](const SequenceStep& s) { return s.tokens.size() == 1; };
   const bool decode_only =
       host_rows.empty() && sampled.size() == members.size() && std::all_of(batch.begin(), batch.end(), one_token);
   if (st.ok() && decode_only) {
-    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false);
+    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws);
     if (queued.ok()) {
       std::vector<std::int64_t> rows(members.size());
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
@@ -300,7 +314,7 @@ bool Engine::Impl::schedule_and_run() {
     }
     st = queued.error();
   }
-  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows) : Result<PickedStep>(st.error());
+  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows, draws) : Result<PickedStep>(st.error());
   if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
     for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + step.error().message);
@@ -386,11 +400,30 @@ bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
   return blocks <= cache.n_available_blocks();
 }
 
+std::optional<std::vector<TokenDraw>> Engine::Impl::ahead_draws(const std::vector<Sequence*>& members) const {
+  std::vector<TokenDraw> draws;
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    const Sampler& sampler = members[r]->sampler;
+    if (sampler.argmax_only(/*ahead=*/1)) continue;
+    auto d = config.device_draws ? sampler.device_draw(static_cast<std::int32_t>(r), vocab, /*ahead=*/1) : std::nullopt;
+    if (!d) return std::nullopt;
+    draws.push_back(*d);
+  }
+  return draws;
+}
+
+void Engine::Impl::count_draws(std::size_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> lock(mu);
+  stats.device_draws += static_cast<std::int64_t>(n);
+}
+
 void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
                                  const std::vector<std::int64_t>& rows, bool chain) {
   const auto n = static_cast<std::int64_t>(members.size());
   std::optional<AheadStep> next;
-  if (chain && may_queue_ahead(members)) {
+  std::optional<std::vector<TokenDraw>> draws;  // the next step's, where every row is picked on the device
+  if (chain && may_queue_ahead(members) && (draws = ahead_draws(members))) {
     // Each row's next token, the pick now being made, at the position after its last, in room reserved for it (the
     // block its append will find taken); copies-on-write go out before the step that writes there.
     Status st = Status::success();
@@ -407,9 +440,10 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     // Not queued (an error): the rows go on one step at a time (the room stays theirs until their next append); a
     // device fault surfaces in the wait below.
     if (st.ok()) {
-      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true); queued.ok()) {
+      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, *draws); queued.ok()) {
         a.step = *queued;
         next = std::move(a);
+        count_draws(draws->size());
       }
     }
   }

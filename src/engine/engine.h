@@ -39,6 +39,10 @@ struct EngineConfig {
   bool prefix_caching = true;
   std::vector<std::int32_t> eos_token_ids;
   bool launch_ahead = true;  // greedy decode steps queued before the last one's picks are read (above)
+  // Rows sampled at a temperature alone (no top-k / top-p / min-p, penalty, bias or logprobs) drawn on the device
+  // (Ops::draw_tokens, the host sampler's draw bit for bit): two ids a row reach the host, not its logits, and such
+  // rows launch ahead as greedy ones do.
+  bool device_draws = true;
 };
 
 struct GenerateRequest {
@@ -77,6 +81,7 @@ struct EngineStats {
   std::int64_t steps = 0, step_tokens = 0, preemptions = 0;
   std::int64_t last_step_sequences = 0, max_step_sequences = 0;  // batching evidence
   std::int64_t ahead_steps = 0;  // decode steps queued before the last step's picks were read
+  std::int64_t device_draws = 0;  // sampled rows drawn on the device (EngineConfig::device_draws)
 };
 
 class Engine {

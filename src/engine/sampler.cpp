@@ -10,6 +10,7 @@
 
 #include "engine/philox.h"
 #include "ops/greedy_pick.h"
+#include "ops/token_draw.h"
 
 namespace day0 {
 namespace {
@@ -25,6 +26,11 @@ Status check_logits(std::span<const float> logits) {
   }
   if (!any_finite) return make_error("sampler: every logit is -inf");
   return Status::success();
+}
+
+// No penalty or bias applies whatever the history: what holds for the next token holds for those after it too.
+bool never_penalised(const SamplingParams& p) {
+  return p.logit_bias.empty() && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
 }
 
 }  // namespace
@@ -63,8 +69,9 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
   if (params_.is_greedy()) {
     result.token = greedy_pick(adjusted).token;              // greedy reads no random number
   } else if (keeps_every_token(params_, adjusted.size())) {  // temperature only: no candidate list
-    result.token =
-        draw_unfiltered(adjusted, params_.temperature, philox_uniform(seed_, output_.size()), scratch.weights);
+    const float m = *std::max_element(adjusted.begin(), adjusted.end());
+    result.token = draw_token(adjusted.data(), static_cast<std::int64_t>(adjusted.size()), m, inverse_temperature(),
+                              philox_uniform(seed_, output_.size()));
   } else {
     keep_candidates(adjusted, params_, scratch.candidates);
     result.token = draw_candidate(scratch.candidates, philox_uniform(seed_, output_.size()));
@@ -73,8 +80,15 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
   return finish(logits, result);
 }
 
-bool Sampler::argmax_only() const {
-  return params_.is_greedy() && !params_.logprobs && !penalties_apply(params_, history_);
+bool Sampler::argmax_only(std::uint64_t ahead) const {
+  return params_.is_greedy() && !params_.logprobs &&
+         (ahead == 0 ? !penalties_apply(params_, history_) : never_penalised(params_));
+}
+
+std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead) const {
+  const SamplingParams& p = params_;
+  if (p.is_greedy() || p.logprobs || !never_penalised(p) || !keeps_every_token(p, vocab)) return std::nullopt;
+  return TokenDraw{row, inverse_temperature(), philox_uniform(seed_, output_.size() + ahead)};
 }
 
 Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable) {

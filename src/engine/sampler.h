@@ -14,6 +14,7 @@
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
 #include "engine/token_filter.h"
+#include "ops/token_draw.h"
 
 namespace day0 {
 
@@ -28,7 +29,6 @@ struct SampleResult {
 struct SamplerScratch {
   std::vector<float> logits;
   std::vector<Candidate> candidates;
-  std::vector<float> weights;
 };
 
 // A seed for a request that did not set one: drawn once, from std::random_device.
@@ -48,10 +48,18 @@ class Sampler {
 
   // Whether the next token is the argmax of the raw logits and nothing else is read from them (greedy, no bias or
   // penalty that applies, no logprobs): then a pick made elsewhere (Ops::greedy_tokens) stands for sample().
-  bool argmax_only() const;
+  // With `ahead` > 0: the token that many steps after the next, whatever tokens come between (for a step queued before
+  // the last one's pick is taken): then no penalty may ever apply.
+  bool argmax_only(std::uint64_t ahead = 0) const;
   // Records such a pick as sample() would: `unusable` -1, or the id of a NaN or +inf logit, or -2 (every logit -inf
   // or none), which fail as sample() does.
   Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable);
+
+  // Where the token `ahead` steps after the next (0: the next) is a draw from softmax(logits / temperature) alone
+  // (sampled, no top-k / top-p / min-p that cuts a vocabulary of `vocab`, no penalty or bias, no logprobs): that
+  // draw's parameters for `row`, so that a draw made elsewhere (Ops::draw_tokens, token_draw.h) stands for sample().
+  // Its pick is then taken with take_argmax (the same checks; only the token is recorded).
+  std::optional<TokenDraw> device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead = 0) const;
 
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }
@@ -60,6 +68,7 @@ class Sampler {
  private:
   // The logprobs of the chosen token, and the token recorded in the history.
   SampleResult finish(std::span<const float> logits, SampleResult& result);
+  float inverse_temperature() const { return static_cast<float>(1.0 / params_.temperature); }
   SamplingParams params_;
   std::uint64_t seed_;
   TokenHistory history_;

@@ -152,14 +152,6 @@ bool keeps_every_token(const SamplingParams& params, std::size_t vocab) {
          params.min_p <= 0.0;
 }
 
-std::int32_t draw_unfiltered(std::span<const float> logits, double temperature, double u, std::vector<float>& weights) {
-  const WeightOf weight_of{max_logit(logits), static_cast<float>(1.0 / temperature)};
-  weights.resize(logits.size());
-  for (std::size_t i = 0; i < logits.size(); ++i) weights[i] = weight_of(logits[i]);  // vectorised
-  return static_cast<std::int32_t>(draw_index(
-      weights.size(), [&](std::size_t i) { return weights[i]; }, u));
-}
-
 std::int32_t draw_candidate(std::span<const Candidate> candidates, double u) {
   const std::int64_t i = draw_index(
       candidates.size(), [&](std::size_t j) { return candidates[j].weight; }, u);

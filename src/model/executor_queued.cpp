@@ -11,7 +11,8 @@
 
 namespace day0 {
 
-Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch, bool fed_tokens) {
+Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
+                                            const std::vector<TokenDraw>& draws) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
   if (n == 0) return make_error("queue_decode: empty batch");
   if (fed_tokens && (!last_decode_ || last_decode_->rows < n))
@@ -40,7 +41,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     }
   }
   if (!g) {
-    RowLogits none;
+    RowLogits none{{}, {}, draws};
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));
     QueuedDecode done{picks, {}, false};
     last_decode_ = LastDecode{n, done};
@@ -54,7 +55,9 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     return st.error();
   }
   Tensor picks = g->picks.slice_rows(0, n), ids = graph_ids_.slice_rows(0, n);
-  D0_RETURN_IF_ERROR(ops_.greedy_tokens(g->logits.slice_rows(0, n), picks, &ids));
+  const Tensor logits = g->logits.slice_rows(0, n);
+  D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, &ids));
+  D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, draws, picks, &ids));
   QueuedDecode queued;
   D0_ASSIGN_OR_RETURN(queued.picks, ops_.start_download(picks));
   D0_ASSIGN_OR_RETURN(queued.fence, ops_.queue_fence());

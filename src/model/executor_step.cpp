@@ -127,7 +127,8 @@ Status Executor::check_sequence(std::size_t b, const SequenceStep& s, std::int64
 }
 
 Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
-                                         std::span<const std::int32_t> sampled_rows) {
+                                         std::span<const std::int32_t> sampled_rows,
+                                         const std::vector<TokenDraw>& draws) {
   std::int64_t R = 0;
   for (const SequenceStep& s : batch)
     R += s.logits == SequenceStep::Logits::all ? static_cast<std::int64_t>(s.tokens.size())
@@ -142,7 +143,7 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
     for (std::int64_t r = 0; r < R; ++r) out.logits.push_back(all.slice_rows(r, r + 1));
     return out;
   }
-  RowLogits sampled{sampled_rows, {}};
+  RowLogits sampled{sampled_rows, {}, draws};
   D0_ASSIGN_OR_RETURN(out.picks, run_batch(batch, {}, StepOutput::greedy, sampled));
   out.logits = std::move(sampled.logits);
   return out;
@@ -168,7 +169,10 @@ Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::s
 }
 
 Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks, RowLogits& extra) {
-  if (output == StepOutput::greedy) D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
+  if (output == StepOutput::greedy) {
+    D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
+    D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, extra.draws, picks, nullptr));
+  }
   if (!extra.rows.empty()) {
     D0_ASSIGN_OR_RETURN(extra.logits, download_rows(logits, extra.rows));
   }

@@ -21,6 +21,7 @@
 #include "ops/op_kind.h"
 #include "ops/op_profile.h"
 #include "ops/rope.h"
+#include "ops/token_draw.h"
 
 namespace day0 {
 
@@ -291,6 +292,12 @@ class Ops {
   // every logit is -inf (out[r][0] is then meaningless, but a valid id). tokens (or null): i32 [R], out[r][0] again
   // and contiguous, for the next step's token ids on the device.
   virtual Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) = 0;
+  // After greedy_tokens on the same logits, out and tokens: each draw's row takes the token drawn from
+  // softmax(logits * inv_t) with its uniform number (token_draw.h: the host sampler's draw, bit for bit) in place of
+  // the argmax, where greedy_tokens found the row usable (out[row][1] == -1). A temperature-only sampled row then
+  // moves 2 ids, not V logits, and its next token can stay on the device.
+  virtual Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out,
+                             Tensor* tokens) = 0;
 
  protected:
   bool profiling_ = false;

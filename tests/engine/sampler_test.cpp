@@ -9,7 +9,9 @@
 #include <numeric>
 #include <random>
 
+#include "engine/philox.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/token_draw.h"
 
 namespace day0 {
 namespace {
@@ -324,6 +326,56 @@ TEST(Sampler, draws_over_a_200k_vocabulary_stay_inside_top_k_and_top_p) {
       EXPECT_GT(worst, 0) << "20 draws from the top 50 were all the first";
     }
   }
+}
+
+// A row sampled at a temperature alone may be drawn elsewhere (Ops::draw_tokens): device_draw gives that draw's
+// parameters, the shared draw then gives sample()'s token at every position, and take_argmax records it as sample()
+// would (the next draw moves on). Anything else that shapes the distribution keeps the row on the host.
+TEST(Sampler, a_device_draw_stands_for_sample_where_only_the_temperature_applies) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> n(0.f, 2.f);
+  std::vector<float> logits(3000);
+  for (float& x : logits) x = n(rng);
+  const float m = *std::max_element(logits.begin(), logits.end());
+  SamplingParams p = with_temperature(0.7);
+  p.seed = 5;
+  Sampler drawn(p, {}, 0), host(p, {}, 0);
+  for (int step = 0; step < 40; ++step) {
+    const auto d = drawn.device_draw(3, logits.size());
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->row, 3);
+    EXPECT_EQ(d->u, philox_uniform(5, static_cast<std::uint64_t>(step)));
+    EXPECT_EQ(drawn.device_draw(3, logits.size(), /*ahead=*/1)->u, philox_uniform(5, step + 1u));
+    const std::int32_t token = draw_token(logits.data(), static_cast<std::int64_t>(logits.size()), m, d->inv_t, d->u);
+    const auto want = host.sample(logits);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(token, want->token) << "step " << step;
+    ASSERT_TRUE(drawn.take_argmax(token, -1).ok());
+  }
+  EXPECT_EQ(drawn.output_tokens(), host.output_tokens());
+  const std::vector<std::int32_t> prompt = {1, 2};
+  const auto host_only = [&](SamplingParams q) { return !Sampler(q, prompt, 0).device_draw(0, logits.size()); };
+  EXPECT_TRUE(host_only(with_temperature(0)));  // greedy: the argmax
+  SamplingParams q = p;
+  q.top_p = 0.9;
+  EXPECT_TRUE(host_only(q));
+  q = p;
+  q.top_k = 10;
+  EXPECT_TRUE(host_only(q));
+  q.top_k = 3000;  // the whole vocabulary: cuts nothing
+  EXPECT_FALSE(host_only(q));
+  q = p;
+  q.min_p = 0.05;
+  EXPECT_TRUE(host_only(q));
+  q = p;
+  q.frequency_penalty = 0.5;  // applies once there is output: also to steps ahead
+  EXPECT_TRUE(host_only(q));
+  q = p;
+  q.logit_bias = {{7, 1.0}};
+  EXPECT_TRUE(host_only(q));
+  q = p;
+  q.logprobs = true;
+  EXPECT_TRUE(host_only(q));
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ struct ServeCommandOptions {
   std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
   bool no_prefix_caching = false;
   bool no_launch_ahead = false;         // each greedy decode step waited for before the next is queued
+  bool no_device_draws = false;         // every sampled row sampled on the host
   std::string api_key;                  // also DAY0_API_KEY
   std::vector<std::string> served_model_names;  // default: the directory's name
   std::string chat_template;            // a Jinja file replacing the model's (or supplying a missing one)

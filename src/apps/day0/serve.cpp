@@ -113,6 +113,7 @@ int serve(const ServeCommandOptions& o) {
   d.engine.max_waiting = o.max_waiting;
   d.engine.prefix_caching = !o.no_prefix_caching;
   d.engine.launch_ahead = !o.no_launch_ahead;
+  d.engine.device_draws = !o.no_device_draws;
   d.served_model_names = o.served_model_names;
   d.chat_template_file = o.chat_template;
   auto deployment = Deployment::open(d);

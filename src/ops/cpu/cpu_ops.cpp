@@ -123,23 +123,50 @@ Status CpuOps::add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float e
 
 Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return linear(x, w, Tensor(), out); }
 
-Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) {
-  if (logits.dim() != 2) return make_error("greedy_tokens: logits must be [rows, vocab]");
+namespace {
+
+// greedy_tokens' and draw_tokens' operands: logits f32 [R, V], out i32 [R, 2], tokens i32 [R] or null, on the CPU.
+Status check_pick_operands(const Tensor& logits, const Tensor& out, const Tensor* tokens, const std::string& what) {
+  if (logits.dim() != 2) return make_error(what + ": logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0), V = logits.size(1);
-  D0_RETURN_IF_ERROR(check_f32_matrix(logits, "greedy_tokens", "logits", R, V));
+  D0_RETURN_IF_ERROR(check_f32_matrix(logits, what.c_str(), "logits", R, V));
   if (out.dtype() != DType::i32 || out.shape() != Shape{R, 2} || !out.is_contiguous() || out.device() != Device::cpu)
-    return make_error("greedy_tokens: out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
+    return make_error(what + ": out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
                       std::string(dtype_name(out.dtype())) + " " + shape_to_string(out.shape()));
   if (tokens && (tokens->dtype() != DType::i32 || tokens->shape() != Shape{R} || !tokens->is_contiguous() ||
                  tokens->device() != Device::cpu))
-    return make_error("greedy_tokens: tokens must be contiguous i32 [" + std::to_string(R) + "] on cpu, got " +
+    return make_error(what + ": tokens must be contiguous i32 [" + std::to_string(R) + "] on cpu, got " +
                       std::string(dtype_name(tokens->dtype())) + " " + shape_to_string(tokens->shape()));
+  return Status::success();
+}
+
+}  // namespace
+
+Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) {
+  D0_RETURN_IF_ERROR(check_pick_operands(logits, out, tokens, "greedy_tokens"));
+  const std::int64_t R = logits.size(0), V = logits.size(1);
   for (std::int64_t r = 0; r < R; ++r) {
     const GreedyPick pick = greedy_pick(std::span(logits.data<float>() + r * V, static_cast<std::size_t>(V)));
     std::int32_t* o = out.data<std::int32_t>() + 2 * r;
     o[0] = pick.token;
     o[1] = pick.unusable;
     if (tokens) tokens->data<std::int32_t>()[r] = pick.token;
+  }
+  return Status::success();
+}
+
+Status CpuOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) {
+  D0_RETURN_IF_ERROR(check_pick_operands(logits, out, tokens, "draw_tokens"));
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  D0_RETURN_IF_ERROR(check_token_draws(draws, R, "draw_tokens"));
+  for (const TokenDraw& d : draws) {
+    std::int32_t* o = out.data<std::int32_t>() + 2 * d.row;
+    if (o[1] != -1) continue;  // an unusable row: greedy_tokens' report stands
+    const float* row = logits.data<float>() + d.row * V;
+    const std::int32_t token = draw_token(row, V, row[o[0]], d.inv_t, d.u);
+    if (token < 0) continue;  // no positive weight: cannot happen past greedy_tokens' checks
+    o[0] = token;
+    if (tokens) tokens->data<std::int32_t>()[d.row] = token;
   }
   return Status::success();
 }

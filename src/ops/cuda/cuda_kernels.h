@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "ops/token_draw.h"
 
 namespace day0 {
 
@@ -18,6 +19,10 @@ namespace day0 {
 Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tensor& error_flag, cudaStream_t stream);
 // Ops::greedy_tokens: logits f32 [R, V] -> out i32 [R, 2], and the tokens alone (i32 [R]) where tokens is not null.
 Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream);
+// Ops::draw_tokens: after greedy_tokens_cuda on the same logits and out, each draw's row gets its drawn token
+// (token_draw.h) where the row is usable. Vocabularies up to 1,048,576 ids.
+Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens,
+                        cudaStream_t stream);
 
 // Fused residual add and RMSNorm: x += residual (if residual is defined), then
 // out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].

@@ -501,6 +501,10 @@ Status CudaOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens)
   return greedy_tokens_cuda(logits, out, tokens, ctx_->stream());
 }
 
+Status CudaOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) {
+  return draws.empty() ? Status::success() : draw_tokens_cuda(logits, draws, out, tokens, ctx_->stream());
+}
+
 Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
                      float attention_factor) {
   return rope_cuda(x, n_heads, head_dim, positions, inv_freq, attention_factor, ctx_->stream());

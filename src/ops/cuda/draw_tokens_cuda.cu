@@ -1,0 +1,168 @@
+// Ops::draw_tokens on the GPU: token_draw.h's draw, bit for bit. One CTA a drawn row: its 32 warps take the row's
+// 2,048-id blocks in turn, each lane summing its 64 weights in order and the warp adding the lane sums by shuffles
+// (the tree token_draw.h defines); then warp 0 walks the block sums, recomputes the crossing block's lane sums and
+// lane 0 walks the crossing lane. The weights repeat the host's float arithmetic with each multiply and add rounded
+// on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds).
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_status.h"
+#include "ops/token_draw.h"
+
+namespace day0 {
+namespace {
+
+constexpr int kThreads = 1024, kWarps = kThreads / 32, kPerLane = kDrawBlock / kDrawLanes;
+constexpr int kMaxBlocks = 512;         // vocabularies up to 1,048,576 ids
+constexpr int kMaxDrawsPerLaunch = 64;  // 1 KB of the kernel's parameters
+
+struct DrawArgs {
+  const float* logits;
+  int V;
+  std::int32_t* out;     // [R, 2]: greedy_tokens' picks, the drawn rows' token replaced
+  std::int32_t* tokens;  // [R] or null
+  int n;
+  TokenDraw draws[kMaxDrawsPerLaunch];
+};
+
+// exp_nonpositive (token_draw.h), the same operations.
+__device__ __forceinline__ float exp_nonpositive_device(float z) {
+  const float y = __fmul_rn(z, 1.44269504f);
+  const unsigned y_bits = __float_as_uint(y), floor_bits = __float_as_uint(-126.f);
+  const float yc = __uint_as_float(min(y_bits, floor_bits));
+  const float n = __fsub_rn(__fadd_rn(yc, 12582912.f), 12582912.f);
+  const float f = __fsub_rn(yc, n);
+  float p = 1.525273380405984e-05f;
+  p = __fadd_rn(__fmul_rn(p, f), 1.5403530393381608e-04f);
+  p = __fadd_rn(__fmul_rn(p, f), 1.3333558146428443e-03f);
+  p = __fadd_rn(__fmul_rn(p, f), 9.618129107628477e-03f);
+  p = __fadd_rn(__fmul_rn(p, f), 5.550410866482158e-02f);
+  p = __fadd_rn(__fmul_rn(p, f), 2.402265069591007e-01f);
+  p = __fadd_rn(__fmul_rn(p, f), 6.931471805599453e-01f);
+  p = __fadd_rn(__fmul_rn(p, f), 1.f);
+  const float scale = __uint_as_float(static_cast<unsigned>((static_cast<int>(n) + 127) << 23));
+  const unsigned keep = y_bits <= floor_bits ? ~0u : 0u;
+  return __uint_as_float(__float_as_uint(__fmul_rn(p, scale)) & keep);
+}
+
+struct RowWeights {
+  const float* x;
+  int V;
+  float m, inv_t;
+  __device__ __forceinline__ float operator()(int i) const {
+    return i < V ? exp_nonpositive_device(__fmul_rn(__fsub_rn(x[i], m), inv_t)) : 0.f;
+  }
+};
+
+__device__ __forceinline__ int lane_id(int b, int l, int k) { return b * kDrawBlock + l + kDrawLanes * k; }
+
+__device__ __forceinline__ double lane_sum(const RowWeights& w, int b, int l) {
+  double s = 0.0;
+#pragma unroll 8
+  for (int k = 0; k < kPerLane; ++k) s += static_cast<double>(w(lane_id(b, l, k)));
+  return s;
+}
+
+__device__ int last_in_lane(const RowWeights& w, int b, int l) {
+  for (int k = kPerLane - 1; k >= 0; --k)
+    if (w(lane_id(b, l, k)) > 0.f) return lane_id(b, l, k);
+  return -1;
+}
+
+__device__ int last_in_block(const RowWeights& w, int b) {
+  for (int l = kDrawLanes - 1; l >= 0; --l)
+    if (const int i = last_in_lane(w, b, l); i >= 0) return i;
+  return -1;
+}
+
+__global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_constant__ DrawArgs a) {
+  __shared__ double block_sums[kMaxBlocks];
+  __shared__ double lane_sums[kDrawLanes];
+  const TokenDraw d = a.draws[blockIdx.x];
+  std::int32_t* o = a.out + 2 * static_cast<std::int64_t>(d.row);
+  if (o[1] != -1) return;  // an unusable row: greedy_tokens' report stands
+  const float* x = a.logits + static_cast<std::int64_t>(d.row) * a.V;
+  const RowWeights w{x, a.V, x[o[0]], d.inv_t};
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int blocks = (a.V + kDrawBlock - 1) / kDrawBlock;
+  for (int b = warp; b < blocks; b += kWarps) {
+    double s = lane_sum(w, b, lane);
+#pragma unroll
+    for (int off = kDrawLanes / 2; off >= 1; off /= 2) s = s + __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) block_sums[b] = s;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  // The crossing block, by lane 0 (sequential, as the host).
+  double cum = 0.0, target = 0.0;
+  int b = 0;
+  if (lane == 0) {
+    double total = 0.0;
+    for (int c = 0; c < blocks; ++c) total += block_sums[c];
+    target = d.u * total;
+    while (b < blocks && !(cum + block_sums[b] > target)) cum += block_sums[b++];
+  }
+  b = __shfl_sync(0xffffffffu, b, 0);
+  int token = -1;
+  if (b == blocks) {  // rounding: the last positive weight
+    if (lane == 0)
+      for (int c = blocks - 1; c >= 0 && token < 0; --c)
+        if (block_sums[c] > 0.0) token = last_in_block(w, c);
+  } else {
+    lane_sums[lane] = lane_sum(w, b, lane);
+    __syncwarp();
+    if (lane == 0) {
+      int l = 0;
+      while (l < kDrawLanes && !(cum + lane_sums[l] > target)) cum += lane_sums[l++];
+      if (l == kDrawLanes) {
+        token = last_in_block(w, b);
+      } else {
+        for (int k = 0; k < kPerLane && token < 0; ++k) {
+          const float v = w(lane_id(b, l, k));
+          if (!(v > 0.f)) continue;
+          cum += static_cast<double>(v);
+          if (cum > target) token = lane_id(b, l, k);
+        }
+        if (token < 0) token = last_in_lane(w, b, l);
+      }
+    }
+  }
+  if (lane == 0 && token >= 0) {
+    o[0] = token;
+    if (a.tokens) a.tokens[d.row] = token;
+  }
+}
+
+}  // namespace
+
+Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens,
+                        cudaStream_t stream) {
+  const char* op = "draw_tokens_cuda";
+  if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, V}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::i32}, {R, 2}));
+  if (tokens) D0_RETURN_IF_ERROR(check_cuda_tensor(*tokens, op, "tokens", {DType::i32}, {R}));
+  if (V > static_cast<std::int64_t>(kMaxBlocks) * kDrawBlock)
+    return make_error(std::string(op) + ": a vocabulary of " + std::to_string(V) + " ids exceeds " +
+                      std::to_string(kMaxBlocks * kDrawBlock));
+  D0_RETURN_IF_ERROR(check_token_draws(draws, R, op));
+  DrawArgs a{logits.data<float>(),
+             static_cast<int>(V),
+             out.data<std::int32_t>(),
+             tokens ? tokens->data<std::int32_t>() : nullptr,
+             0,
+             {}};
+  for (std::size_t first = 0; first < draws.size(); first += kMaxDrawsPerLaunch) {
+    a.n = static_cast<int>(std::min<std::size_t>(kMaxDrawsPerLaunch, draws.size() - first));
+    for (int i = 0; i < a.n; ++i) a.draws[i] = draws[first + i];
+    draw_tokens_kernel<<<a.n, kThreads, 0, stream>>>(a);
+    D0_CUDA_RETURN_IF_LAUNCH_ERROR("draw_tokens_kernel");
+  }
+  return Status::success();
+}
+
+}  // namespace day0

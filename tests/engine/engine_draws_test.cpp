@@ -1,0 +1,124 @@
+// Sampled rows drawn on the device (EngineConfig::device_draws): requests sampled at a temperature alone get the
+// tokens the host sampler gives them (device draws off), beside greedy requests and a top-p request that stays on
+// the host; with only greedy and temperature-only rows the decode steps launch ahead. A greedy request with a
+// frequency penalty whose first decode step could go ahead gets the tokens it gets without launching ahead (its
+// later steps need its logits). On the CPU and, on the GPU machine, on the CUDA backend with step graphs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/engine_test_util.h"
+#include "model/load.h"
+#include "ops/cuda/cuda_test_util.h"
+
+namespace day0 {
+namespace {
+
+using enginetest::Collector;
+using enginetest::greedy_request;
+
+const std::string kModel = std::string(D0_TEST_DATA) + "/gpt_oss_tiny";
+
+LoadOptions options(const std::string& backend) {
+  LoadOptions o;
+  o.backend = backend;
+  o.max_tokens = 64;
+  o.kv_pool_tokens = 512;
+  o.block_size = 4;
+  o.max_step_tokens = 64;
+  o.graph_max_batch = 8;
+  if (backend == "cuda") o.backend_options.memory_fraction = 0.2;
+  return o;
+}
+
+std::vector<std::int32_t> prompt(int n, int seed) {
+  std::vector<std::int32_t> p(n);
+  for (int i = 0; i < n; ++i) p[i] = (i * 37 + seed * 11 + 2) % 256;
+  return p;
+}
+
+GenerateRequest sampled(std::vector<std::int32_t> p, int max_tokens, double temperature, std::uint64_t seed,
+                        double top_p = 1.0) {
+  GenerateRequest r = greedy_request(std::move(p), max_tokens);
+  r.sampling.temperature = temperature;
+  r.sampling.top_p = top_p;
+  r.sampling.seed = seed;
+  return r;
+}
+
+struct Outcome {
+  std::vector<std::vector<std::int32_t>> tokens;
+  EngineStats stats;
+};
+
+Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<GenerateRequest>& requests) {
+  Outcome out;
+  auto m = load_model(kModel, options(backend));
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  if (!m.ok()) return out;
+  cfg.max_batch_tokens = 64;
+  auto engine = Engine::create(*m->executor, cfg);
+  EXPECT_TRUE(engine.ok()) << engine.error().message;
+  if (!engine.ok()) return out;
+  Collector c;
+  for (size_t i = 0; i < requests.size(); ++i) EXPECT_TRUE((*engine)->submit(requests[i], c.sink(int(i))).ok());
+  c.wait(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_TRUE(c.final_[int(i)].error.empty()) << "request " << i << ": " << c.final_[int(i)].error;
+    out.tokens.push_back(c.tokens_[int(i)]);
+  }
+  (*engine)->drain();
+  out.stats = (*engine)->stats();
+  EXPECT_EQ(out.stats.kv_blocks_used, 0);
+  return out;
+}
+
+void expect_device_draws_give_the_host_samplers_tokens(const std::string& backend) {
+  constexpr int kNew = 14;
+  const std::vector<GenerateRequest> mixed = {sampled(prompt(5, 1), kNew, 1.0, 11),
+                                              sampled(prompt(9, 2), kNew, 0.6, 12), greedy_request(prompt(7, 3), kNew),
+                                              sampled(prompt(3, 4), kNew, 1.0, 13, /*top_p=*/0.9)};
+  EngineConfig on, off;
+  off.device_draws = false;
+  const Outcome host = run(backend, off, mixed), device = run(backend, on, mixed);
+  ASSERT_EQ(host.tokens.size(), mixed.size());
+  ASSERT_EQ(device.tokens.size(), mixed.size());
+  for (size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(device.tokens[i], host.tokens[i]) << "request " << i;
+  EXPECT_NE(host.tokens[0], host.tokens[2]) << "the sampled request decoded as the greedy one";
+  EXPECT_EQ(host.stats.device_draws, 0);
+  EXPECT_GT(device.stats.device_draws, 0) << "no row was drawn on the device";
+
+  // Greedy and temperature-only rows alone: every row is picked on the device, so steps launch ahead.
+  const std::vector<GenerateRequest> chainable = {
+      sampled(prompt(4, 5), kNew, 0.8, 21), greedy_request(prompt(6, 6), kNew), sampled(prompt(11, 7), kNew, 1.2, 22)};
+  const Outcome host_c = run(backend, off, chainable), device_c = run(backend, on, chainable);
+  for (size_t i = 0; i < chainable.size(); ++i) EXPECT_EQ(device_c.tokens[i], host_c.tokens[i]) << "request " << i;
+  EXPECT_GT(device_c.stats.ahead_steps, 0) << "sampled rows drawn on the device did not launch ahead";
+}
+
+TEST(EngineDraws, temperature_only_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
+  expect_device_draws_give_the_host_samplers_tokens("cpu");
+}
+
+TEST(CudaEngineDraws, temperature_only_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  expect_device_draws_give_the_host_samplers_tokens("cuda");
+}
+
+// A one-token prompt's first step is a decode step, and a greedy request with a frequency penalty is argmax-only
+// there (no output yet): the step after it reads the penalty, so it must not be queued ahead as an argmax.
+TEST(EngineDraws, a_penalised_greedy_request_does_not_launch_ahead_into_steps_that_read_its_logits) {
+  GenerateRequest r = greedy_request({42}, 16);
+  r.sampling.frequency_penalty = 2.0;
+  EngineConfig ahead, waited;
+  waited.launch_ahead = false;
+  const Outcome a = run("cpu", ahead, {r}), w = run("cpu", waited, {r});
+  ASSERT_EQ(a.tokens.size(), 1u);
+  EXPECT_EQ(a.tokens[0], w.tokens[0]);
+  EXPECT_EQ(a.stats.ahead_steps, 0);
+}
+
+}  // namespace
+}  // namespace day0
