@@ -1,8 +1,12 @@
-// Ops::draw_tokens on the GPU: token_draw.h's draw, bit for bit. One CTA a drawn row: its 32 warps take the row's
-// 2,048-id blocks in turn, each lane summing its 64 weights in order and the warp adding the lane sums by shuffles
-// (the tree token_draw.h defines); then warp 0 walks the block sums, recomputes the crossing block's lane sums and
-// lane 0 walks the crossing lane. The weights repeat the host's float arithmetic with each multiply and add rounded
-// on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds).
+// Ops::draw_tokens on the GPU: token_draw.h's draw, bit for bit. A cluster of 8 CTAs a drawn row (greedy_tokens'
+// shape: one CTA a row spent ~45 us on 201,088 exponentials): the warps of the cluster take the row's 2,048-id blocks
+// in turn, each lane summing its 64 weights in order and the warp adding the lane sums by shuffles (the tree
+// token_draw.h defines) into the first CTA's shared memory; then its warp 0 walks the block sums, recomputes the
+// crossing block's lane sums and lane 0 walks the crossing lane. The weights repeat the host's float arithmetic with
+// each multiply and add rounded on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds). A
+// dependent launch: it waits for greedy_tokens' picks, whose launch it overlaps.
+#include <cooperative_groups.h>
+
 #include <climits>
 #include <string>
 #include <vector>
@@ -10,11 +14,15 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
+#include "ops/cuda/dependent_launch.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
 namespace {
 
+namespace cg = cooperative_groups;
+
+constexpr int kClusterBlocks = 8;  // the portable cluster size
 constexpr int kThreads = 1024, kWarps = kThreads / 32, kPerLane = kDrawBlock / kDrawLanes;
 constexpr int kMaxBlocks = 512;         // vocabularies up to 1,048,576 ids
 constexpr int kMaxDrawsPerLaunch = 64;  // 1 KB of the kernel's parameters
@@ -79,23 +87,27 @@ __device__ int last_in_block(const RowWeights& w, int b) {
 }
 
 __global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_constant__ DrawArgs a) {
-  __shared__ double block_sums[kMaxBlocks];
+  __shared__ double block_sums[kMaxBlocks];  // the first CTA's: every block's sum
   __shared__ double lane_sums[kDrawLanes];
-  const TokenDraw d = a.draws[blockIdx.x];
+  begin_dependent_grid();  // greedy_tokens' picks
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const TokenDraw d = a.draws[blockIdx.x / kClusterBlocks];
   std::int32_t* o = a.out + 2 * static_cast<std::int64_t>(d.row);
-  if (o[1] != -1) return;  // an unusable row: greedy_tokens' report stands
+  const bool usable = o[1] == -1;  // else greedy_tokens' report stands
   const float* x = a.logits + static_cast<std::int64_t>(d.row) * a.V;
-  const RowWeights w{x, a.V, x[o[0]], d.inv_t};
+  const RowWeights w{x, a.V, usable ? x[o[0]] : 0.f, d.inv_t};
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int blocks = (a.V + kDrawBlock - 1) / kDrawBlock;
-  for (int b = warp; b < blocks; b += kWarps) {
+  double* sums = cluster.map_shared_rank(block_sums, 0);
+  for (int b = rank * kWarps + warp; usable && b < blocks; b += kClusterBlocks * kWarps) {
     double s = lane_sum(w, b, lane);
 #pragma unroll
     for (int off = kDrawLanes / 2; off >= 1; off /= 2) s = s + __shfl_down_sync(0xffffffffu, s, off);
-    if (lane == 0) block_sums[b] = s;
+    if (lane == 0) sums[b] = s;
   }
-  __syncthreads();
-  if (warp != 0) return;
+  cluster.sync();  // every block's sum is in the first CTA (each CTA stays until then: its writes land there)
+  if (!usable || rank != 0 || warp != 0) return;
   // The crossing block, by lane 0 (sequential, as the host).
   double cum = 0.0, target = 0.0;
   int b = 0;
@@ -159,7 +171,8 @@ Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draw
   for (std::size_t first = 0; first < draws.size(); first += kMaxDrawsPerLaunch) {
     a.n = static_cast<int>(std::min<std::size_t>(kMaxDrawsPerLaunch, draws.size() - first));
     for (int i = 0; i < a.n; ++i) a.draws[i] = draws[first + i];
-    draw_tokens_kernel<<<a.n, kThreads, 0, stream>>>(a);
+    launch_dependent_clusters(draw_tokens_kernel, dim3(static_cast<unsigned>(a.n * kClusterBlocks)), kClusterBlocks,
+                              dim3(kThreads), 0, stream, a);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("draw_tokens_kernel");
   }
   return Status::success();
