@@ -70,7 +70,8 @@ Status check_token_draws(const std::vector<TokenDraw>& draws, std::int64_t rows,
 std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, float inv_t, double u) {
   const Weights w{logits, vocab, max_logit, inv_t};
   const std::int64_t blocks = (vocab + kDrawBlock - 1) / kDrawBlock;
-  std::vector<double> sums(static_cast<std::size_t>(blocks));
+  thread_local std::vector<double> sums;  // kept: a sampler's warm step allocates nothing (engine/sampler.h)
+  sums.resize(static_cast<std::size_t>(blocks));
   double lanes[kDrawLanes];
   double total = 0.0;
   for (std::int64_t b = 0; b < blocks; ++b) total += sums[b] = block_sum(w, b, lanes);
