@@ -137,6 +137,9 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
     if (sampled_rows[i] < 0 || sampled_rows[i] >= R || (i > 0 && sampled_rows[i] <= sampled_rows[i - 1]))
       return make_error("step: sampled rows must ascend within the step's " + std::to_string(R) +
                         " logits rows, got " + std::to_string(sampled_rows[i]) + " at " + std::to_string(i));
+  for (const TokenDraw& d : draws)
+    if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), d.row))
+      return make_error("step: row " + std::to_string(d.row) + " is both sampled on the host and drawn");
   PickedStep out;
   if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
     D0_ASSIGN_OR_RETURN(Tensor all, step(batch, {}, StepOutput::logits));

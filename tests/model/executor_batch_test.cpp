@@ -345,6 +345,9 @@ void expect_picked_steps_of_the_logits(LoadOptions o) {
       ASSERT_FALSE(r.ok());
       EXPECT_NE(r.error().message.find("sampled rows must ascend"), std::string::npos) << r.error().message;
     }
+    auto both = ex.step_picked(batch, std::vector<std::int32_t>{1}, {{1, 1.f, 0.5}});
+    ASSERT_FALSE(both.ok());
+    EXPECT_NE(both.error().message.find("row 1 is both sampled on the host and drawn"), std::string::npos);
     for (int i = 0; i < n; ++i) tokens[i].push_back(picks->data<std::int32_t>()[2 * i]);
   }
 }
