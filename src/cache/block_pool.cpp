@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -48,6 +49,24 @@ std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std
   auto fit = kv_blocks_for_budget(layout, budget_bytes);
   const std::int64_t fits = fit.ok() ? *fit : 0;  // not ok: not one block
   return std::max(least, std::min(wanted, fits));
+}
+
+Status check_kv_pool_fits(const KvLayout& layout, std::int64_t blocks, std::size_t free_bytes, std::int64_t context) {
+  auto per_token = kv_bytes_per_token(layout);
+  if (!per_token.ok() || *per_token == 0) return Status::success();  // no KV layers, or the layout's own error later
+  const double need = static_cast<double>(blocks) * static_cast<double>(layout.block_size) * *per_token;
+  if (need <= static_cast<double>(free_bytes)) return Status::success();
+  const auto fit = static_cast<std::int64_t>(free_bytes / static_cast<std::uint64_t>(*per_token));
+  char sizes[96];
+  std::snprintf(sizes, sizeof sizes, "%.2f GiB, and %.2f GiB is left", need / (1 << 30),
+                static_cast<double>(free_bytes) / (1 << 30));
+  const std::string what = "KV cache: " + std::to_string(blocks * layout.block_size) + " tokens need " + sizes +
+                           " after the weights and workspaces; ";
+  const std::string more = " tokens fit) or give the backend more memory (--memory-fraction)";
+  if (context > 0)
+    return make_error(what + "the pool holds at least one sequence of the context length (" + std::to_string(context) +
+                      " tokens): lower it (--max-model-len; ~" + std::to_string(fit) + more);
+  return make_error(what + "lower the pool (--kv-tokens; ~" + std::to_string(fit) + more);
 }
 
 BlockPool::BlockPool(std::int32_t n_blocks)

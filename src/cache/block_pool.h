@@ -37,6 +37,10 @@ Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t bu
 // do, never fewer than `least` (what the caller cannot do without; allocating them may then fail).
 std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std::int64_t least,
                                 std::size_t budget_bytes);
+// Success where a pool of `blocks` fits `free_bytes`; else an error that says what the pool needs, what is left, how
+// many tokens would fit, and what to lower: the context length where `context` > 0 (the pool is the one sequence of
+// that many tokens it cannot go below), else the pool's size.
+Status check_kv_pool_fits(const KvLayout& layout, std::int64_t blocks, std::size_t free_bytes, std::int64_t context);
 
 class BlockPool {
  public:

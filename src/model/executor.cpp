@@ -82,6 +82,9 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   ex->n_blocks_ = static_cast<std::int32_t>(n_blocks);
   if (graphs) ex->pad_block_ = static_cast<BlockId>(n_blocks);
   const std::int64_t pool_blocks = n_blocks + (graphs ? 1 : 0);
+  if (free)  // one clear error here, not the arena's on the first layer that does not fit
+    D0_RETURN_IF_ERROR(
+        check_kv_pool_fits(layout, pool_blocks, *free, options.kv_pool_tokens <= max_tokens ? max_tokens : 0));
   for (size_t i = 0; i < widths.size(); ++i) {
     const Shape shape{widths[i] > 0 ? pool_blocks * options.block_size : 0, widths[i]};
     const DType kv = ops.kv_cache_dtype();

@@ -42,6 +42,26 @@ TEST(KvBudget, a_pool_too_large_for_the_budget_shrinks_to_whole_blocks_but_never
   EXPECT_EQ(kv_blocks_that_fit(KvLayout{{0, 0}, 4, DType::f32}, 100, 4, 0), 100);  // no KV layers: nothing to fit
 }
 
+// A pool that cannot fit is refused before any allocation, naming what it needs, what is left, how many tokens fit
+// and what to lower: the context length where the pool is its one-sequence minimum, else the pool.
+TEST(KvBudget, a_pool_that_cannot_fit_names_what_to_lower) {
+  const KvLayout small{{16, 16}, 4, DType::f32};  // 256 bytes a token
+  EXPECT_TRUE(check_kv_pool_fits(small, 100, 100 * 1024, 0).ok());
+  EXPECT_TRUE(check_kv_pool_fits(small, 1024, 1u << 20, 4096).ok());      // 4,096 tokens: 1 MiB needed, 1 MiB left
+  const KvLayout layout{{4096, 4096}, 16, DType::f32};                    // 64 KiB a token
+  const Status big = check_kv_pool_fits(layout, 8192, 1u << 30, 131072);  // 131,072 tokens: 8 GiB
+  ASSERT_FALSE(big.ok());
+  const std::string m = big.error().message;
+  EXPECT_NE(m.find("131072 tokens need 8.00 GiB, and 1.00 GiB is left"), std::string::npos) << m;
+  EXPECT_NE(m.find("context length (131072 tokens): lower it (--max-model-len; ~16384 tokens fit)"), std::string::npos)
+      << m;
+  const Status pool = check_kv_pool_fits(layout, 8192, 1u << 30, 0);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.error().message.find("lower the pool (--kv-tokens; ~16384 tokens fit)"), std::string::npos)
+      << pool.error().message;
+  EXPECT_TRUE(check_kv_pool_fits(KvLayout{{0, 0}, 4, DType::f32}, 1 << 20, 0, 0).ok());  // no KV layers
+}
+
 TEST(BlockPool, allocation_to_exhaustion_hands_out_each_block_once_then_returns_empty) {
   BlockPool pool(5);
   std::set<BlockId> seen;
