@@ -76,11 +76,15 @@ TEST(CudaDrawTokens, draws_the_host_samplers_token_for_every_row) {
       const std::int32_t* g = got.data<std::int32_t>() + 2 * r;
       const std::int32_t* w = want.data<std::int32_t>() + 2 * r;
       EXPECT_EQ(g[1], w[1]) << "row " << r;
-      if (w[1] == -1) EXPECT_EQ(g[0], w[0]) << "row " << r;
+      if (w[1] == -1) {
+        EXPECT_EQ(g[0], w[0]) << "row " << r;
+      }
       EXPECT_EQ(tokens.data<std::int32_t>()[r], g[0]) << "row " << r;
       differ_from_argmax += g[0] != argmax.data<std::int32_t>()[2 * r];
     }
-    if (V > 1) EXPECT_GT(differ_from_argmax, 0) << "no row drew other than its argmax: the draws did nothing";
+    if (V > 1) {
+      EXPECT_GT(differ_from_argmax, 0) << "no row drew other than its argmax: the draws did nothing";
+    }
   }
 }
 
