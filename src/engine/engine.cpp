@@ -80,6 +80,10 @@ struct Engine::Impl {
   // before its picks are read: nothing waits to be admitted (or was submitted meanwhile), no row then passes
   // max_tokens, and the blocks the rows' next tokens need are there to reserve.
   bool may_queue_ahead(const std::vector<Sequence*>& members);
+  // Whether the token `ahead` steps after the next of the sequence whose logits are `row` comes from the device: its
+  // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
+  bool picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead,
+                        std::vector<TokenDraw>& draws) const;
   // The draws of the members' next step where each row's token then comes from the device (its argmax, or a draw),
   // whatever this step's tokens are; nullopt where one row needs its logits on the host.
   std::optional<std::vector<TokenDraw>> ahead_draws(const std::vector<Sequence*>& members) const;
@@ -287,13 +291,7 @@ bool Engine::Impl::schedule_and_run() {
     if (batch[i].logits == SequenceStep::Logits::none) continue;
     const auto row = static_cast<std::int32_t>(sampled.size());
     sampled.push_back(i);
-    const Sampler& sampler = members[i]->sampler;
-    bool host = !sampler.argmax_only();
-    if (host && config.device_draws)
-      if (auto d = sampler.device_draw(row, vocab)) {
-        draws.push_back(*d);
-        host = false;
-      }
+    const bool host = !picked_on_device(members[i]->sampler, row, /*ahead=*/0, draws);
     logits_of.push_back(host ? static_cast<std::int32_t>(host_rows.size()) : -1);
     if (host) host_rows.push_back(row);
   }
@@ -400,15 +398,19 @@ bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
   return blocks <= cache.n_available_blocks();
 }
 
+bool Engine::Impl::picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead,
+                                    std::vector<TokenDraw>& draws) const {
+  if (sampler.argmax_only(ahead)) return true;
+  if (!config.device_draws) return false;
+  const std::optional<TokenDraw> d = sampler.device_draw(row, vocab, ahead);
+  if (d) draws.push_back(*d);
+  return d.has_value();
+}
+
 std::optional<std::vector<TokenDraw>> Engine::Impl::ahead_draws(const std::vector<Sequence*>& members) const {
   std::vector<TokenDraw> draws;
-  for (std::size_t r = 0; r < members.size(); ++r) {
-    const Sampler& sampler = members[r]->sampler;
-    if (sampler.argmax_only(/*ahead=*/1)) continue;
-    auto d = config.device_draws ? sampler.device_draw(static_cast<std::int32_t>(r), vocab, /*ahead=*/1) : std::nullopt;
-    if (!d) return std::nullopt;
-    draws.push_back(*d);
-  }
+  for (std::size_t r = 0; r < members.size(); ++r)
+    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, draws)) return std::nullopt;
   return draws;
 }
 

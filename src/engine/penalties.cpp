@@ -35,6 +35,10 @@ bool penalties_apply(const SamplingParams& p, const TokenHistory& history) {
          ((p.frequency_penalty != 0.0 || p.presence_penalty != 0.0) && has_output);
 }
 
+bool penalties_never_apply(const SamplingParams& p) {
+  return p.logit_bias.empty() && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
+}
+
 Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {
   const std::size_t vocab = logits.size();
   for (const auto& [id, bias] : p.logit_bias) {

@@ -31,6 +31,8 @@ class TokenHistory {
 
 // True when apply_penalties would change something (so the caller can skip copying the logits).
 bool penalties_apply(const SamplingParams& params, const TokenHistory& history);
+// True when penalties_apply is false for every history: what holds for the next token holds for those after it.
+bool penalties_never_apply(const SamplingParams& params);
 
 // In place, touching only the ids in the history and in logit_bias. Repetition: a positive logit is
 // divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus

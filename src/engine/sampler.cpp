@@ -28,11 +28,6 @@ Status check_logits(std::span<const float> logits) {
   return Status::success();
 }
 
-// No penalty or bias applies whatever the history: what holds for the next token holds for those after it too.
-bool never_penalised(const SamplingParams& p) {
-  return p.logit_bias.empty() && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
-}
-
 }  // namespace
 
 std::uint64_t draw_request_seed() {
@@ -82,12 +77,12 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
 
 bool Sampler::argmax_only(std::uint64_t ahead) const {
   return params_.is_greedy() && !params_.logprobs &&
-         (ahead == 0 ? !penalties_apply(params_, history_) : never_penalised(params_));
+         (ahead == 0 ? !penalties_apply(params_, history_) : penalties_never_apply(params_));
 }
 
 std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead) const {
   const SamplingParams& p = params_;
-  if (p.is_greedy() || p.logprobs || !never_penalised(p) || !keeps_every_token(p, vocab)) return std::nullopt;
+  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p) || !keeps_every_token(p, vocab)) return std::nullopt;
   return TokenDraw{row, inverse_temperature(), philox_uniform(seed_, output_.size() + ahead)};
 }
 
