@@ -206,8 +206,9 @@ TEST(Engine, seeded_sampling_is_reproducible_whatever_else_is_in_the_batch) {
       for (int i = 1; i < 6; ++i) EXPECT_TRUE((*engine)->submit(greedy_request(prompt(4 + i, i), 12), c.sink(i)).ok());
     }
     c.wait(crowded ? 6 : 1);
-    if (crowded)
+    if (crowded) {
       for (int i = 1; i < 6; ++i) EXPECT_EQ(c.tokens_[i], solo_greedy(prompt(4 + i, i), 12)) << "request " << i;
+    }
     return c.tokens_[0];
   };
   const auto alone = run(false);

@@ -202,7 +202,9 @@ TEST(CpuOps, greedy_tokens_picks_the_lowest_id_of_the_largest_logit_and_flags_un
   for (std::int64_t r = 0; r < R; ++r) {
     const std::int32_t* o = out.data<std::int32_t>() + 2 * r;
     EXPECT_EQ(o[1], want[r].second) << "row " << r;
-    if (want[r].second == -1) EXPECT_EQ(o[0], want[r].first) << "row " << r;
+    if (want[r].second == -1) {
+      EXPECT_EQ(o[0], want[r].first) << "row " << r;
+    }
     // The next step's ids: the picks again, valid ids even for unusable rows.
     EXPECT_EQ(tokens.data<std::int32_t>()[r], o[0]) << "row " << r;
     EXPECT_TRUE(o[0] >= 0 && o[0] < 5) << "row " << r;

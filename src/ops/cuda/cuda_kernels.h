@@ -18,6 +18,8 @@ namespace day0 {
 // the caller zeroes it once per step and reads it back when it syncs, so one flag covers many launches.
 Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tensor& error_flag, cudaStream_t stream);
 // Ops::greedy_tokens: logits f32 [R, V] -> out i32 [R, 2], and the tokens alone (i32 [R]) where tokens is not null.
+// check_pick_operands_cuda: those operands' checks, shared with draw_tokens_cuda.
+Status check_pick_operands_cuda(const Tensor& logits, const Tensor& out, const Tensor* tokens, const char* op);
 Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream);
 // Ops::draw_tokens: after greedy_tokens_cuda on the same logits and out, each draw's row gets its drawn token
 // (token_draw.h) where the row is usable. Vocabularies up to 1,048,576 ids.

@@ -153,11 +153,8 @@ __global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_cons
 Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens,
                         cudaStream_t stream) {
   const char* op = "draw_tokens_cuda";
-  if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
+  D0_RETURN_IF_ERROR(check_pick_operands_cuda(logits, out, tokens, op));
   const std::int64_t R = logits.size(0), V = logits.size(1);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, V}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::i32}, {R, 2}));
-  if (tokens) D0_RETURN_IF_ERROR(check_cuda_tensor(*tokens, op, "tokens", {DType::i32}, {R}));
   if (V > static_cast<std::int64_t>(kMaxBlocks) * kDrawBlock)
     return make_error(std::string(op) + ": a vocabulary of " + std::to_string(V) + " ids exceeds " +
                       std::to_string(kMaxBlocks * kDrawBlock));

@@ -123,13 +123,19 @@ __global__ void __launch_bounds__(kThreads) greedy_tokens_kernel(const float* lo
 
 }  // namespace
 
-Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream) {
-  const char* op = "greedy_tokens_cuda";
+Status check_pick_operands_cuda(const Tensor& logits, const Tensor& out, const Tensor* tokens, const char* op) {
   if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0), V = logits.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, V}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::i32}, {R, 2}));
   if (tokens) D0_RETURN_IF_ERROR(check_cuda_tensor(*tokens, op, "tokens", {DType::i32}, {R}));
+  return Status::success();
+}
+
+Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream) {
+  const char* op = "greedy_tokens_cuda";
+  D0_RETURN_IF_ERROR(check_pick_operands_cuda(logits, out, tokens, op));
+  const std::int64_t R = logits.size(0), V = logits.size(1);
   std::int32_t* token_ids = tokens ? tokens->data<std::int32_t>() : nullptr;
   if (V > INT_MAX) return make_error(std::string(op) + ": a vocabulary of " + std::to_string(V) + " ids exceeds int32");
   if (R > INT_MAX / kClusterBlocks)

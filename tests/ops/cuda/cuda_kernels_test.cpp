@@ -368,7 +368,9 @@ TEST(CudaKernels, greedy_tokens_match_the_cpu_reference_on_ties_and_unusable_row
       const std::int32_t* g = got.data<std::int32_t>() + 2 * r;
       const std::int32_t* w = want.data<std::int32_t>() + 2 * r;
       EXPECT_EQ(g[1], w[1]) << "row " << r;
-      if (w[1] == -1) EXPECT_EQ(g[0], w[0]) << "row " << r;
+      if (w[1] == -1) {
+        EXPECT_EQ(g[0], w[0]) << "row " << r;
+      }
       // The next step's id: the pick again, a valid id even where the row is unusable.
       EXPECT_EQ(tokens.data<std::int32_t>()[r], g[0]) << "row " << r;
       EXPECT_TRUE(g[0] >= 0 && g[0] < V) << "row " << r << ": " << g[0];
