@@ -42,15 +42,6 @@ Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t bu
   return static_cast<std::int32_t>(n);
 }
 
-std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std::int64_t least,
-                                std::size_t budget_bytes) {
-  auto per_token = kv_bytes_per_token(layout);
-  if (!per_token.ok() || *per_token == 0) return wanted;  // nothing to fit (no KV layers) or no valid layout
-  auto fit = kv_blocks_for_budget(layout, budget_bytes);
-  const std::int64_t fits = fit.ok() ? *fit : 0;  // not ok: not one block
-  return std::max(least, std::min(wanted, fits));
-}
-
 Status check_kv_pool_fits(const KvLayout& layout, std::int64_t blocks, std::size_t free_bytes, std::int64_t context) {
   auto per_token = kv_bytes_per_token(layout);
   if (!per_token.ok() || *per_token == 0) return Status::success();  // no KV layers, or the layout's own error later
@@ -67,6 +58,51 @@ Status check_kv_pool_fits(const KvLayout& layout, std::int64_t blocks, std::size
     return make_error(what + "the pool holds at least one sequence of the context length (" + std::to_string(context) +
                       " tokens): lower it (--max-model-len; ~" + std::to_string(fit) + more);
   return make_error(what + "lower the pool (--kv-tokens; ~" + std::to_string(fit) + more);
+}
+
+Result<KvPoolSize> size_kv_pool(const KvLayout& layout, const KvPoolRequest& request,
+                                std::optional<std::size_t> free_bytes) {
+  const std::int64_t bs = layout.block_size;
+  if (bs < 1) return make_error("kv layout: block_size must be >= 1, got " + std::to_string(bs));
+  KvPoolSize size{request.max_tokens, 0};
+  std::int64_t least = (request.max_tokens + bs - 1) / bs;
+  auto per_token = kv_bytes_per_token(layout);
+  const bool fitted = request.fit != KvPoolFit::as_asked || request.fit_max_tokens;
+  std::int64_t fits = std::numeric_limits<BlockId>::max();
+  if (fitted && free_bytes && per_token.ok() && *per_token > 0) {
+    const auto reserve = static_cast<std::size_t>(std::max<std::int64_t>(request.reserve_bytes, 0));
+    const std::size_t budget = *free_bytes > reserve ? *free_bytes - reserve : 0;
+    const auto per_block = static_cast<std::uint64_t>(*per_token) * static_cast<std::uint64_t>(bs);
+    fits = static_cast<std::int64_t>(std::min<std::uint64_t>(budget / per_block, std::numeric_limits<BlockId>::max())) -
+           request.pad_blocks;
+    if (request.fit_max_tokens && fits < least) {
+      if (fits < 1)
+        return make_error("KV cache: not one block of " + std::to_string(bs) + " tokens fits the " +
+                          std::to_string(budget >> 20) + " MiB left after the weights, workspaces and " +
+                          std::to_string(reserve >> 20) + " MiB of step scratch (--memory-fraction)");
+      size.max_tokens = fits * bs;
+      least = fits;
+    }
+  } else if (request.fit == KvPoolFit::fill) {
+    fits = (request.pool_tokens + bs - 1) / bs;  // nothing to fit to: pool_tokens
+  }
+  const std::int64_t asked = (std::max(request.pool_tokens, size.max_tokens) + bs - 1) / bs;
+  switch (request.fit) {
+    case KvPoolFit::as_asked:
+      size.blocks = asked;
+      break;
+    case KvPoolFit::shrink:
+      size.blocks = std::max(least, std::min(asked, fits));
+      break;
+    case KvPoolFit::fill:
+      size.blocks = std::max(least, fits);
+      break;
+  }
+  if (free_bytes) {
+    D0_RETURN_IF_ERROR(check_kv_pool_fits(layout, size.blocks + request.pad_blocks, *free_bytes,
+                                          size.blocks == least ? size.max_tokens : 0));
+  }
+  return size;
 }
 
 BlockPool::BlockPool(std::int32_t n_blocks)

@@ -33,14 +33,33 @@ struct KvLayout {
 Result<std::int64_t> kv_bytes_per_token(const KvLayout& layout);
 // How many whole blocks a memory budget holds; an error if not even one (names the bytes needed per block).
 Result<std::int32_t> kv_blocks_for_budget(const KvLayout& layout, std::size_t budget_bytes);
-// A pool of `wanted` blocks where `budget_bytes` are free: all of them if they fit, else as many whole blocks as
-// do, never fewer than `least` (what the caller cannot do without; allocating them may then fail).
-std::int64_t kv_blocks_that_fit(const KvLayout& layout, std::int64_t wanted, std::int64_t least,
-                                std::size_t budget_bytes);
 // Success where a pool of `blocks` fits `free_bytes`; else an error that says what the pool needs, what is left, how
 // many tokens would fit, and what to lower: the context length where `context` > 0 (the pool is the one sequence of
 // that many tokens it cannot go below), else the pool's size.
 Status check_kv_pool_fits(const KvLayout& layout, std::int64_t blocks, std::size_t free_bytes, std::int64_t context);
+
+// How a KV pool is sized against the memory a backend has left (KvPoolRequest), and what it came to.
+enum class KvPoolFit {
+  as_asked,  // pool_tokens, or an error where they do not fit
+  shrink,    // pool_tokens, or the whole blocks that fit (at least one sequence)
+  fill,      // every whole block that fits (at least one sequence): a server's pool
+};
+struct KvPoolRequest {
+  std::int64_t max_tokens = 0;   // one sequence's longest length: the pool holds at least one such sequence
+  std::int64_t pool_tokens = 0;  // slots asked for (at least max_tokens)
+  std::int64_t pad_blocks = 0;   // blocks past the pool that its memory also holds (step graphs' padding rows)
+  KvPoolFit fit = KvPoolFit::as_asked;
+  std::int64_t reserve_bytes = 0;  // kept back for step scratch where the pool or max_tokens is fitted
+  bool fit_max_tokens = false;     // max_tokens lowered where not even one such sequence fits
+};
+struct KvPoolSize {
+  std::int64_t max_tokens = 0;  // as asked, or lowered (KvPoolRequest::fit_max_tokens)
+  std::int64_t blocks = 0;      // the pool's blocks, pad blocks not counted
+};
+// The pool for `request` where `free_bytes` are left (unknown: as asked), or check_kv_pool_fits' error. A lowered
+// max_tokens is whole blocks; an error where not one block fits.
+Result<KvPoolSize> size_kv_pool(const KvLayout& layout, const KvPoolRequest& request,
+                                std::optional<std::size_t> free_bytes);
 
 class BlockPool {
  public:

@@ -60,31 +60,28 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
   if (options.block_size <= 0 || options.block_size > 4096)
     return make_error("KV block size " + std::to_string(options.block_size) + " must be in [1, 4096]");
   std::unique_ptr<Executor> ex(new Executor(spec, std::move(weights), ops));
-  ex->max_tokens_ = max_tokens;
   ex->max_step_tokens_ = options.max_step_tokens;
   ex->block_size_ = options.block_size;
-  const std::int64_t pool_tokens = std::max(options.kv_pool_tokens, max_tokens);
-  std::int64_t n_blocks = (pool_tokens + options.block_size - 1) / options.block_size;
   D0_RETURN_IF_ERROR(ops.plan(ops_plan(spec, options.max_step_tokens)));  // workspaces first: the pool fits after
   const KvLayout layout = kv_layout(spec, options.block_size, ops.kv_cache_dtype());
   const std::vector<std::int64_t>& widths = layout.row_widths;
   // Step graphs pad their batches with rows that write one KV block of their own, past the callers' blocks.
   const bool graphs = options.graph_max_batch > 0 && ops.device() != Device::cpu;
-  const std::optional<std::size_t> free = ops.free_memory_bytes();
-  if (options.kv_pool_fit_reserve_bytes >= 0 && free) {
-    const std::size_t reserve = static_cast<std::size_t>(options.kv_pool_fit_reserve_bytes);
-    const std::int64_t least = (max_tokens + options.block_size - 1) / options.block_size;
-    const std::int64_t pad = graphs ? 1 : 0;  // the graphs' padding block comes out of the same memory
-    n_blocks = kv_blocks_that_fit(layout, n_blocks + pad, least + pad, *free > reserve ? *free - reserve : 0) - pad;
-  }
-  if (n_blocks > std::numeric_limits<BlockId>::max() / options.block_size)
-    return make_error("KV pool of " + std::to_string(pool_tokens) + " tokens has too many slots for i32 indices");
-  ex->n_blocks_ = static_cast<std::int32_t>(n_blocks);
-  if (graphs) ex->pad_block_ = static_cast<BlockId>(n_blocks);
-  const std::int64_t pool_blocks = n_blocks + (graphs ? 1 : 0);
-  if (free)  // one clear error here, not the arena's on the first layer that does not fit
-    D0_RETURN_IF_ERROR(
-        check_kv_pool_fits(layout, pool_blocks, *free, options.kv_pool_tokens <= max_tokens ? max_tokens : 0));
+  KvPoolRequest request;
+  request.max_tokens = max_tokens;
+  request.pool_tokens = options.kv_pool_tokens;
+  request.pad_blocks = graphs ? 1 : 0;
+  request.fit = options.kv_pool_fit;
+  request.reserve_bytes = options.kv_pool_reserve_bytes;
+  request.fit_max_tokens = options.fit_max_tokens;
+  // One clear error here where the pool cannot fit, not the arena's on the first layer that does not.
+  D0_ASSIGN_OR_RETURN(const KvPoolSize pool, size_kv_pool(layout, request, ops.free_memory_bytes()));
+  if (pool.blocks > std::numeric_limits<BlockId>::max() / options.block_size)
+    return make_error("KV pool of " + std::to_string(pool.blocks) + " blocks has too many slots for i32 indices");
+  ex->max_tokens_ = pool.max_tokens;
+  ex->n_blocks_ = static_cast<std::int32_t>(pool.blocks);
+  if (graphs) ex->pad_block_ = static_cast<BlockId>(pool.blocks);
+  const std::int64_t pool_blocks = pool.blocks + request.pad_blocks;
   for (size_t i = 0; i < widths.size(); ++i) {
     const Shape shape{widths[i] > 0 ? pool_blocks * options.block_size : 0, widths[i]};
     const DType kv = ops.kv_cache_dtype();
@@ -102,7 +99,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ModelSpec& spec, ModelW
     D0_RETURN_IF_ERROR(ops.copy_from_host(host, t));
     ex->inv_freq_.push_back(std::move(t));
   }
-  for (std::int64_t b = 0; b * options.block_size < max_tokens; ++b) ex->solo_table_.push_back(static_cast<BlockId>(b));
+  for (std::int64_t b = 0; b * options.block_size < ex->max_tokens_; ++b)
+    ex->solo_table_.push_back(static_cast<BlockId>(b));
   D0_RETURN_IF_ERROR(ex->capture_graphs(options.graph_max_batch));
   return ex;
 }

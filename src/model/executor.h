@@ -38,9 +38,12 @@ struct ExecutorOptions {
   std::int64_t max_tokens = 0;          // longest sequence (solo forward: prompt + generated)
   std::int64_t max_step_tokens = 8192;  // tokens per step (longer solo prompts prefill in chunks; the CLI's default)
   std::int64_t kv_pool_tokens = 0;      // slots of the paged KV pool; 0: max_tokens (solo use)
-  // >= 0: a pool the backend's free memory (less this much, kept for step scratch) cannot hold shrinks to the whole
-  // blocks it can, never below max_tokens (n_blocks() says what was taken); -1: the pool asked for, or an error.
-  std::int64_t kv_pool_fit_reserve_bytes = -1;
+  // Against the backend's free memory where it knows it (CUDA), less kv_pool_reserve_bytes kept for step scratch
+  // (cache/block_pool.h): the pool as asked or an error, shrunk to what fits, or all that fits; and max_tokens
+  // lowered where one sequence of it does not fit (fit_max_tokens; max_tokens() says what it came to).
+  KvPoolFit kv_pool_fit = KvPoolFit::as_asked;
+  std::int64_t kv_pool_reserve_bytes = 0;
+  bool fit_max_tokens = false;
   std::int64_t block_size = 16;         // tokens per KV block
   // Decode steps (one token per sequence) of up to this many sequences replay step graphs captured at create
   // (backends that have them: CUDA); 0: every step runs op by op.

@@ -37,7 +37,9 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
                                          : m.spec.max_position;
   eo.max_step_tokens = options.max_step_tokens;
   eo.kv_pool_tokens = options.kv_pool_tokens;
-  eo.kv_pool_fit_reserve_bytes = options.kv_pool_fit_reserve_bytes;
+  eo.kv_pool_fit = options.kv_pool_fit;
+  eo.kv_pool_reserve_bytes = options.kv_pool_reserve_bytes;
+  eo.fit_max_tokens = options.fit_max_tokens;
   eo.block_size = options.block_size;
   eo.graph_max_batch = options.graph_max_batch;
   D0_ASSIGN_OR_RETURN(m.executor,

@@ -18,7 +18,9 @@ struct LoadOptions {
   std::int64_t max_tokens = 0;         // <= 0: the model's max_position_embeddings
   std::int64_t max_step_tokens = 2048;
   std::int64_t kv_pool_tokens = 0;     // paged KV pool; 0: max_tokens (one sequence)
-  std::int64_t kv_pool_fit_reserve_bytes = -1;  // ExecutorOptions::kv_pool_fit_reserve_bytes
+  KvPoolFit kv_pool_fit = KvPoolFit::as_asked;  // ExecutorOptions::kv_pool_fit
+  std::int64_t kv_pool_reserve_bytes = 0;       // ExecutorOptions::kv_pool_reserve_bytes
+  bool fit_max_tokens = false;                  // ExecutorOptions::fit_max_tokens
   std::int64_t block_size = 16;
   std::int64_t graph_max_batch = 64;   // decode steps up to this many sequences replay step graphs (CUDA); 0: off
   BackendOptions backend_options;

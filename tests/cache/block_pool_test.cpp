@@ -33,13 +33,77 @@ TEST(KvBudget, budget_gives_whole_blocks_and_too_small_a_budget_is_an_error_nami
 }
 
 // The executor's pool when the memory left cannot hold what was asked (bench: one context per batch row).
-TEST(KvBudget, a_pool_too_large_for_the_budget_shrinks_to_whole_blocks_but_never_below_the_least) {
-  const KvLayout layout{{16, 16}, 4, DType::f32};  // 1024 bytes a block
-  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 1000 * 1024), 100);      // fits: as asked
-  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 10 * 1024 + 1023), 10);  // 10 whole blocks
-  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 2 * 1024), 4);           // the least, whatever the budget
-  EXPECT_EQ(kv_blocks_that_fit(layout, 100, 4, 0), 4);
-  EXPECT_EQ(kv_blocks_that_fit(KvLayout{{0, 0}, 4, DType::f32}, 100, 4, 0), 100);  // no KV layers: nothing to fit
+// size_kv_pool: layout of 1,024 bytes a block (4 tokens) throughout.
+// A shrinking request (day0 bench's) unless `reserve` is -1: as asked.
+KvPoolRequest pool_request(std::int64_t max_tokens, std::int64_t pool_tokens, std::int64_t reserve) {
+  KvPoolRequest r;
+  r.max_tokens = max_tokens;
+  r.pool_tokens = pool_tokens;
+  r.fit = reserve < 0 ? KvPoolFit::as_asked : KvPoolFit::shrink;
+  r.reserve_bytes = reserve;
+  return r;
+}
+
+TEST(KvBudget, a_pool_too_large_for_the_budget_shrinks_to_whole_blocks_but_never_below_one_sequence) {
+  const KvLayout layout{{16, 16}, 4, DType::f32};
+  const auto blocks = [&](KvPoolRequest r, std::optional<std::size_t> free) {
+    auto s = size_kv_pool(layout, r, free);
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s->max_tokens, r.max_tokens);
+    return s.ok() ? s->blocks : -1;
+  };
+  EXPECT_EQ(blocks(pool_request(16, 400, 0), 1000 * 1024), 100);           // fits: as asked
+  EXPECT_EQ(blocks(pool_request(16, 400, 0), 10 * 1024 + 1023), 10);       // 10 whole blocks
+  EXPECT_EQ(blocks(pool_request(16, 400, 2048), 12 * 1024), 10);           // less the reserve
+  EXPECT_EQ(blocks(pool_request(16, 400, 0), 4 * 1024), 4);                // one sequence of 16 tokens
+  EXPECT_EQ(blocks(pool_request(16, 400, 1 << 20), 4 * 1024), 4);          // ... whatever the reserve
+  EXPECT_EQ(blocks(pool_request(16, 4, 0), 1000 * 1024), 4);               // never below one sequence
+  EXPECT_EQ(blocks(pool_request(16, 400, -1), 1000 * 1024), 100);          // not fitted
+  EXPECT_EQ(blocks(pool_request(16, 1 << 20, 0), std::nullopt), 1 << 18);  // free memory unknown: as asked
+  KvPoolRequest padded = pool_request(16, 400, 0);
+  padded.pad_blocks = 1;
+  EXPECT_EQ(blocks(padded, 10 * 1024), 9);  // the padding block comes out of the same memory
+  const auto none = size_kv_pool(layout, pool_request(16, 400, 0), 3 * 1024);  // not one sequence: the error
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("lower it (--max-model-len"), std::string::npos) << none.error().message;
+  const auto no_kv = size_kv_pool(KvLayout{{0, 0}, 4, DType::f32}, pool_request(16, 400, 0), 0);
+  ASSERT_TRUE(no_kv.ok()) << no_kv.error().message;
+  EXPECT_EQ(no_kv->blocks, 100) << "no KV layers: nothing to fit";
+}
+
+// A server's pool (fill) takes every whole block the memory holds; an unset context length (fit_max_tokens) is
+// lowered to what one sequence can have, in whole blocks, rather than refused.
+TEST(KvBudget, a_filled_pool_takes_what_fits_and_a_fitted_context_is_lowered_to_whole_blocks) {
+  const KvLayout layout{{16, 16}, 4, DType::f32};
+  KvPoolRequest fill = pool_request(16, 64, 1024);
+  fill.fit = KvPoolFit::fill;
+  fill.pad_blocks = 1;
+  auto s = size_kv_pool(layout, fill, 101 * 1024);  // 100 blocks after the reserve, one of them the padding's
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->blocks, 99);
+  EXPECT_EQ(s->max_tokens, 16);
+  s = size_kv_pool(layout, fill, std::nullopt);  // free memory unknown: pool_tokens
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->blocks, 16);
+
+  KvPoolRequest context = pool_request(131072, 0, 1024);
+  context.fit = KvPoolFit::fill;
+  context.fit_max_tokens = true;
+  s = size_kv_pool(layout, context, 51 * 1024 + 1000);  // 50 whole blocks after the reserve
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->max_tokens, 200);
+  EXPECT_EQ(s->blocks, 50);
+  s = size_kv_pool(layout, context, 1u << 30);  // room for the whole context: as asked, the rest to the pool
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->max_tokens, 131072);
+  EXPECT_EQ(s->blocks, ((1 << 30) - 1024) / 1024);
+  s = size_kv_pool(layout, context, 1024 + 1023);  // not one block after the reserve
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("not one block of 4 tokens fits"), std::string::npos) << s.error().message;
+  context.fit_max_tokens = false;  // an explicit context length: the error that says to lower it
+  s = size_kv_pool(layout, context, 51 * 1024);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("--max-model-len"), std::string::npos) << s.error().message;
 }
 
 // A pool that cannot fit is refused before any allocation, naming what it needs, what is left, how many tokens fit

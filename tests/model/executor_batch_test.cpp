@@ -340,7 +340,7 @@ void expect_picked_steps_of_the_logits(LoadOptions o) {
         EXPECT_EQ(std::memcmp(got->logits[k].raw(), want.raw(), want.nbytes()), 0) << "row " << sampled[k];
       }
     }
-    for (const std::vector<std::int32_t> bad : {std::vector<std::int32_t>{2, 1}, std::vector<std::int32_t>{8}}) {
+    for (const std::vector<std::int32_t>& bad : {std::vector<std::int32_t>{2, 1}, std::vector<std::int32_t>{8}}) {
       auto r = ex.step_picked(batch, bad);
       ASSERT_FALSE(r.ok());
       EXPECT_NE(r.error().message.find("sampled rows must ascend"), std::string::npos) << r.error().message;

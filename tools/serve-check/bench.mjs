@@ -6,8 +6,8 @@
 // Usage: node bench.mjs DAY0_BINARY [--levels 1,8,32,128] [--rounds 2] [--max-tokens 64] [--model-dir DIR]
 //        [--backend cpu|cuda] [--url URL (an already running server; DAY0_API_KEY is used as its key)] [--json]
 //        [--sampled-every K (every K-th client samples at temperature 1 instead of decoding greedily: mixed steps)]
-//        [--serve-arg ARG ... (passed on to the server it starts, e.g. --serve-arg=--no-launch-ahead; a --kv-*
-//        option there replaces the benchmark's own --kv-tokens)]
+//        [--serve-arg ARG ... (passed on to the server it starts, e.g. --serve-arg=--no-launch-ahead; its KV pool is
+//        the server's default, all the GPU memory the weights leave, unless one sets --kv-tokens)]
 //        [--clients-per-process N (default 8)]
 import { fork } from "node:child_process";
 import { availableParallelism } from "node:os";
@@ -148,7 +148,6 @@ async function main() {
   const server = o.url ? null : await startServer(o.bin, o.modelDir, [
     "--backend", o.backend, "--max-running", String(Math.max(64, maxClients)), "--max-waiting", String(4 * maxClients),
     "--max-connections", String(maxClients + 64),
-    ...(o.serveArgs.some((a) => a.startsWith("--kv-")) ? [] : ["--kv-tokens", String(Math.max(65536, maxClients * 256))]),
     ...o.serveArgs,
   ]);
   const url = o.url ?? server.url;

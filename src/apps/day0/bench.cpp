@@ -134,7 +134,8 @@ int bench(const BenchOptions& o) {
     lo.max_tokens = max_context + private_tokens;
     // As many rows as the points ask, or as fit: a point needing more rows than the pool holds is reported skipped.
     lo.kv_pool_tokens = lo.max_tokens + max_batch * (max_decode_context + private_tokens);
-    lo.kv_pool_fit_reserve_bytes = kScratchReserve;
+    lo.kv_pool_fit = KvPoolFit::shrink;
+    lo.kv_pool_reserve_bytes = kScratchReserve;
     lo.block_size = block;
     lo.max_step_tokens = std::max<std::int64_t>(engine.max_step_tokens, max_batch);
     auto bo = backend_options(engine);

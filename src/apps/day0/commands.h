@@ -90,9 +90,12 @@ struct ServeCommandOptions {
   std::int64_t max_batch_tokens = 512;  // tokens per engine step (decode rows + prefill chunks)
   int max_running = 64;                 // sequences in the running batch
   int max_waiting = 256;                // queued requests beyond which the server answers 429
-  std::int64_t kv_tokens = 65536;       // paged KV pool (at least one max-length sequence)
+  // Paged KV pool (at least one max-length sequence); 0: every whole block the memory left after the weights holds
+  // (less a reserve for step scratch) where the backend knows it (CUDA), else 65,536.
+  std::int64_t kv_tokens = 0;
   std::uint64_t kv_memory = 0;          // > 0: size the pool from this many bytes instead
-  std::int64_t max_model_len = 0;       // 0: the model's max_position_embeddings
+  // 0: the model's max_position_embeddings, lowered to what one sequence's KV can have where that does not fit.
+  std::int64_t max_model_len = 0;
   bool no_prefix_caching = false;
   bool no_launch_ahead = false;         // each greedy decode step waited for before the next is queued
   bool no_device_draws = false;         // every sampled row sampled on the host

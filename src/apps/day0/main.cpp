@@ -122,11 +122,15 @@ int main(int argc, char** argv) {
   sv->add_option("--max-running", serve.max_running, "Sequences in the running batch")->check(CLI::Range(1, 4096));
   sv->add_option("--max-waiting", serve.max_waiting, "Queued requests beyond which requests get 429")
       ->check(CLI::Range(1, 1 << 20));
-  sv->add_option("--kv-tokens", serve.kv_tokens, "Tokens of paged KV cache (all sequences together)")
+  sv->add_option("--kv-tokens", serve.kv_tokens,
+                 "Tokens of paged KV cache (all sequences together); default: all the GPU memory the weights leave "
+                 "(less 2 GiB of step scratch), 65,536 on the CPU")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
   sv->add_option("--kv-memory", serve.kv_memory, "Bytes of paged KV cache, e.g. 40GB (instead of --kv-tokens)")
       ->transform(CLI::AsSizeValue(/*kb_is_1000=*/true));
-  sv->add_option("--max-model-len", serve.max_model_len, "Context length (prompt + output); default: the model's")
+  sv->add_option("--max-model-len", serve.max_model_len,
+                 "Context length (prompt + output); default: the model's, or as long as one sequence's KV cache "
+                 "fits the GPU's memory where the model's does not")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 32));
   sv->add_flag("--no-prefix-caching", serve.no_prefix_caching, "Do not reuse KV blocks of shared prompt prefixes");
   sv->add_flag("--no-launch-ahead", serve.no_launch_ahead,

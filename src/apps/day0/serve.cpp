@@ -26,6 +26,12 @@
 namespace day0::app {
 namespace {
 
+// GPU memory a filled KV pool leaves for step scratch: a 2,048-token step of 20b peaked at 0.18 GiB (perf notes
+// v31), 64 rows of logits over gpt-oss's vocabulary take 51 MB; the rest is headroom for larger hidden sizes.
+constexpr std::int64_t kServeScratchReserve = std::int64_t{2} << 30;
+// The pool where the backend cannot say what memory is left (the CPU's host memory).
+constexpr std::int64_t kKvTokensWithoutMemory = 65536;
+
 // The signal thread: the first SIGTERM/SIGINT asks main to drain (or exits at once while loading); a second
 // one exits at once (RELIABILITY.md S2, S3).
 class Signals {
@@ -98,7 +104,10 @@ int serve(const ServeCommandOptions& o) {
   d.load.graph_max_batch = o.engine.graph_batch;
   d.load.max_tokens = o.max_model_len;  // 0: the model's max_position_embeddings
   d.load.max_step_tokens = std::max(o.engine.max_step_tokens, o.max_batch_tokens);
-  d.load.kv_pool_tokens = o.kv_tokens;
+  d.load.kv_pool_tokens = o.kv_tokens > 0 ? o.kv_tokens : kKvTokensWithoutMemory;
+  d.load.kv_pool_fit = o.kv_tokens == 0 && o.kv_memory == 0 ? KvPoolFit::fill : KvPoolFit::as_asked;
+  d.load.kv_pool_reserve_bytes = kServeScratchReserve;
+  d.load.fit_max_tokens = o.max_model_len == 0;
   if (o.kv_memory > 0) {  // the pool from a memory budget: as many whole blocks as the bytes hold
     auto spec = model_spec_from_dir(o.dir);
     if (!spec.ok()) return fail(spec.error().message);
@@ -123,6 +132,11 @@ int serve(const ServeCommandOptions& o) {
   std::printf("day0 serve: weights %s loaded on %s in %.3f s%s\n", format_bytes(model.weight_bytes).c_str(),
               o.engine.backend.c_str(), model.load_seconds,
               served.chat_template ? "" : "; no chat template: /v1/chat/completions answers 400 (--chat-template FILE)");
+  if (o.max_model_len == 0 && served.protocol.max_model_len < model.spec.max_position)
+    std::printf(
+        "day0 serve: context %lld tokens, not the model's %lld: one sequence's KV cache of that length does "
+        "not fit the memory the weights leave (--max-model-len sets it; --memory-fraction gives more)\n",
+        static_cast<long long>(served.protocol.max_model_len), static_cast<long long>(model.spec.max_position));
   (*server)->attach(served);
   if (Status s = (*server)->warm_up(std::chrono::seconds(120)); !s.ok()) {
     (*server)->stop();  // before the engine it points at goes away
