@@ -203,32 +203,40 @@ void Server::attach(ServedModel model) {
   core_->model = std::make_shared<const ServedModel>(std::move(model));
 }
 
-Status Server::warm_up(std::chrono::milliseconds timeout) {
+Status Server::warm_up(std::chrono::milliseconds timeout, std::int64_t prompt_tokens) {
   const auto model = core_->served();
   if (!model || model->engine == nullptr || model->tokenizer == nullptr)
     return make_error("warm-up: no model attached");
-  GenerateRequest request;
   auto ids = model->tokenizer->encode("\n", /*add_special_tokens=*/false);
-  request.prompt = ids.ok() && !ids->empty() ? *ids : std::vector<std::int32_t>{0};
-  request.sampling.temperature = 0;
-  request.sampling.max_tokens = 1;
-  request.sampling.ignore_eos = true;
-  request.seed = 0;
-  ServerMetrics scratch;  // the warm-up is not a client request: keep it out of /metrics
-  const GenerationContext context{model->engine, model->tokenizer, &scratch, model->eos_token_ids};
-  D0_ASSIGN_OR_RETURN(auto generation, Generation::start(context, std::move(request), SteadyClock::now()));
+  const std::int32_t token = ids.ok() && !ids->empty() ? ids->front() : 0;
   const auto deadline = SteadyClock::now() + timeout;
-  while (SteadyClock::now() < deadline) {
-    const GenerationChunk chunk = generation->next(std::chrono::milliseconds(50));
-    if (chunk.error) return make_error("warm-up: " + chunk.error->message);
-    if (chunk.finished) {
-      if (generation->usage().completion_tokens != 1)
-        return make_error("warm-up: expected 1 token, got " + std::to_string(generation->usage().completion_tokens));
-      core_->ready = !core_->draining;
-      return Status();
+  const auto generate = [&](std::int64_t n_prompt, std::int32_t n_out) -> Status {
+    GenerateRequest request;
+    request.prompt.assign(static_cast<std::size_t>(n_prompt), token);
+    request.sampling.temperature = 0;
+    request.sampling.max_tokens = n_out;
+    request.sampling.ignore_eos = true;
+    request.seed = 0;
+    ServerMetrics scratch;  // the warm-up is not a client request: keep it out of /metrics
+    const GenerationContext context{model->engine, model->tokenizer, &scratch, model->eos_token_ids};
+    D0_ASSIGN_OR_RETURN(auto generation, Generation::start(context, std::move(request), SteadyClock::now()));
+    while (SteadyClock::now() < deadline) {
+      const GenerationChunk chunk = generation->next(std::chrono::milliseconds(50));
+      if (chunk.error) return make_error("warm-up: " + chunk.error->message);
+      if (!chunk.finished) continue;
+      if (generation->usage().completion_tokens != n_out)
+        return make_error("warm-up: expected " + std::to_string(n_out) + " tokens, got " +
+                          std::to_string(generation->usage().completion_tokens));
+      return Status::success();
     }
-  }
-  return make_error("warm-up: no token within " + std::to_string(timeout.count()) + " ms");
+    return make_error("warm-up: no token within " + std::to_string(timeout.count()) + " ms");
+  };
+  D0_RETURN_IF_ERROR(generate(1, 1));
+  const std::int64_t len = model->protocol.max_model_len;  // 0: not known
+  const std::int64_t longest = len > 0 ? std::min<std::int64_t>(prompt_tokens, len - 2) : prompt_tokens;
+  if (longest > 1) D0_RETURN_IF_ERROR(generate(longest, 2));
+  core_->ready = !core_->draining;
+  return Status::success();
 }
 
 void Server::drain_and_stop(std::chrono::milliseconds timeout) {

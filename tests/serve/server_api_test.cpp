@@ -70,6 +70,33 @@ TEST(ServerLifecycle, alive_at_once_ready_only_after_a_model_is_attached_and_war
   (*server)->stop();
 }
 
+// The GPU's warm-up (serve.cpp) adds a prefill as long as a step: it runs through the engine (its tokens are the
+// engine's), within the model's context however long it is asked to be, and stays out of the client metrics.
+TEST(ServerLifecycle, a_warm_up_with_a_long_prompt_prefills_within_the_context_and_counts_no_client_tokens) {
+  ServerOptions o;
+  o.port = 0;
+  auto server = Server::start(o);
+  ASSERT_TRUE(server.ok()) << server.error().message;
+  DeploymentOptions d;
+  d.dir = kBundledModel;
+  d.load.kv_pool_tokens = 4096;
+  auto deployment = Deployment::open(d);
+  ASSERT_TRUE(deployment.ok()) << deployment.error().message;
+  const ServedModel served = (*deployment)->served();
+  (*server)->attach(served);
+  ASSERT_TRUE((*server)->warm_up(std::chrono::seconds(60), 100000).ok());  // clamped to the 1,024-token context
+  const EngineStats stats = served.engine->stats();
+  EXPECT_EQ(stats.step_tokens, 1 + 1022 + 1) << "the 1-token generation's prefill, then 1,022 prompt tokens and a "
+                                                "decode step (each generation's last token is not stepped)";
+  httplib::Client c("127.0.0.1", (*server)->port());
+  EXPECT_EQ(c.Get("/ready")->status, 200);
+  const auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("day0_prompt_tokens_total 0"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("day0_generation_tokens_total 0"), std::string::npos);
+  (*server)->stop();
+}
+
 TEST_F(ServerApi, models_lists_the_served_name_with_its_limits) {
   httplib::Client c = server_->client();
   const auto r = c.Get("/v1/models");

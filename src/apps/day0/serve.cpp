@@ -138,7 +138,9 @@ int serve(const ServeCommandOptions& o) {
         "not fit the memory the weights leave (--max-model-len sets it; --memory-fraction gives more)\n",
         static_cast<long long>(served.protocol.max_model_len), static_cast<long long>(model.spec.max_position));
   (*server)->attach(served);
-  if (Status s = (*server)->warm_up(std::chrono::seconds(120)); !s.ok()) {
+  // On the GPU also a prefill of up to one step's tokens (CUDA loads kernels lazily, cuBLASLt plans each new shape).
+  const std::int64_t warm_prompt = o.engine.backend == "cpu" ? 1 : std::min<std::int64_t>(512, o.max_batch_tokens);
+  if (Status s = (*server)->warm_up(std::chrono::seconds(120), warm_prompt); !s.ok()) {
     (*server)->stop();  // before the engine it points at goes away
     return fail(s.error().message);
   }
