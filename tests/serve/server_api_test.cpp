@@ -85,9 +85,12 @@ TEST(ServerLifecycle, a_warm_up_with_a_long_prompt_prefills_within_the_context_a
   const ServedModel served = (*deployment)->served();
   (*server)->attach(served);
   ASSERT_TRUE((*server)->warm_up(std::chrono::seconds(60), 100000).ok());  // clamped to the 1,024-token context
+  // The 1-token generation's prefill, then 1,022 prompt tokens and a decode step (a generation's last token is not
+  // stepped). The engine publishes a step's counts after it reports the step's tokens, so the last step may not be
+  // counted yet.
   const EngineStats stats = served.engine->stats();
-  EXPECT_EQ(stats.step_tokens, 1 + 1022 + 1) << "the 1-token generation's prefill, then 1,022 prompt tokens and a "
-                                                "decode step (each generation's last token is not stepped)";
+  EXPECT_GE(stats.step_tokens, 1 + 1022);
+  EXPECT_LE(stats.step_tokens, 1 + 1022 + 1);
   httplib::Client c("127.0.0.1", (*server)->port());
   EXPECT_EQ(c.Get("/ready")->status, 200);
   const auto metrics = c.Get("/metrics");
