@@ -72,9 +72,8 @@ Result<KvPoolSize> size_kv_pool(const KvLayout& layout, const KvPoolRequest& req
   if (fitted && free_bytes && per_token.ok() && *per_token > 0) {
     const auto reserve = static_cast<std::size_t>(std::max<std::int64_t>(request.reserve_bytes, 0));
     const std::size_t budget = *free_bytes > reserve ? *free_bytes - reserve : 0;
-    const auto per_block = static_cast<std::uint64_t>(*per_token) * static_cast<std::uint64_t>(bs);
-    fits = static_cast<std::int64_t>(std::min<std::uint64_t>(budget / per_block, std::numeric_limits<BlockId>::max())) -
-           request.pad_blocks;
+    const auto whole = kv_blocks_for_budget(layout, budget);  // an error: not one block
+    fits = (whole.ok() ? *whole : 0) - request.pad_blocks;
     if (request.fit_max_tokens && fits < least) {
       if (fits < 1)
         return make_error("KV cache: not one block of " + std::to_string(bs) + " tokens fits the " +
