@@ -1,7 +1,7 @@
 // group_by_expert_cuda against the CPU reference, exactly, on fresh random routings: decode (1 token) to prefill
 // (2,048 tokens), top-1/4/8, 8 to 128 experts (gpt-oss-20b and -120b: 32 and 128, top-4), skewed routings where a
 // few experts take most tokens; the inverse map (entries) names each assignment's place; and a bad id raises the
-// flag and leaves its entry -1.
+// flag and leaves its entry -1, in the one-warp kernel (up to 256 assignments) and in the block / cluster one.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,7 +9,6 @@
 #include "cuda_test_util.h"
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/expert_grouping.h"
-#include "ops/op_test_util.h"
 
 namespace day0 {
 namespace {
@@ -30,8 +29,9 @@ TEST(CudaExpertGrouping, equals_the_cpu_reference_exactly_from_decode_to_prefill
   std::mt19937 rng(31);
   for (int E : {8, 32, 128, 1000})  // 1,000: 32 experts a lane in the offsets scan, the last lane part-filled
     for (int k : {1, 4, 8})
+      // Up to 256 assignments one warp groups them (S 64 at top-4, 32 at top-8; 33 at top-8 is the block's);
       // 1,031 tokens: 4,124 or 8,248 assignments split over a cluster's blocks in chunks of uneven length
-      for (std::int64_t S : {1, 3, 64, 1031, 2048})
+      for (std::int64_t S : {1, 3, 16, 32, 33, 64, 65, 1031, 2048})
         for (bool skewed : {false, true}) {
           if (k > E) continue;
           SCOPED_TRACE(::testing::Message() << "E " << E << " k " << k << " S " << S << " skewed " << skewed);
@@ -67,16 +67,31 @@ TEST(CudaExpertGrouping, an_id_outside_the_experts_raises_the_flag) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
-  const Tensor idx = upload(*ctx, optest::i32_tensor({0, 9, 1, 2}));
-  Tensor counts = poisoned(*ctx, {4}, DType::i32), offsets = poisoned(*ctx, {5}, DType::i32);
-  Tensor rows = poisoned(*ctx, {4}, DType::i32), assigns = poisoned(*ctx, {4}, DType::i32);
-  Tensor experts = poisoned(*ctx, {4}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
-  Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32), entries = poisoned(*ctx, {2, 2}, DType::i32);
-  D0_ASSERT_OK(group_by_expert_cuda(idx.view({2, 2}), 4, counts, offsets, rows, assigns, experts, n_routed, flag,
-                                    ctx->stream(), &entries));
-  EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
-  // Assignment 1 (id 9) is not grouped; the others take entries 0, 1, 2 (experts 0, 1, 2).
-  EXPECT_EQ(to_vector(download(*ctx, entries)), (std::vector<std::int32_t>{0, -1, 1, 2}));
+  // 4 assignments (the one-warp kernel) and 2,400 (a cluster of blocks): ids cycle 0-3, one of them 9 or -2.
+  for (std::int64_t S : {2, 1200})
+    for (std::int32_t bad : {9, -2}) {
+      SCOPED_TRACE(::testing::Message() << "S " << S << " bad id " << bad);
+      const std::int64_t A = S * 2;
+      Tensor host = Tensor::zeros({S, 2}, DType::i32);
+      for (std::int64_t a = 0; a < A; ++a) host.data<std::int32_t>()[a] = static_cast<std::int32_t>(a % 4);
+      host.data<std::int32_t>()[1] = bad;
+      Tensor counts = poisoned(*ctx, {4}, DType::i32), offsets = poisoned(*ctx, {5}, DType::i32);
+      Tensor rows = poisoned(*ctx, {A}, DType::i32), assigns = poisoned(*ctx, {A}, DType::i32);
+      Tensor experts = poisoned(*ctx, {4}, DType::i32), n_routed = poisoned(*ctx, {1}, DType::i32);
+      Tensor flag = cudatest::zeroed(*ctx, {1}, DType::i32), entries = poisoned(*ctx, {S, 2}, DType::i32);
+      D0_ASSERT_OK(group_by_expert_cuda(upload(*ctx, host), 4, counts, offsets, rows, assigns, experts, n_routed, flag,
+                                        ctx->stream(), &entries));
+      EXPECT_EQ(cudatest::download_flag(*ctx, flag), 1);
+      // Assignment 1 is not grouped; the others keep their places among their experts' (expert 1 one fewer).
+      const auto got = to_vector(download(*ctx, entries));
+      EXPECT_EQ(got[1], -1);
+      if (S == 2) {
+        EXPECT_EQ(got, (std::vector<std::int32_t>{0, -1, 1, 2}));
+      }
+      EXPECT_EQ(to_vector(download(*ctx, counts)),
+                (std::vector<std::int32_t>{static_cast<std::int32_t>(A / 4), static_cast<std::int32_t>(A / 4 - 1),
+                                           static_cast<std::int32_t>(A / 4), static_cast<std::int32_t>(A / 4)}));
+    }
 }
 
 }  // namespace
