@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ops/token_cutoff.h"
 
 namespace day0 {
 
@@ -38,5 +39,8 @@ Status check_token_draws(const std::vector<TokenDraw>& draws, std::int64_t rows,
 // The id drawn from `logits` [vocab] (max_logit their largest, finite) as the header says; -1 when no weight is
 // positive.
 std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, float inv_t, double u);
+// The same walk with the weights of ids past `cutoff` (token_cutoff.h: top-k, top-p) or under min_p set to zero.
+std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, float inv_t, double u,
+                        const TokenCutoff& cutoff, double min_p);
 
 }  // namespace day0
