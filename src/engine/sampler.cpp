@@ -1,5 +1,5 @@
 // Sampler: checks the logits once, applies the penalties on a copy only when there is something to
-// apply, then takes the argmax (greedy) or draws from the filtered candidates.
+// apply, then takes the argmax (greedy) or draws with top-k / top-p's cutoff and min-p (ops/token_cutoff.h).
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "engine/philox.h"
 #include "ops/greedy_pick.h"
+#include "ops/token_cutoff.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -63,13 +64,15 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
 
   if (params_.is_greedy()) {
     result.token = greedy_pick(adjusted).token;              // greedy reads no random number
-  } else if (keeps_every_token(params_, adjusted.size())) {  // temperature only: no candidate list
+  } else {  // top-k and top-p as one cutoff, min-p as a threshold: the walk of the draw masked (token_cutoff.h)
     const float m = *std::max_element(adjusted.begin(), adjusted.end());
-    result.token = draw_token(adjusted.data(), static_cast<std::int64_t>(adjusted.size()), m, inverse_temperature(),
-                              philox_uniform(seed_, output_.size()));
-  } else {
-    keep_candidates(adjusted, params_, scratch.candidates);
-    result.token = draw_candidate(scratch.candidates, philox_uniform(seed_, output_.size()));
+    const auto V = static_cast<std::int64_t>(adjusted.size());
+    const TokenCutoff cut =
+        keeps_every_token(params_, adjusted.size())
+            ? TokenCutoff{}
+            : token_cutoff(adjusted.data(), V, m, inverse_temperature(), params_.top_k, params_.top_p);
+    result.token = draw_token(adjusted.data(), V, m, inverse_temperature(), philox_uniform(seed_, output_.size()), cut,
+                              params_.min_p);
   }
 
   return finish(logits, result);

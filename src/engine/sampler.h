@@ -13,7 +13,6 @@
 #include "engine/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
-#include "engine/token_filter.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -28,7 +27,6 @@ struct SampleResult {
 // thread, reused across sequences so that a step allocates nothing once warm.
 struct SamplerScratch {
   std::vector<float> logits;
-  std::vector<Candidate> candidates;
 };
 
 // A seed for a request that did not set one: drawn once, from std::random_device.
