@@ -2,6 +2,7 @@
 #include "ops/token_cutoff.h"
 
 #include <array>
+#include <vector>
 
 #include "ops/exp_nonpositive.h"
 
@@ -9,48 +10,54 @@ namespace day0 {
 namespace {
 
 // The first id in rank order, among those `within` keeps, whose inclusive measure reaches the target. The target
-// comes from the candidates' total measure (known after the first pass's histogram).
+// comes from the candidates' total measure. Each pass keeps the candidates of the chosen digit only (in id order),
+// so the exponentials are taken once and later passes see few ids.
 template <class Measure, class Target>
 TokenCutoff descend(const float* logits, std::int64_t vocab, const TokenCutoff& within, const Measure& measure,
                     const Target& target_of) {
-  std::uint32_t prefix = 0, mask = 0;
-  std::uint64_t above = 0, target = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    std::array<std::uint64_t, 256> count{}, mass{};
-    for (std::int64_t i = 0; i < vocab; ++i) {
-      const std::uint32_t key = logit_key(logits[i]);
-      if ((key & mask) != prefix || !cutoff_keeps(within, key, i)) continue;
-      const auto d = (key >> shift) & 255u;
-      ++count[d];
-      mass[d] += measure(logits[i]);
-    }
-    if (shift == 24) {
-      std::uint64_t total = 0;
-      for (const std::uint64_t m : mass) total += m;
-      target = target_of(total);
-    }
-    int chosen = -1;
-    for (int d = 255; d >= 0; --d) {
-      if (count[d] == 0) continue;
-      if (above + mass[d] >= target) {
-        chosen = d;
-        break;
-      }
-      above += mass[d];
-    }
-    if (chosen < 0) return within;  // no candidate: nothing to cut
-    prefix |= static_cast<std::uint32_t>(chosen) << shift;
-    mask |= 255u << shift;
-  }
-  std::int64_t last = -1;
+  struct Candidate {
+    std::uint32_t key;
+    std::int32_t id;
+    std::uint64_t measure;
+  };
+  thread_local std::vector<Candidate> candidates, next;  // kept: a sampler's warm step allocates nothing
+  candidates.clear();
+  std::uint64_t total = 0;
   for (std::int64_t i = 0; i < vocab; ++i) {
     const std::uint32_t key = logit_key(logits[i]);
-    if (key != prefix || !cutoff_keeps(within, key, i)) continue;
-    above += measure(logits[i]);
-    last = i;
-    if (above >= target) break;
+    if (!cutoff_keeps(within, key, i)) continue;
+    const std::uint64_t m = measure(logits[i]);
+    candidates.push_back({key, static_cast<std::int32_t>(i), m});
+    total += m;
   }
-  return {prefix, static_cast<std::int32_t>(last)};
+  const std::uint64_t target = target_of(total);
+  std::uint64_t above = 0;
+  for (int shift = 24; shift >= 0 && !candidates.empty(); shift -= 8) {
+    std::array<std::uint64_t, 256> count{}, mass{};
+    for (const Candidate& c : candidates) {
+      const auto d = (c.key >> shift) & 255u;
+      ++count[d];
+      mass[d] += c.measure;
+    }
+    std::uint32_t chosen = 0;
+    for (int d = 255; d >= 0; --d) {
+      if (count[d] == 0) continue;
+      chosen = static_cast<std::uint32_t>(d);
+      if (above + mass[d] >= target) break;
+      above += mass[d];  // only the last digit with candidates can fall through: the total reaches the target
+    }
+    next.clear();
+    for (const Candidate& c : candidates)
+      if (((c.key >> shift) & 255u) == chosen) next.push_back(c);
+    candidates.swap(next);
+  }
+  if (candidates.empty()) return within;  // no candidate: nothing to cut
+  // The ties at the cutoff key, in id order.
+  for (const Candidate& c : candidates) {
+    above += c.measure;
+    if (above >= target) return {c.key, c.id};
+  }
+  return {candidates.back().key, candidates.back().id};
 }
 
 }  // namespace
