@@ -10,7 +10,6 @@
 
 #include "engine/philox.h"
 #include "ops/greedy_pick.h"
-#include "ops/token_cutoff.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -66,13 +65,7 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
     result.token = greedy_pick(adjusted).token;              // greedy reads no random number
   } else {  // top-k and top-p as one cutoff, min-p as a threshold: the walk of the draw masked (token_cutoff.h)
     const float m = *std::max_element(adjusted.begin(), adjusted.end());
-    const auto V = static_cast<std::int64_t>(adjusted.size());
-    const TokenCutoff cut =
-        keeps_every_token(params_, adjusted.size())
-            ? TokenCutoff{}
-            : token_cutoff(adjusted.data(), V, m, inverse_temperature(), params_.top_k, params_.top_p);
-    result.token = draw_token(adjusted.data(), V, m, inverse_temperature(), philox_uniform(seed_, output_.size()), cut,
-                              params_.min_p);
+    result.token = draw_token(adjusted.data(), static_cast<std::int64_t>(adjusted.size()), m, draw_params(0, 0));
   }
 
   return finish(logits, result);
@@ -83,10 +76,15 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
          (ahead == 0 ? !penalties_apply(params_, history_) : penalties_never_apply(params_));
 }
 
-std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead) const {
+std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::uint64_t ahead) const {
   const SamplingParams& p = params_;
-  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p) || !keeps_every_token(p, vocab)) return std::nullopt;
-  return TokenDraw{row, inverse_temperature(), philox_uniform(seed_, output_.size() + ahead)};
+  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p)) return std::nullopt;
+  return draw_params(row, ahead);
+}
+
+TokenDraw Sampler::draw_params(std::int32_t row, std::uint64_t ahead) const {
+  return TokenDraw{row,           inverse_temperature(), philox_uniform(seed_, output_.size() + ahead),
+                   params_.top_k, params_.top_p,         params_.min_p};
 }
 
 Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable) {

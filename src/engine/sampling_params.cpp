@@ -98,9 +98,4 @@ Status validate_sampling_params(const SamplingParams& params, const SamplingLimi
   return Status::success();
 }
 
-bool keeps_every_token(const SamplingParams& params, std::size_t vocab) {
-  return (params.top_k <= 0 || static_cast<std::size_t>(params.top_k) >= vocab) && params.top_p >= 1.0 &&
-         params.min_p <= 0.0;
-}
-
 }  // namespace day0

@@ -61,9 +61,6 @@ struct SamplingParams {
   bool is_greedy() const { return temperature < kGreedyTemperature; }
 };
 
-// Whether top_k, top_p and min_p of `params` keep every token of a vocabulary of `vocab` (temperature only).
-bool keeps_every_token(const SamplingParams& params, std::size_t vocab);
-
 // Limits that depend on the model or the deployment; zero means "not known here, not checked".
 struct SamplingLimits {
   std::int32_t vocab_size = 0;

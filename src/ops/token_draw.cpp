@@ -69,6 +69,10 @@ Status check_token_draws(const std::vector<TokenDraw>& draws, std::int64_t rows,
       return make_error(what + ": row " + std::to_string(d.row) + ": 1 / temperature must be positive and finite");
     if (!(d.u >= 0.0 && d.u < 1.0))
       return make_error(what + ": row " + std::to_string(d.row) + ": the uniform number must lie in [0, 1)");
+    if (!(d.top_p > 0.0 && d.top_p <= 1.0))
+      return make_error(what + ": row " + std::to_string(d.row) + ": top_p must lie in (0, 1]");
+    if (!(d.min_p >= 0.0 && d.min_p <= 1.0))
+      return make_error(what + ": row " + std::to_string(d.row) + ": min_p must lie in [0, 1]");
   }
   return Status::success();
 }
@@ -106,6 +110,11 @@ std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit
     if (cum > target) return static_cast<std::int32_t>(lane_id(b, l, k));
   }
   return last_in_lane(w, b, l);
+}
+
+std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, const TokenDraw& d) {
+  const TokenCutoff cut = token_cutoff(logits, vocab, max_logit, d.inv_t, d.top_k, d.top_p);
+  return draw_token(logits, vocab, max_logit, d.inv_t, d.u, cut, d.min_p);
 }
 
 }  // namespace day0

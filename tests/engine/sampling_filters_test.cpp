@@ -115,15 +115,5 @@ TEST(SamplingFilters, the_vectorisable_exp_is_within_a_few_ulp_of_exp_and_zero_b
   EXPECT_EQ(exp_nonpositive(-INFINITY), 0.f);
 }
 
-// Temperature-only rows need no cutoff (the draw of ops/token_draw.h alone): keeps_every_token says which rows
-// those are.
-TEST(SamplingFilters, keeps_every_token_only_where_no_filter_cuts_the_vocabulary) {
-  // Whatever filters something is not "unfiltered": top_k below the vocabulary, top_p < 1, min_p > 0.
-  EXPECT_FALSE(keeps_every_token(params(10, 1.0, 0.0), 5000));
-  EXPECT_TRUE(keeps_every_token(params(5000, 1.0, 0.0), 5000));
-  EXPECT_FALSE(keeps_every_token(params(0, 0.9, 0.0), 5000));
-  EXPECT_FALSE(keeps_every_token(params(0, 1.0, 0.05), 5000));
-}
-
 }  // namespace
 }  // namespace day0
