@@ -10,34 +10,40 @@
 //   as zero here (their share of the total is under 1e-7). At least one id is kept.
 // The cutoff is the last kept id; token_cutoff finds it by a radix descent over the keys, 8 bits a pass (counts for
 // top-k, masses for top-p), then the ties at the cutoff key in id order: the order a device's histograms take.
-// C++17 (CUDA sources may include it).
+// C++17: CUDA sources include it (logit_key and cutoff_keeps run on the device too).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
+
+#include "core/host_device.h"
 
 namespace day0 {
 
 // Ids at or before (key, id) in rank order are kept. The default keeps every id.
 struct TokenCutoff {
   std::uint32_t key = 0;
-  std::int32_t id = std::numeric_limits<std::int32_t>::max();
+  std::int32_t id = INT32_MAX;
 };
 
 // Larger logit, larger key; -inf below every finite logit (NaN never reaches here: a row holding one is refused).
-inline std::uint32_t logit_key(float x) {
+D0_HOST_DEVICE std::uint32_t logit_key(float x) {
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t bits = __float_as_uint(x);
+#else
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
+#endif
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
 }
 
-inline bool cutoff_keeps(const TokenCutoff& c, std::uint32_t key, std::int64_t id) {
+D0_HOST_DEVICE bool cutoff_keeps(const TokenCutoff& c, std::uint32_t key, std::int64_t id) {
   return key > c.key || (key == c.key && id <= c.id);
 }
 
-// A weight in [0, 1] as top-p's integer mass (the device's __float2ull_rn of w * 2^40 is the same integer).
+// A weight in [0, 1] as top-p's integer mass (the device's __float2ull_rn of w * 2^40 is the same integer: the
+// product is exact).
 inline std::uint64_t top_p_mass(float w) {
   return static_cast<std::uint64_t>(std::nearbyint(static_cast<double>(w) * 1099511627776.0));
 }
