@@ -67,8 +67,8 @@ __device__ __forceinline__ unsigned long long add_in_group(unsigned group, unsig
 
 // Warp 0: the digit of this pass as the host picks it (the highest with candidates whose measure, with everything
 // above it, reaches the target; else the lowest with candidates), from the cluster's histograms in `buf`.
-__device__ void pick_digit(const cg::cluster_group& cluster, CutoffShared& s, int buf, int shift, bool first,
-                           const CutoffRow& row, const TokenDraw& d) {
+__device__ inline void pick_digit(const cg::cluster_group& cluster, CutoffShared& s, int buf, int shift, bool first,
+                                  const CutoffRow& row, const TokenDraw& d) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   unsigned long long m[8], lane_measure = 0;
   unsigned c[8];
@@ -141,8 +141,8 @@ __device__ __forceinline__ bool candidate(const CutoffRow& row, unsigned key, in
 
 // Warp 0: the first candidate (of `prefix` from `shift` up) in id order whose running measure, from `above`,
 // reaches the target; the last candidate if none does (the host's fall-through).
-__device__ TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
-                                unsigned prefix, int shift) {
+__device__ inline TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
+                                       unsigned prefix, int shift) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int blocks = (row.V + kDrawBlock - 1) / kDrawBlock;
   if (rank_of(cluster) != 0) {  // a copy of the first CTA's block ties, read twice below
@@ -229,8 +229,8 @@ __device__ TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffShared& 
 
 // The cutoff of `row` for target top_k (counts) or top_p (masses) of `d`, by every thread of every CTA of the
 // cluster; the same result in each.
-__device__ TokenCutoff cutoff_in_cluster(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
-                                         const TokenDraw& d) {
+__device__ inline TokenCutoff cutoff_in_cluster(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
+                                                const TokenDraw& d) {
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
   const int rank = static_cast<int>(cluster.block_rank());
   unsigned prefix = 0;
