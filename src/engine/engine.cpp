@@ -39,7 +39,6 @@ struct Engine::Impl {
   Executor& executor;
   EngineConfig config;
   SequenceCache cache;
-  std::size_t vocab = static_cast<std::size_t>(executor.spec().vocab_size);
   // Rows of a step are sampled in parallel, one scratch per thread: at batch 64 and a 201k vocabulary one
   // thread spent longer checking and scanning the logits than the GPU spent on the step. The threads are started
   // once (starting and joining them every step cost more than small batches' sampling).
@@ -402,7 +401,7 @@ bool Engine::Impl::picked_on_device(const Sampler& sampler, std::int32_t row, st
                                     std::vector<TokenDraw>& draws) const {
   if (sampler.argmax_only(ahead)) return true;
   if (!config.device_draws) return false;
-  const std::optional<TokenDraw> d = sampler.device_draw(row, vocab, ahead);
+  const std::optional<TokenDraw> d = sampler.device_draw(row, ahead);
   if (d) draws.push_back(*d);
   return d.has_value();
 }

@@ -39,7 +39,7 @@ struct EngineConfig {
   bool prefix_caching = true;
   std::vector<std::int32_t> eos_token_ids;
   bool launch_ahead = true;  // greedy decode steps queued before the last one's picks are read (above)
-  // Rows sampled at a temperature alone (no top-k / top-p / min-p, penalty, bias or logprobs) drawn on the device
+  // Sampled rows (temperature, top-k, top-p, min-p; no penalty, bias or logprobs) drawn on the device
   // (Ops::draw_tokens, the host sampler's draw bit for bit): two ids a row reach the host, not its logits, and such
   // rows launch ahead as greedy ones do.
   bool device_draws = true;

@@ -1,5 +1,5 @@
 // Sampler: checks the logits once, applies the penalties on a copy only when there is something to
-// apply, then takes the argmax (greedy) or draws from the filtered candidates.
+// apply, then takes the argmax (greedy) or draws with top-k / top-p's cutoff and min-p (ops/token_cutoff.h).
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -63,13 +63,9 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
 
   if (params_.is_greedy()) {
     result.token = greedy_pick(adjusted).token;              // greedy reads no random number
-  } else if (keeps_every_token(params_, adjusted.size())) {  // temperature only: no candidate list
+  } else {  // top-k and top-p as one cutoff, min-p as a threshold: the walk of the draw masked (token_cutoff.h)
     const float m = *std::max_element(adjusted.begin(), adjusted.end());
-    result.token = draw_token(adjusted.data(), static_cast<std::int64_t>(adjusted.size()), m, inverse_temperature(),
-                              philox_uniform(seed_, output_.size()));
-  } else {
-    keep_candidates(adjusted, params_, scratch.candidates);
-    result.token = draw_candidate(scratch.candidates, philox_uniform(seed_, output_.size()));
+    result.token = draw_token(adjusted.data(), static_cast<std::int64_t>(adjusted.size()), m, draw_params(0, 0));
   }
 
   return finish(logits, result);
@@ -80,10 +76,15 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
          (ahead == 0 ? !penalties_apply(params_, history_) : penalties_never_apply(params_));
 }
 
-std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead) const {
+std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::uint64_t ahead) const {
   const SamplingParams& p = params_;
-  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p) || !keeps_every_token(p, vocab)) return std::nullopt;
-  return TokenDraw{row, inverse_temperature(), philox_uniform(seed_, output_.size() + ahead)};
+  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p)) return std::nullopt;
+  return draw_params(row, ahead);
+}
+
+TokenDraw Sampler::draw_params(std::int32_t row, std::uint64_t ahead) const {
+  return TokenDraw{row,           inverse_temperature(), philox_uniform(seed_, output_.size() + ahead),
+                   params_.top_k, params_.top_p,         params_.min_p};
 }
 
 Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable) {

@@ -13,7 +13,6 @@
 #include "engine/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
-#include "engine/token_filter.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -28,7 +27,6 @@ struct SampleResult {
 // thread, reused across sequences so that a step allocates nothing once warm.
 struct SamplerScratch {
   std::vector<float> logits;
-  std::vector<Candidate> candidates;
 };
 
 // A seed for a request that did not set one: drawn once, from std::random_device.
@@ -55,11 +53,11 @@ class Sampler {
   // or none), which fail as sample() does.
   Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable);
 
-  // Where the token `ahead` steps after the next (0: the next) is a draw from softmax(logits / temperature) alone
-  // (sampled, no top-k / top-p / min-p that cuts a vocabulary of `vocab`, no penalty or bias, no logprobs): that
-  // draw's parameters for `row`, so that a draw made elsewhere (Ops::draw_tokens, token_draw.h) stands for sample().
-  // Its pick is then taken with take_argmax (the same checks; only the token is recorded).
-  std::optional<TokenDraw> device_draw(std::int32_t row, std::size_t vocab, std::uint64_t ahead = 0) const;
+  // Where the token `ahead` steps after the next (0: the next) is a draw from the raw logits (sampled, with any
+  // temperature, top-k, top-p and min-p, but no penalty or bias, no logprobs): that draw's parameters for `row`, so
+  // that a draw made elsewhere (Ops::draw_tokens, token_draw.h) stands for sample(). Its pick is then taken with
+  // take_argmax (the same checks; only the token is recorded).
+  std::optional<TokenDraw> device_draw(std::int32_t row, std::uint64_t ahead = 0) const;
 
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }
@@ -69,6 +67,8 @@ class Sampler {
   // The logprobs of the chosen token, and the token recorded in the history.
   SampleResult finish(std::span<const float> logits, SampleResult& result);
   float inverse_temperature() const { return static_cast<float>(1.0 / params_.temperature); }
+  // The draw of the token `ahead` steps after the next, for logits row `row`.
+  TokenDraw draw_params(std::int32_t row, std::uint64_t ahead) const;
   SamplingParams params_;
   std::uint64_t seed_;
   TokenHistory history_;

@@ -1,5 +1,5 @@
 // e^z for z <= 0 in float, by bit operations and a polynomial: the weights of every sampling draw (ops/token_draw.h,
-// engine/token_filter.h); its CUDA twin is in ops/cuda/draw_tokens_cuda.cu. C++20 (std::bit_cast): host code only.
+// ops/token_cutoff.cpp); its CUDA twin is in ops/cuda/draw_tokens_cuda.cu. C++20 (std::bit_cast): host code only.
 #pragma once
 
 #include <algorithm>

@@ -13,7 +13,13 @@ struct Weights {
   const float* logits;
   std::int64_t vocab;
   float max_logit, inv_t;
-  float operator()(std::int64_t i) const { return i < vocab ? exp_nonpositive((logits[i] - max_logit) * inv_t) : 0.f; }
+  TokenCutoff cutoff;
+  double min_p;
+  float operator()(std::int64_t i) const {
+    if (i >= vocab || !cutoff_keeps(cutoff, logit_key(logits[i]), i)) return 0.f;
+    const float w = exp_nonpositive((logits[i] - max_logit) * inv_t);
+    return static_cast<double>(w) < min_p ? 0.f : w;
+  }
 };
 
 // Lane l's ids in block b, in order.
@@ -63,12 +69,21 @@ Status check_token_draws(const std::vector<TokenDraw>& draws, std::int64_t rows,
       return make_error(what + ": row " + std::to_string(d.row) + ": 1 / temperature must be positive and finite");
     if (!(d.u >= 0.0 && d.u < 1.0))
       return make_error(what + ": row " + std::to_string(d.row) + ": the uniform number must lie in [0, 1)");
+    if (!(d.top_p > 0.0 && d.top_p <= 1.0))
+      return make_error(what + ": row " + std::to_string(d.row) + ": top_p must lie in (0, 1]");
+    if (!(d.min_p >= 0.0 && d.min_p <= 1.0))
+      return make_error(what + ": row " + std::to_string(d.row) + ": min_p must lie in [0, 1]");
   }
   return Status::success();
 }
 
 std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, float inv_t, double u) {
-  const Weights w{logits, vocab, max_logit, inv_t};
+  return draw_token(logits, vocab, max_logit, inv_t, u, TokenCutoff{}, 0.0);
+}
+
+std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, float inv_t, double u,
+                        const TokenCutoff& cutoff, double min_p) {
+  const Weights w{logits, vocab, max_logit, inv_t, cutoff, min_p};
   const std::int64_t blocks = (vocab + kDrawBlock - 1) / kDrawBlock;
   thread_local std::vector<double> sums;  // kept: a sampler's warm step allocates nothing (engine/sampler.h)
   sums.resize(static_cast<std::size_t>(blocks));
@@ -95,6 +110,11 @@ std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit
     if (cum > target) return static_cast<std::int32_t>(lane_id(b, l, k));
   }
   return last_in_lane(w, b, l);
+}
+
+std::int32_t draw_token(const float* logits, std::int64_t vocab, float max_logit, const TokenDraw& d) {
+  const TokenCutoff cut = token_cutoff(logits, vocab, max_logit, d.inv_t, d.top_k, d.top_p);
+  return draw_token(logits, vocab, max_logit, d.inv_t, d.u, cut, d.min_p);
 }
 
 }  // namespace day0

@@ -1,8 +1,8 @@
-// Sampled rows drawn on the device (EngineConfig::device_draws): requests sampled at a temperature alone get the
-// tokens the host sampler gives them (device draws off), beside greedy requests and a top-p request that stays on
-// the host; with only greedy and temperature-only rows the decode steps launch ahead. A greedy request with a
-// frequency penalty whose first decode step could go ahead gets the tokens it gets without launching ahead (its
-// later steps need its logits). On the CPU and, on the GPU machine, on the CUDA backend with step graphs.
+// Sampled rows drawn on the device (EngineConfig::device_draws): requests sampled with a temperature, top-k, top-p
+// and min-p get the tokens the host sampler gives them (device draws off), beside greedy requests and a request
+// with a penalty that stays on the host; with only greedy and device-drawn rows the decode steps launch ahead. A greedy
+// request with a frequency penalty whose first decode step could go ahead gets the tokens it gets without launching
+// ahead (its later steps need its logits). On the CPU and, on the GPU machine, on the CUDA backend with step graphs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -40,10 +40,12 @@ std::vector<std::int32_t> prompt(int n, int seed) {
 }
 
 GenerateRequest sampled(std::vector<std::int32_t> p, int max_tokens, double temperature, std::uint64_t seed,
-                        double top_p = 1.0) {
+                        double top_p = 1.0, std::int32_t top_k = 0, double min_p = 0.0) {
   GenerateRequest r = greedy_request(std::move(p), max_tokens);
   r.sampling.temperature = temperature;
   r.sampling.top_p = top_p;
+  r.sampling.top_k = top_k;
+  r.sampling.min_p = min_p;
   r.sampling.seed = seed;
   return r;
 }
@@ -77,9 +79,14 @@ Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<Gene
 
 void expect_device_draws_give_the_host_samplers_tokens(const std::string& backend) {
   constexpr int kNew = 14;
+  GenerateRequest penalised = sampled(prompt(8, 8), kNew, 1.0, 14);
+  penalised.sampling.presence_penalty = 1.0;  // reads its logits on the host
   const std::vector<GenerateRequest> mixed = {sampled(prompt(5, 1), kNew, 1.0, 11),
-                                              sampled(prompt(9, 2), kNew, 0.6, 12), greedy_request(prompt(7, 3), kNew),
-                                              sampled(prompt(3, 4), kNew, 1.0, 13, /*top_p=*/0.9)};
+                                              sampled(prompt(9, 2), kNew, 0.6, 12),
+                                              greedy_request(prompt(7, 3), kNew),
+                                              sampled(prompt(3, 4), kNew, 1.0, 13, /*top_p=*/0.9),
+                                              sampled(prompt(6, 9), kNew, 1.5, 15, 0.8, /*top_k=*/20, /*min_p=*/0.02),
+                                              penalised};
   EngineConfig on, off;
   off.device_draws = false;
   const Outcome host = run(backend, off, mixed), device = run(backend, on, mixed);
@@ -90,19 +97,20 @@ void expect_device_draws_give_the_host_samplers_tokens(const std::string& backen
   EXPECT_EQ(host.stats.device_draws, 0);
   EXPECT_GT(device.stats.device_draws, 0) << "no row was drawn on the device";
 
-  // Greedy and temperature-only rows alone: every row is picked on the device, so steps launch ahead.
-  const std::vector<GenerateRequest> chainable = {
-      sampled(prompt(4, 5), kNew, 0.8, 21), greedy_request(prompt(6, 6), kNew), sampled(prompt(11, 7), kNew, 1.2, 22)};
+  // Greedy and device-drawn rows alone: every row is picked on the device, so steps launch ahead.
+  const std::vector<GenerateRequest> chainable = {sampled(prompt(4, 5), kNew, 0.8, 21),
+                                                  greedy_request(prompt(6, 6), kNew),
+                                                  sampled(prompt(11, 7), kNew, 1.2, 22, /*top_p=*/0.7, /*top_k=*/5)};
   const Outcome host_c = run(backend, off, chainable), device_c = run(backend, on, chainable);
   for (size_t i = 0; i < chainable.size(); ++i) EXPECT_EQ(device_c.tokens[i], host_c.tokens[i]) << "request " << i;
   EXPECT_GT(device_c.stats.ahead_steps, 0) << "sampled rows drawn on the device did not launch ahead";
 }
 
-TEST(EngineDraws, temperature_only_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
+TEST(EngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
   expect_device_draws_give_the_host_samplers_tokens("cpu");
 }
 
-TEST(CudaEngineDraws, temperature_only_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
+TEST(CudaEngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   expect_device_draws_give_the_host_samplers_tokens("cuda");
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "engine/philox.h"
 #include "ops/cpu/cpu_ops.h"
@@ -328,46 +329,55 @@ TEST(Sampler, draws_over_a_200k_vocabulary_stay_inside_top_k_and_top_p) {
   }
 }
 
-// A row sampled at a temperature alone may be drawn elsewhere (Ops::draw_tokens): device_draw gives that draw's
-// parameters, the shared draw then gives sample()'s token at every position, and take_argmax records it as sample()
-// would (the next draw moves on). Anything else that shapes the distribution keeps the row on the host.
-TEST(Sampler, a_device_draw_stands_for_sample_where_only_the_temperature_applies) {
+// A sampled row may be drawn elsewhere (Ops::draw_tokens): device_draw gives that draw's parameters (temperature,
+// top-k, top-p, min-p), the shared draw then gives sample()'s token at every position, and take_argmax records it as
+// sample() would (the next draw moves on). Penalties, a bias or logprobs keep the row on the host.
+TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_applies) {
   std::mt19937 rng(31);
   std::normal_distribution<float> n(0.f, 2.f);
   std::vector<float> logits(3000);
   for (float& x : logits) x = n(rng);
   const float m = *std::max_element(logits.begin(), logits.end());
+  const auto V = static_cast<std::int64_t>(logits.size());
   SamplingParams p = with_temperature(0.7);
   p.seed = 5;
-  Sampler drawn(p, {}, 0), host(p, {}, 0);
-  for (int step = 0; step < 40; ++step) {
-    const auto d = drawn.device_draw(3, logits.size());
-    ASSERT_TRUE(d);
-    EXPECT_EQ(d->row, 3);
-    EXPECT_EQ(d->u, philox_uniform(5, static_cast<std::uint64_t>(step)));
-    EXPECT_EQ(drawn.device_draw(3, logits.size(), /*ahead=*/1)->u, philox_uniform(5, step + 1u));
-    const std::int32_t token = draw_token(logits.data(), static_cast<std::int64_t>(logits.size()), m, d->inv_t, d->u);
-    const auto want = host.sample(logits);
-    ASSERT_TRUE(want.ok());
-    EXPECT_EQ(token, want->token) << "step " << step;
-    ASSERT_TRUE(drawn.take_argmax(token, -1).ok());
+  SamplingParams top_k = p, top_p = p, min_p = p, all = p;
+  top_k.top_k = 10;
+  top_p.top_p = 0.6;
+  min_p.min_p = 0.2;
+  all.top_k = 40;
+  all.top_p = 0.8;
+  all.min_p = 0.05;
+  for (const SamplingParams& q : {p, top_k, top_p, min_p, all}) {
+    SCOPED_TRACE(::testing::Message() << "top_k " << q.top_k << " top_p " << q.top_p << " min_p " << q.min_p);
+    Sampler drawn(q, {}, 0), host(q, {}, 0);
+    std::set<std::int32_t> seen;
+    for (int step = 0; step < 40; ++step) {
+      const auto d = drawn.device_draw(3);
+      ASSERT_TRUE(d);
+      EXPECT_EQ(d->row, 3);
+      EXPECT_EQ(d->u, philox_uniform(5, static_cast<std::uint64_t>(step)));
+      EXPECT_EQ(d->top_k, q.top_k);
+      EXPECT_EQ(d->top_p, q.top_p);
+      EXPECT_EQ(d->min_p, q.min_p);
+      EXPECT_EQ(drawn.device_draw(3, /*ahead=*/1)->u, philox_uniform(5, step + 1u));
+      const std::int32_t token = draw_token(logits.data(), V, m, *d);
+      const auto want = host.sample(logits);
+      ASSERT_TRUE(want.ok());
+      EXPECT_EQ(token, want->token) << "step " << step;
+      ASSERT_TRUE(drawn.take_argmax(token, -1).ok());
+      seen.insert(token);
+    }
+    EXPECT_EQ(drawn.output_tokens(), host.output_tokens());
+    if (q.top_k == 10) {
+      EXPECT_LE(seen.size(), 10u);
+    }
   }
-  EXPECT_EQ(drawn.output_tokens(), host.output_tokens());
   const std::vector<std::int32_t> prompt = {1, 2};
-  const auto host_only = [&](SamplingParams q) { return !Sampler(q, prompt, 0).device_draw(0, logits.size()); };
+  const auto host_only = [&](SamplingParams q) { return !Sampler(q, prompt, 0).device_draw(0); };
   EXPECT_TRUE(host_only(with_temperature(0)));  // greedy: the argmax
+  EXPECT_FALSE(host_only(all));
   SamplingParams q = p;
-  q.top_p = 0.9;
-  EXPECT_TRUE(host_only(q));
-  q = p;
-  q.top_k = 10;
-  EXPECT_TRUE(host_only(q));
-  q.top_k = 3000;  // the whole vocabulary: cuts nothing
-  EXPECT_FALSE(host_only(q));
-  q = p;
-  q.min_p = 0.05;
-  EXPECT_TRUE(host_only(q));
-  q = p;
   q.frequency_penalty = 0.5;  // applies once there is output: also to steps ahead
   EXPECT_TRUE(host_only(q));
   q = p;

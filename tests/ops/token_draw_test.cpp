@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -94,6 +95,12 @@ TEST(TokenDraw, bad_draws_are_refused_naming_the_row) {
   EXPECT_NE(message({{1, INFINITY, 0.5}}).find("temperature"), std::string::npos);
   EXPECT_NE(message({{1, 1.f, 1.0}}).find("[0, 1)"), std::string::npos);
   EXPECT_NE(message({{1, 1.f, -0.1}}).find("[0, 1)"), std::string::npos);
+  EXPECT_NE(message({{1, 1.f, 0.5, 0, 0.0}}).find("top_p must lie in (0, 1]"), std::string::npos);
+  EXPECT_NE(message({{1, 1.f, 0.5, 0, 1.5}}).find("top_p"), std::string::npos);
+  EXPECT_NE(message({{1, 1.f, 0.5, 0, NAN}}).find("top_p"), std::string::npos);
+  EXPECT_NE(message({{1, 1.f, 0.5, 0, 1.0, -0.1}}).find("min_p must lie in [0, 1]"), std::string::npos);
+  EXPECT_NE(message({{1, 1.f, 0.5, 0, 1.0, 1.5}}).find("min_p"), std::string::npos);
+  EXPECT_TRUE(check_token_draws({{1, 1.f, 0.5, -1, 1.0, 1.0}, {2, 1.f, 0.5, 7, 1e-9, 0.0}}, 3, "t").ok());
 }
 
 TEST(TokenDraw, cpu_ops_draw_after_the_greedy_picks_and_leave_unusable_rows) {
@@ -107,7 +114,8 @@ TEST(TokenDraw, cpu_ops_draw_after_the_greedy_picks_and_leave_unusable_rows) {
   Tensor out = Tensor::zeros({R, 2}, DType::i32), tokens = Tensor::zeros({R}, DType::i32);
   ASSERT_TRUE(cpu.greedy_tokens(x, out, &tokens).ok());
   const Tensor argmax = out.clone();
-  const std::vector<TokenDraw> draws = {{0, 1.f, 0.61}, {2, 1.f, 0.5}, {3, 2.f, 0.05}};
+  // Row 3 with top-k 5, top-p 0.5 and min-p 0.1 at temperature 2: a token among its 5 largest.
+  const std::vector<TokenDraw> draws = {{0, 1.f, 0.61}, {2, 1.f, 0.5}, {3, 0.5f, 0.93, 5, 0.5, 0.1}};
   ASSERT_TRUE(cpu.draw_tokens(x, draws, out, &tokens).ok());
   for (const TokenDraw& d : draws) {
     const float* row = x.data<float>() + d.row * V;
@@ -117,7 +125,10 @@ TEST(TokenDraw, cpu_ops_draw_after_the_greedy_picks_and_leave_unusable_rows) {
       EXPECT_EQ(o[0], argmax.data<std::int32_t>()[2 * d.row]);
       continue;
     }
-    EXPECT_EQ(o[0], draw_token(row, V, row[argmax.data<std::int32_t>()[2 * d.row]], d.inv_t, d.u));
+    EXPECT_EQ(o[0], draw_token(row, V, row[argmax.data<std::int32_t>()[2 * d.row]], d));
+    if (d.top_k == 5) {
+      EXPECT_LT(std::count_if(row, row + V, [&](float x) { return x > row[o[0]]; }), 5);
+    }
     EXPECT_EQ(tokens.data<std::int32_t>()[d.row], o[0]);
   }
   EXPECT_EQ(out.data<std::int32_t>()[2], argmax.data<std::int32_t>()[2]);  // row 1: not drawn

@@ -163,7 +163,7 @@ Status CpuOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& d
     std::int32_t* o = out.data<std::int32_t>() + 2 * d.row;
     if (o[1] != -1) continue;  // an unusable row: greedy_tokens' report stands
     const float* row = logits.data<float>() + d.row * V;
-    const std::int32_t token = draw_token(row, V, row[o[0]], d.inv_t, d.u);
+    const std::int32_t token = draw_token(row, V, row[o[0]], d);
     if (token < 0) continue;  // no positive weight: cannot happen past greedy_tokens' checks
     o[0] = token;
     if (tokens) tokens->data<std::int32_t>()[d.row] = token;

@@ -3,8 +3,9 @@
 // in turn, each lane summing its 64 weights in order and the warp adding the lane sums by shuffles (the tree
 // token_draw.h defines) into the first CTA's shared memory; then its warp 0 walks the block sums, recomputes the
 // crossing block's lane sums and lane 0 walks the crossing lane. The weights repeat the host's float arithmetic with
-// each multiply and add rounded on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds). A
-// dependent launch: it waits for greedy_tokens' picks, whose launch it overlaps.
+// each multiply and add rounded on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds). A row
+// with top-k or top-p first finds its cutoff in the same cluster (token_cutoff_cuda.cuh), and the weights past it or
+// under min-p are zero. A dependent launch: it waits for greedy_tokens' picks, whose launch it overlaps.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -15,17 +16,16 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/token_cutoff_cuda.cuh"
 #include "ops/token_draw.h"
 
 namespace day0 {
 namespace {
 
-namespace cg = cooperative_groups;
+using namespace draw_cluster;
 
-constexpr int kClusterBlocks = 8;  // the portable cluster size
-constexpr int kThreads = 1024, kWarps = kThreads / 32, kPerLane = kDrawBlock / kDrawLanes;
-constexpr int kMaxBlocks = 512;         // vocabularies up to 1,048,576 ids
-constexpr int kMaxDrawsPerLaunch = 64;  // 1 KB of the kernel's parameters
+constexpr int kPerLane = kDrawBlock / kDrawLanes;
+constexpr int kMaxDrawsPerLaunch = 64;  // 2.5 KB of the kernel's parameters
 
 struct DrawArgs {
   const float* logits;
@@ -36,32 +36,19 @@ struct DrawArgs {
   TokenDraw draws[kMaxDrawsPerLaunch];
 };
 
-// exp_nonpositive (token_draw.h), the same operations.
-__device__ __forceinline__ float exp_nonpositive_device(float z) {
-  const float y = __fmul_rn(z, 1.44269504f);
-  const unsigned y_bits = __float_as_uint(y), floor_bits = __float_as_uint(-126.f);
-  const float yc = __uint_as_float(min(y_bits, floor_bits));
-  const float n = __fsub_rn(__fadd_rn(yc, 12582912.f), 12582912.f);
-  const float f = __fsub_rn(yc, n);
-  float p = 1.525273380405984e-05f;
-  p = __fadd_rn(__fmul_rn(p, f), 1.5403530393381608e-04f);
-  p = __fadd_rn(__fmul_rn(p, f), 1.3333558146428443e-03f);
-  p = __fadd_rn(__fmul_rn(p, f), 9.618129107628477e-03f);
-  p = __fadd_rn(__fmul_rn(p, f), 5.550410866482158e-02f);
-  p = __fadd_rn(__fmul_rn(p, f), 2.402265069591007e-01f);
-  p = __fadd_rn(__fmul_rn(p, f), 6.931471805599453e-01f);
-  p = __fadd_rn(__fmul_rn(p, f), 1.f);
-  const float scale = __uint_as_float(static_cast<unsigned>((static_cast<int>(n) + 127) << 23));
-  const unsigned keep = y_bits <= floor_bits ? ~0u : 0u;
-  return __uint_as_float(__float_as_uint(__fmul_rn(p, scale)) & keep);
-}
-
+// The host's Weights (token_draw.cpp): zero past the cutoff or under min_p.
 struct RowWeights {
   const float* x;
   int V;
   float m, inv_t;
+  TokenCutoff cut;
+  double min_p;
   __device__ __forceinline__ float operator()(int i) const {
-    return i < V ? exp_nonpositive_device(__fmul_rn(__fsub_rn(x[i], m), inv_t)) : 0.f;
+    if (i >= V) return 0.f;
+    const float xi = x[i];
+    if (!cutoff_keeps(cut, logit_key(xi), i)) return 0.f;
+    const float w = row_weight_device(xi, m, inv_t);
+    return static_cast<double>(w) < min_p ? 0.f : w;
   }
 };
 
@@ -89,25 +76,31 @@ __device__ int last_in_block(const RowWeights& w, int b) {
 __global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_constant__ DrawArgs a) {
   __shared__ double block_sums[kMaxBlocks];  // the first CTA's: every block's sum
   __shared__ double lane_sums[kDrawLanes];
+  __shared__ CutoffShared cutoff_shared;
   begin_dependent_grid();  // greedy_tokens' picks
   const cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
   const TokenDraw d = a.draws[blockIdx.x / kClusterBlocks];
   std::int32_t* o = a.out + 2 * static_cast<std::int64_t>(d.row);
-  const bool usable = o[1] == -1;  // else greedy_tokens' report stands
+  if (o[1] != -1) return;  // greedy_tokens' report stands (the same for every CTA of the cluster)
   const float* x = a.logits + static_cast<std::int64_t>(d.row) * a.V;
-  const RowWeights w{x, a.V, usable ? x[o[0]] : 0.f, d.inv_t};
+  const float m = x[o[0]];
+  TokenCutoff cut{};  // token_cutoff's two descents, as the host runs them
+  if (d.top_k > 0 && d.top_k < a.V)
+    cut = cutoff_in_cluster(cluster, cutoff_shared, {x, a.V, m, d.inv_t, cut, false}, d);
+  if (d.top_p < 1.0) cut = cutoff_in_cluster(cluster, cutoff_shared, {x, a.V, m, d.inv_t, cut, true}, d);
+  const RowWeights w{x, a.V, m, d.inv_t, cut, d.min_p};
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int blocks = (a.V + kDrawBlock - 1) / kDrawBlock;
   double* sums = cluster.map_shared_rank(block_sums, 0);
-  for (int b = rank * kWarps + warp; usable && b < blocks; b += kClusterBlocks * kWarps) {
+  for (int b = rank * kWarps + warp; b < blocks; b += kClusterBlocks * kWarps) {
     double s = lane_sum(w, b, lane);
 #pragma unroll
     for (int off = kDrawLanes / 2; off >= 1; off /= 2) s = s + __shfl_down_sync(0xffffffffu, s, off);
     if (lane == 0) sums[b] = s;
   }
   cluster.sync();  // every block's sum is in the first CTA (each CTA stays until then: its writes land there)
-  if (!usable || rank != 0 || warp != 0) return;
+  if (rank != 0 || warp != 0) return;
   // The crossing block, by lane 0 (sequential, as the host).
   double cum = 0.0, target = 0.0;
   int b = 0;

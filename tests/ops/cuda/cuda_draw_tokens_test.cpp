@@ -1,7 +1,8 @@
 // draw_tokens_cuda against the host's draw (CpuOps::draw_tokens, token_draw.h): the same token bit for bit for
 // every row: random logits at gpt-oss's vocabulary and at widths that end inside a lane and a block, masked
-// vocabularies, a dominant token, temperatures from 0.05 to 5, uniform numbers at 0 and just under 1; unusable rows
-// keep greedy_tokens' report; the tokens output follows.
+// vocabularies, a dominant token, heavy ties, signed zeros, temperatures from 0.05 to 5, uniform numbers at 0 and
+// just under 1, with and without top-k / top-p / min-p; unusable rows keep greedy_tokens' report; the tokens output
+// follows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,6 +37,7 @@ TEST(CudaDrawTokens, draws_the_host_samplers_token_for_every_row) {
     std::uniform_int_distribution<std::int64_t> id(0, V - 1);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::vector<TokenDraw> draws;
+    int filtered = 0;
     for (std::int64_t r = 0; r < R; ++r) {
       float* row = x.data<float>() + r * V;
       switch (r % 8) {
@@ -53,13 +55,46 @@ TEST(CudaDrawTokens, draws_the_host_samplers_token_for_every_row) {
         case 4:  // unusable: greedy_tokens' report stands
           row[id(rng)] = NAN;
           break;
+        case 5:  // few distinct logits: a cutoff falls among ties, decided in id order
+          for (std::int64_t i = 0; i < V; ++i) row[i] = std::round(row[i] / 4.f);
+          break;
+        case 6:  // signed zeros (different keys) around a few positive logits
+          for (std::int64_t i = 0; i < V; ++i) row[i] = i % 3 == 0 ? 0.f : i % 3 == 1 ? -0.f : row[i] * 0.01f;
+          break;
         default:
           break;
       }
       if (r % 5 == 4) continue;  // rows taken as argmax
       const double u = r % 11 == 0 ? 0.0 : r % 11 == 1 ? std::nextafter(1.0, 0.0) : unit(rng);
       const float temperature = std::vector<float>{0.05f, 0.7f, 1.f, 1.3f, 5.f}[r % 5];
-      draws.push_back({static_cast<std::int32_t>(r), 1.f / temperature, u});
+      TokenDraw d{static_cast<std::int32_t>(r), 1.f / temperature, u};
+      switch (r % 7) {  // the sampler's filters (token_cutoff.h), alone and together
+        case 1:
+          d.top_k = static_cast<std::int32_t>(1 + r % 50);
+          break;
+        case 2:
+          d.top_p = 0.9;
+          break;
+        case 3:
+          d.top_k = 200;
+          d.top_p = 0.3;
+          break;
+        case 4:
+          d.min_p = 0.1;
+          break;
+        case 5:
+          d.top_k = static_cast<std::int32_t>(V - 1);
+          d.top_p = 0.999;
+          d.min_p = 0.01;
+          break;
+        case 6:
+          d.top_p = 1e-15;  // a zero target: the first id in rank order
+          break;
+        default:
+          break;
+      }
+      filtered += d.top_k != 0 || d.top_p < 1.0 || d.min_p > 0.0;
+      draws.push_back(d);
     }
     Tensor want = Tensor::zeros({R, 2}, DType::i32), want_tokens = Tensor::zeros({R}, DType::i32);
     D0_ASSERT_OK(cpu.greedy_tokens(x, want, &want_tokens));
@@ -85,6 +120,7 @@ TEST(CudaDrawTokens, draws_the_host_samplers_token_for_every_row) {
     if (V > 1) {
       EXPECT_GT(differ_from_argmax, 0) << "no row drew other than its argmax: the draws did nothing";
     }
+    EXPECT_GT(filtered, 30);
   }
 }
 
@@ -94,12 +130,13 @@ TEST(CudaDrawTokens, refuses_bad_draws_with_the_host_checks) {
   ASSERT_TRUE(ctx);
   Tensor d_x = poisoned(*ctx, {2, 16}, DType::f32), d_out = poisoned(*ctx, {2, 2}, DType::i32);
   const std::vector<TokenDraw> outside = {{2, 1.f, 0.5}}, twice = {{0, 1.f, 0.5}, {0, 1.f, 0.5}},
-                               bad_u = {{1, 1.f, 1.0}};
+                               bad_u = {{1, 1.f, 1.0}}, bad_top_p = {{1, 1.f, 0.5, 0, 0.0}};
   auto a = draw_tokens_cuda(d_x, outside, d_out, nullptr, ctx->stream());
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.error().message.find("outside the 2 logits rows"), std::string::npos) << a.error().message;
   EXPECT_FALSE(draw_tokens_cuda(d_x, twice, d_out, nullptr, ctx->stream()).ok());
   EXPECT_FALSE(draw_tokens_cuda(d_x, bad_u, d_out, nullptr, ctx->stream()).ok());
+  EXPECT_FALSE(draw_tokens_cuda(d_x, bad_top_p, d_out, nullptr, ctx->stream()).ok());
 }
 
 }  // namespace
