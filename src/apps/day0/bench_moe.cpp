@@ -13,7 +13,8 @@
 // host's launch cost, as a captured decode step runs them). Timed as the median of samples of back-to-back calls
 // that cycle through 8 routings, so successive calls touch different experts and the expert bytes mostly come
 // from HBM, not the L2. GB/s counts the routed experts' bytes as stored (MXFP4) once per call; TFLOP/s counts
-// 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h).
+// 2 x assignments x out x in per matrix. Then the dense decode linears (apps/day0/bench_linear.h) and the sampling
+// picks (bench_sampling.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "apps/day0/bench_linear.h"
 #include "apps/day0/bench_operands.h"
 #include "apps/day0/bench_report.h"
+#include "apps/day0/bench_sampling.h"
 #include "apps/day0/commands.h"
 #include "apps/day0/expert_load.h"
 #include "ops/cuda/ceilings.h"
@@ -431,6 +433,8 @@ int bench_moe(const BenchMoeOptions& o) {
   if (wanted("linears"))
     if (Status st = bench_dense_linears(**ctx, {1, 8, 16, 32, 64, 128, 2048}, *ceil, report); !st.ok())
       return fail(st.error().message);
+  if (wanted("sampling"))
+    if (Status st = bench_token_draws(**ctx, {1, 8, 64}, *ceil, report); !st.ok()) return fail(st.error().message);
   if (wanted("decode-attention"))
     if (Status st = bench_decode_attention(**ctx, *ceil, report); !st.ok()) return fail(st.error().message);
   if (wanted("prefill-attention"))

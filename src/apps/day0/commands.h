@@ -130,7 +130,7 @@ struct BenchMoeOptions {
   std::string json;       // also write the figures here
   // What to time: the expert kernels ("moe", or their FP8 GEMMs alone: "fp8-gemms"), the dense linears ("linears"),
   // decode and prefill attention.
-  std::vector<std::string> parts = {"moe", "linears", "decode-attention", "prefill-attention"};
+  std::vector<std::string> parts = {"moe", "linears", "sampling", "decode-attention", "prefill-attention"};
   double skew = 0;  // routing: 0 uniform, else experts' popularities exp(skew x), x standard normal
   std::string mxfp4_order = "tiles";  // the experts' blocks' order, tiles or rows (BackendOptions::mxfp4_order)
 };

@@ -180,8 +180,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
   bm->add_option("--arena-gib", bench_moe.arena_gib, "GPU memory to take (GiB)")->check(CLI::Range(1.0, 1024.0));
   bm->add_option("--json", bench_moe.json, "Also write the figures to this JSON file");
-  bm->add_option("--parts", bench_moe.parts, "What to time (default all)")->delimiter(',')
-      ->check(CLI::IsMember({"moe", "fp8-gemms", "linears", "decode-attention", "prefill-attention"}));
+  bm->add_option("--parts", bench_moe.parts, "What to time (default all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"moe", "fp8-gemms", "linears", "sampling", "decode-attention", "prefill-attention"}));
   bm->add_option("--skew", bench_moe.skew,
                  "Uneven routing: experts drawn in proportion to exp(SKEW x), x standard normal (0: uniform; 0.75: "
                  "the synthetic gpt-oss-120b's deeper layers at 4,096 tokens)")
