@@ -1,5 +1,5 @@
 // e^z for z <= 0 in float, by bit operations and a polynomial: the weights of every sampling draw (ops/token_draw.h,
-// ops/token_cutoff.cpp); its CUDA twin is in ops/cuda/draw_tokens_cuda.cu. C++20 (std::bit_cast): host code only.
+// ops/token_cutoff.cpp); its CUDA twin is in ops/cuda/exp_nonpositive_cuda.cuh. C++20 (std::bit_cast): host code only.
 #pragma once
 
 #include <algorithm>
@@ -13,8 +13,8 @@ namespace day0 {
 // never drawn (its probability is below 1e-38 of the best one's). The clamp and the zero are selected on the bits
 // (for y <= 0 the float order is the reverse of the unsigned one): a float compare-and-select next to the int
 // conversion keeps GCC from vectorising loops over a vocabulary (under trapping math it counts as control flow).
-// Each multiply and add is rounded on its own (no fused multiply-add): the CUDA twin (draw_tokens_cuda.cu) computes
-// the same bits.
+// Each multiply and add is rounded on its own (no fused multiply-add): the CUDA twin (exp_nonpositive_cuda.cuh)
+// computes the same bits.
 inline float exp_nonpositive(float z) {
   const float y = z * 1.44269504f;  // log2(e)
   const std::uint32_t y_bits = std::bit_cast<std::uint32_t>(y), floor_bits = std::bit_cast<std::uint32_t>(-126.f);
