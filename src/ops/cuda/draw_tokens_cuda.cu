@@ -1,11 +1,13 @@
 // Ops::draw_tokens on the GPU: token_draw.h's draw, bit for bit. A cluster of 8 CTAs a drawn row (greedy_tokens'
-// shape: one CTA a row spent ~45 us on 201,088 exponentials): the warps of the cluster take the row's 2,048-id blocks
-// in turn, each lane summing its 64 weights in order and the warp adding the lane sums by shuffles (the tree
-// token_draw.h defines) into the first CTA's shared memory; then its warp 0 walks the block sums, recomputes the
-// crossing block's lane sums and lane 0 walks the crossing lane. The weights repeat the host's float arithmetic with
-// each multiply and add rounded on its own (__fmul_rn / __fadd_rn: no contraction into fused multiply-adds). A row
-// with top-k or top-p first finds its cutoff in the same cluster (token_cutoff_cuda.cuh), and the weights past it or
-// under min-p are zero. A dependent launch: it waits for greedy_tokens' picks, whose launch it overlaps.
+// shape: one CTA a row spent ~45 us on 201,088 exponentials), holding the row in shared memory
+// (draw_cluster_row_cuda.cuh). A row with top-k or top-p first finds its cutoff in the cluster
+// (token_cutoff_cuda.cuh), and the weights past it or under min-p are zero. Then each CTA's warps take its blocks,
+// each lane summing its 64 weights in order and the warp adding the lane sums by shuffles (the tree token_draw.h
+// defines); the block sums go into every CTA. Every CTA's warp 0 runs the block sums in order (lane 0, the host's
+// additions) and finds the crossing block; its owner walks the block's lane sums and the crossing lane's weights.
+// The weights repeat the host's float arithmetic with each multiply and add rounded on its own (__fmul_rn /
+// __fadd_rn: no contraction into fused multiply-adds). A dependent launch: it waits for greedy_tokens' picks, whose
+// launch it overlaps.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -16,6 +18,7 @@
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/draw_cluster_row_cuda.cuh"
 #include "ops/cuda/token_cutoff_cuda.cuh"
 #include "ops/token_draw.h"
 
@@ -24,7 +27,6 @@ namespace {
 
 using namespace draw_cluster;
 
-constexpr int kPerLane = kDrawBlock / kDrawLanes;
 constexpr int kMaxDrawsPerLaunch = 64;  // 2.5 KB of the kernel's parameters
 
 struct DrawArgs {
@@ -38,100 +40,140 @@ struct DrawArgs {
 
 // The host's Weights (token_draw.cpp): zero past the cutoff or under min_p.
 struct RowWeights {
-  const float* x;
   int V;
   float m, inv_t;
   TokenCutoff cut;
   double min_p;
-  __device__ __forceinline__ float operator()(int i) const {
+  // Id `off` of block b, its logits at `ids`.
+  __device__ __forceinline__ float operator()(const float* ids, int b, int off) const {
+    const int i = b * kDrawBlock + off;
     if (i >= V) return 0.f;
-    const float xi = x[i];
+    const float xi = ids[off];
     if (!cutoff_keeps(cut, logit_key(xi), i)) return 0.f;
     const float w = row_weight_device(xi, m, inv_t);
     return static_cast<double>(w) < min_p ? 0.f : w;
   }
 };
 
-__device__ __forceinline__ int lane_id(int b, int l, int k) { return b * kDrawBlock + l + kDrawLanes * k; }
-
-__device__ __forceinline__ double lane_sum(const RowWeights& w, int b, int l) {
+__device__ __forceinline__ double lane_sum(const RowWeights& w, const float* ids, int b, int lane) {
   double s = 0.0;
 #pragma unroll 8
-  for (int k = 0; k < kPerLane; ++k) s += static_cast<double>(w(lane_id(b, l, k)));
+  for (int k = 0; k < kPerLane; ++k) s += static_cast<double>(w(ids, b, lane + kDrawLanes * k));
   return s;
 }
 
-__device__ int last_in_lane(const RowWeights& w, int b, int l) {
-  for (int k = kPerLane - 1; k >= 0; --k)
-    if (w(lane_id(b, l, k)) > 0.f) return lane_id(b, l, k);
-  return -1;
-}
-
-__device__ int last_in_block(const RowWeights& w, int b) {
-  for (int l = kDrawLanes - 1; l >= 0; --l)
-    if (const int i = last_in_lane(w, b, l); i >= 0) return i;
-  return -1;
+// Warp: the last positive weight of block b (the lanes from the last, in a lane its ids from the last), or -1.
+__device__ int last_in_block(const RowWeights& w, const float* ids, int b, int lane) {
+  int last = -1;
+#pragma unroll 8
+  for (int k = 0; k < kPerLane; ++k)
+    if (w(ids, b, lane + kDrawLanes * k) > 0.f) last = k;
+  const unsigned holders = __ballot_sync(0xffffffffu, last >= 0);
+  if (holders == 0) return -1;
+  const int l = 31 - __clz(static_cast<int>(holders));
+  return b * kDrawBlock + l + kDrawLanes * __shfl_sync(0xffffffffu, last, l);
 }
 
 __global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_constant__ DrawArgs a) {
-  __shared__ double block_sums[kMaxBlocks];  // the first CTA's: every block's sum
-  __shared__ double lane_sums[kDrawLanes];
+  extern __shared__ float4 row_cache[];      // this CTA's slots of the row
+  __shared__ double block_sums[kMaxBlocks];  // every block's, from its owner
+  __shared__ double running[kMaxBlocks];     // their running sums, in the host's order
+  __shared__ double cached_lane_sums[kCachedSlots][kDrawLanes];
+  __shared__ double walk[kDrawLanes];
+  __shared__ float lane_weights[kPerLane];
   __shared__ CutoffShared cutoff_shared;
   begin_dependent_grid();  // greedy_tokens' picks
   const cg::cluster_group cluster = cg::this_cluster();
-  const int rank = static_cast<int>(cluster.block_rank());
   const TokenDraw d = a.draws[blockIdx.x / kClusterBlocks];
   std::int32_t* o = a.out + 2 * static_cast<std::int64_t>(d.row);
   if (o[1] != -1) return;  // greedy_tokens' report stands (the same for every CTA of the cluster)
   const float* x = a.logits + static_cast<std::int64_t>(d.row) * a.V;
   const float m = x[o[0]];
+  const ClusterRow row = load_cluster_row(cluster, x, a.V, reinterpret_cast<float*>(row_cache));
   TokenCutoff cut{};  // token_cutoff's two descents, as the host runs them
-  if (d.top_k > 0 && d.top_k < a.V)
-    cut = cutoff_in_cluster(cluster, cutoff_shared, {x, a.V, m, d.inv_t, cut, false}, d);
-  if (d.top_p < 1.0) cut = cutoff_in_cluster(cluster, cutoff_shared, {x, a.V, m, d.inv_t, cut, true}, d);
-  const RowWeights w{x, a.V, m, d.inv_t, cut, d.min_p};
+  if (d.top_k > 0 && d.top_k < a.V) cut = cutoff_in_cluster(cluster, cutoff_shared, {row, m, d.inv_t, cut, false}, d);
+  if (d.top_p < 1.0) cut = cutoff_in_cluster(cluster, cutoff_shared, {row, m, d.inv_t, cut, true}, d);
+  const RowWeights w{a.V, m, d.inv_t, cut, d.min_p};
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int blocks = (a.V + kDrawBlock - 1) / kDrawBlock;
-  double* sums = cluster.map_shared_rank(block_sums, 0);
-  for (int b = rank * kWarps + warp; b < blocks; b += kClusterBlocks * kWarps) {
-    double s = lane_sum(w, b, lane);
+  for (int slot = warp; slot < row.slots; slot += kWarps) {
+    const int b = row.block_of(slot);
+    double s = lane_sum(w, row.slot_ids(slot), b, lane);
+    if (slot < kCachedSlots) cached_lane_sums[slot][lane] = s;
 #pragma unroll
     for (int off = kDrawLanes / 2; off >= 1; off /= 2) s = s + __shfl_down_sync(0xffffffffu, s, off);
-    if (lane == 0) sums[b] = s;
+    s = __shfl_sync(0xffffffffu, s, 0);
+    if (lane < kClusterBlocks) cluster.map_shared_rank(block_sums, lane)[b] = s;
   }
-  cluster.sync();  // every block's sum is in the first CTA (each CTA stays until then: its writes land there)
-  if (rank != 0 || warp != 0) return;
-  // The crossing block, by lane 0 (sequential, as the host).
-  double cum = 0.0, target = 0.0;
-  int b = 0;
+  cluster.sync();  // every block's sum is in every CTA; no CTA reads a peer's shared memory after this
+  if (warp != 0) return;
+  // The running sums by lane 0 (sequential, as the host), then the first block whose running sum passes u x total.
   if (lane == 0) {
-    double total = 0.0;
-    for (int c = 0; c < blocks; ++c) total += block_sums[c];
-    target = d.u * total;
-    while (b < blocks && !(cum + block_sums[b] > target)) cum += block_sums[b++];
+    double cum = 0.0;
+    for (int c = 0; c < row.blocks; ++c) running[c] = cum += block_sums[c];
   }
-  b = __shfl_sync(0xffffffffu, b, 0);
+  __syncwarp();
+  const double target = d.u * running[row.blocks - 1];
+  int b = row.blocks;
+  for (int c0 = 0; c0 < row.blocks && b == row.blocks; c0 += 32) {
+    const unsigned passes = __ballot_sync(0xffffffffu, c0 + lane < row.blocks && running[c0 + lane] > target);
+    if (passes != 0) b = c0 + __ffs(static_cast<int>(passes)) - 1;
+  }
+  bool last_positive = false;  // rounding: the draw falls to the last positive weight of block b
+  if (b == row.blocks) {
+    last_positive = true;
+    b = -1;
+    for (int c0 = (row.blocks - 1) / 32 * 32; c0 >= 0 && b < 0; c0 -= 32) {
+      const unsigned positive = __ballot_sync(0xffffffffu, c0 + lane < row.blocks && block_sums[c0 + lane] > 0.0);
+      if (positive != 0) b = c0 + 31 - __clz(static_cast<int>(positive));
+    }
+    if (b < 0) return;  // no positive weight
+  }
+  if (b % kClusterBlocks != row.rank) return;  // the block's owner draws
+  const int slot = b / kClusterBlocks;
+  const float* ids = row.slot_ids(slot);
   int token = -1;
-  if (b == blocks) {  // rounding: the last positive weight
-    if (lane == 0)
-      for (int c = blocks - 1; c >= 0 && token < 0; --c)
-        if (block_sums[c] > 0.0) token = last_in_block(w, c);
+  if (last_positive) {
+    token = last_in_block(w, ids, b, lane);
   } else {
-    lane_sums[lane] = lane_sum(w, b, lane);
+    // The lanes in order, by lane 0 (the host's additions), from the running sum before block b.
+    walk[lane] = slot < kCachedSlots ? cached_lane_sums[slot][lane] : lane_sum(w, ids, b, lane);
     __syncwarp();
+    double cum = b > 0 ? running[b - 1] : 0.0;
+    int l = kDrawLanes;
     if (lane == 0) {
-      int l = 0;
-      while (l < kDrawLanes && !(cum + lane_sums[l] > target)) cum += lane_sums[l++];
-      if (l == kDrawLanes) {
-        token = last_in_block(w, b);
-      } else {
-        for (int k = 0; k < kPerLane && token < 0; ++k) {
-          const float v = w(lane_id(b, l, k));
-          if (!(v > 0.f)) continue;
-          cum += static_cast<double>(v);
-          if (cum > target) token = lane_id(b, l, k);
+#pragma unroll
+      for (int j = 0; j < kDrawLanes; ++j) {
+        const double next = cum + walk[j];
+        if (l == kDrawLanes) {
+          if (next > target)
+            l = j;
+          else
+            cum = next;
         }
-        if (token < 0) token = last_in_lane(w, b, l);
+      }
+    }
+    l = __shfl_sync(0xffffffffu, l, 0);
+    if (l == kDrawLanes) {
+      token = last_in_block(w, ids, b, lane);
+    } else {
+      // Lane l's 64 weights by the warp, then its ids in order by lane 0.
+      lane_weights[lane] = w(ids, b, l + kDrawLanes * lane);
+      lane_weights[lane + 32] = w(ids, b, l + kDrawLanes * (lane + 32));
+      __syncwarp();
+      if (lane == 0) {
+        int crossing = -1, last = -1;
+#pragma unroll 8
+        for (int k = 0; k < kPerLane; ++k) {
+          const float v = lane_weights[k];
+          if (!(v > 0.f)) continue;
+          last = k;
+          if (crossing < 0) {
+            cum += static_cast<double>(v);
+            if (cum > target) crossing = k;
+          }
+        }
+        const int k = crossing >= 0 ? crossing : last;  // rounding: the lane's last positive weight
+        token = k >= 0 ? b * kDrawBlock + l + kDrawLanes * k : -1;
       }
     }
   }
@@ -158,11 +200,16 @@ Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draw
              tokens ? tokens->data<std::int32_t>() : nullptr,
              0,
              {}};
+  const std::size_t cache_bytes = row_cache_bytes(V);
+  static const cudaError_t opted_in = cudaFuncSetAttribute(
+      draw_tokens_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(row_cache_bytes(INT_MAX)));
+  if (opted_in != cudaSuccess)
+    return make_error(std::string(op) + ": the row cache's shared memory: " + cudaGetErrorString(opted_in));
   for (std::size_t first = 0; first < draws.size(); first += kMaxDrawsPerLaunch) {
     a.n = static_cast<int>(std::min<std::size_t>(kMaxDrawsPerLaunch, draws.size() - first));
     for (int i = 0; i < a.n; ++i) a.draws[i] = draws[first + i];
     launch_dependent_clusters(draw_tokens_kernel, dim3(static_cast<unsigned>(a.n * kClusterBlocks)), kClusterBlocks,
-                              dim3(kThreads), 0, stream, a);
+                              dim3(kThreads), cache_bytes, stream, a);
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("draw_tokens_kernel");
   }
   return Status::success();

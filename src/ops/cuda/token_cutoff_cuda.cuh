@@ -1,17 +1,19 @@
 // token_cutoff (ops/token_cutoff.h) on the device, bit for bit, by the cluster of 8 CTAs that draws a row
-// (draw_tokens_cuda.cu, its only user, shares the shape below). The same radix descent: 8 bits of the key a pass,
-// each pass a histogram of the candidates' counts and measures (1 for top-k, top_p_mass for top-p) over the digit,
-// then the ties at the cutoff key in id order. The measures are integers, so the CTAs and warps add them in any
-// order and agree with the host.
-// - A pass: every CTA histograms its strided share of the row into its own shared memory (a warp's lanes that hold
-//   the same digit add theirs first, __match_any_sync + __reduce_add_sync, then one shared atomic: the top digits
-//   of a row's keys are few and shared); cluster.sync; then warp 0 of every CTA reads the 8 histograms through
-//   distributed shared memory and picks the digit as the host does, each CTA the same. Two histogram buffers in
-//   turn: the next pass's zeroing cannot meet a slower CTA still reading the last one (a cluster.sync lies between).
+// (draw_tokens_cuda.cu, its only user), over the row as the cluster holds it (draw_cluster_row_cuda.cuh). The same
+// radix descent: 8 bits of the key a pass, each pass a histogram of the candidates' counts and measures (1 for
+// top-k, top_p_mass for top-p) over the digit, then the ties at the cutoff key in id order. The measures are
+// integers, so the CTAs and warps add them in any order and agree with the host.
+// - A pass: every CTA histograms its slots into its own shared memory (a warp's lanes that hold the same digit add
+//   theirs first, __match_any_sync + __reduce_add_sync, then one shared atomic: the top digits of a row's keys are
+//   few and shared; a warp without candidates skips all three); cluster.sync; then warp 0 of every CTA reads the 8
+//   histograms through distributed shared memory and picks the digit as the host does, each CTA the same. Two
+//   histogram buffers in turn: the next pass's zeroing cannot meet a slower CTA still reading the last one (a
+//   cluster.sync lies between).
 // - A digit held by one candidate ends the descent early: that candidate is the cutoff, whatever the host's later
 //   passes would add.
-// - The ties: each 2,048-id block's tie count and measure into the first CTA (cluster.sync), then warp 0 of every
-//   CTA finds the crossing block and, in it, the crossing id, lanes scanning in id order.
+// - The ties: each 2,048-id block's tie count and measure, by the warp of its owner CTA, into every CTA
+//   (cluster.sync); then warp 0 of every CTA finds the crossing block, its lanes' 64-id runs in it (read from the
+//   owner's shared memory) and the crossing id in the crossing run, 32 ids at a time.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -19,6 +21,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "ops/cuda/draw_cluster_row_cuda.cuh"
 #include "ops/cuda/exp_nonpositive_cuda.cuh"
 #include "ops/token_cutoff.h"
 #include "ops/token_draw.h"
@@ -26,29 +29,18 @@
 namespace day0 {
 namespace draw_cluster {
 
-inline constexpr int kClusterBlocks = 8;  // the portable cluster size
-inline constexpr int kThreads = 1024, kWarps = kThreads / 32;
-inline constexpr int kMaxBlocks = 512;  // 2,048-id blocks: vocabularies up to 1,048,576 ids
-
 struct CutoffShared {
   unsigned long long measure[2][256];
   unsigned count[2][256];
-  unsigned long long tie_measure[kMaxBlocks];  // the first CTA's: each block's ties
+  unsigned long long tie_measure[kMaxBlocks];  // every block's ties, written by its owner
   unsigned tie_count[kMaxBlocks];
   unsigned prefix, chosen_count;  // a pass's result, from warp 0 to its CTA
   unsigned long long above, target;
   TokenCutoff found;
 };
 
-namespace cg = cooperative_groups;
-
-__device__ __forceinline__ int rank_of(const cg::cluster_group& cluster) {
-  return static_cast<int>(cluster.block_rank());
-}
-
 struct CutoffRow {
-  const float* x;
-  int V;
+  ClusterRow row;
   float max_logit, inv_t;
   TokenCutoff within;
   bool by_mass;  // top-p's masses, else top-k's counts
@@ -144,15 +136,7 @@ __device__ __forceinline__ bool candidate(const CutoffRow& row, unsigned key, in
 __device__ inline TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
                                        unsigned prefix, int shift) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int blocks = (row.V + kDrawBlock - 1) / kDrawBlock;
-  if (rank_of(cluster) != 0) {  // a copy of the first CTA's block ties, read twice below
-    const CutoffShared* first_cta = cluster.map_shared_rank(&s, 0);
-    for (int b = lane; b < blocks; b += 32) {
-      s.tie_measure[b] = first_cta->tie_measure[b];
-      s.tie_count[b] = first_cta->tie_count[b];
-    }
-    __syncwarp();
-  }
+  const int blocks = row.row.blocks, V = row.row.V;
   constexpr int kBlocksPerLane = kMaxBlocks / 32;
   const int lane_begin = kBlocksPerLane * lane, lane_end = min(lane_begin + kBlocksPerLane, blocks);
   unsigned long long lane_measure = 0;
@@ -186,16 +170,17 @@ __device__ inline TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffS
     block = __shfl_sync(0xffffffffu, last, 31 - __clz(static_cast<int>(any)));
     fall_through = true;
   }
-  // In the block, lane l holds ids 64l .. 64l + 63 in order.
-  constexpr int kIds = kDrawBlock / 32;
-  const int begin = block * kDrawBlock + kIds * lane;
+  // In the block, lane l sums ids 64l .. 64l + 63, read from 64l + l on (no two lanes on one shared memory bank).
+  const float* ids = row.row.block_ids(cluster, block);
+  const int base = block * kDrawBlock;
   unsigned long long mine = 0;
   unsigned mine_count = 0;
-  for (int k = 0; k < kIds; ++k) {
-    const int i = begin + k;
-    if (i >= row.V) break;
-    const float xi = row.x[i];
-    if (!candidate(row, logit_key(xi), i, prefix, shift)) continue;
+#pragma unroll 8
+  for (int k = 0; k < kPerLane; ++k) {
+    const int off = kPerLane * lane + ((k + lane) & (kPerLane - 1));
+    if (base + off >= V) continue;
+    const float xi = ids[off];
+    if (!candidate(row, logit_key(xi), base + off, prefix, shift)) continue;
     mine += row.measure(xi);
     ++mine_count;
   }
@@ -208,22 +193,35 @@ __device__ inline TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffS
   const bool crosses = !fall_through && mine_count > 0 && run + before + mine >= target;
   const unsigned hits = __ballot_sync(0xffffffffu, crosses), holders = __ballot_sync(0xffffffffu, mine_count > 0);
   const int src = hits != 0 ? __ffs(static_cast<int>(hits)) - 1 : 31 - __clz(static_cast<int>(holders));
+  // Lane src's run, 32 ids at a time in id order: the first candidate reaching the target, else the last candidate.
+  unsigned long long r = run + __shfl_sync(0xffffffffu, before, src);
   TokenCutoff found{};
-  if (lane == src) {
-    unsigned long long r = run + before;
-    for (int k = 0; k < kIds; ++k) {
-      const int i = begin + k;
-      if (i >= row.V) break;
-      const float xi = row.x[i];
-      const unsigned key = logit_key(xi);
-      if (!candidate(row, key, i, prefix, shift)) continue;
-      r += row.measure(xi);
-      found = {key, i};
-      if (hits != 0 && r >= target) break;  // else (the fall-through) the last candidate
+  for (int half = 0; half < kPerLane / 32; ++half) {
+    const int i = base + kPerLane * src + 32 * half + lane;
+    unsigned key = 0;
+    unsigned long long m = 0;
+    bool is_candidate = false;
+    if (i < V) {
+      const float xi = ids[i - base];
+      key = logit_key(xi);
+      is_candidate = candidate(row, key, i, prefix, shift);
+      if (is_candidate) m = row.measure(xi);
     }
+    unsigned long long inclusive = m;
+    for (int off = 1; off < 32; off *= 2) {
+      const unsigned long long t = __shfl_up_sync(0xffffffffu, inclusive, off);
+      if (lane >= off) inclusive += t;
+    }
+    const unsigned reach = __ballot_sync(0xffffffffu, hits != 0 && is_candidate && r + inclusive >= target);
+    const unsigned candidates = __ballot_sync(0xffffffffu, is_candidate);
+    if (reach != 0 || candidates != 0) {
+      const int at = reach != 0 ? __ffs(static_cast<int>(reach)) - 1 : 31 - __clz(static_cast<int>(candidates));
+      found.key = __shfl_sync(0xffffffffu, key, at);
+      found.id = __shfl_sync(0xffffffffu, i, at);
+    }
+    if (reach != 0) break;
+    r += __shfl_sync(0xffffffffu, inclusive, 31);
   }
-  found.key = __shfl_sync(0xffffffffu, found.key, src);
-  found.id = __shfl_sync(0xffffffffu, found.id, src);
   return found;
 }
 
@@ -232,7 +230,8 @@ __device__ inline TokenCutoff find_tie(const cg::cluster_group& cluster, CutoffS
 __device__ inline TokenCutoff cutoff_in_cluster(const cg::cluster_group& cluster, CutoffShared& s, const CutoffRow& row,
                                                 const TokenDraw& d) {
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int rank = static_cast<int>(cluster.block_rank());
+  const ClusterRow& r = row.row;
+  const int n = r.slots * kDrawBlock;  // a multiple of kThreads: every warp runs the same iterations
   unsigned prefix = 0;
   int shift = 32;  // bits from `shift` up are fixed
   for (int pass = 0; pass < 4; ++pass) {
@@ -242,18 +241,19 @@ __device__ inline TokenCutoff cutoff_in_cluster(const cg::cluster_group& cluster
       s.count[buf][tid] = 0;
     }
     __syncthreads();
-    for (int base = rank * kThreads + warp * 32; base < row.V; base += kClusterBlocks * kThreads) {
-      const int i = base + lane;
+    for (int e = tid; e < n; e += kThreads) {
+      const int slot = e / kDrawBlock, off = e % kDrawBlock, i = r.block_of(slot) * kDrawBlock + off;
       unsigned digit = 256;  // not a candidate
       unsigned long long m = 0;
-      if (i < row.V) {
-        const float xi = row.x[i];
+      if (i < r.V) {
+        const float xi = r.slot_ids(slot)[off];
         const unsigned key = logit_key(xi);
         if (candidate(row, key, i, prefix, shift)) {
           digit = (key >> digit_shift) & 255u;
           m = row.measure(xi);
         }
       }
+      if (!__any_sync(0xffffffffu, digit < 256)) continue;
       const unsigned group = __match_any_sync(0xffffffffu, digit);
       const unsigned long long group_measure = add_in_group(group, m);
       if (digit < 256 && lane == __ffs(static_cast<int>(group)) - 1) {
@@ -268,29 +268,32 @@ __device__ inline TokenCutoff cutoff_in_cluster(const cg::cluster_group& cluster
     shift = digit_shift;
     if (s.chosen_count <= 1) break;  // one candidate left (or none): it is the cutoff
   }
-  // The ties (or the one candidate), in id order.
-  for (int b = rank * kWarps + warp; b * kDrawBlock < row.V; b += kClusterBlocks * kWarps) {
+  // The ties (or the one candidate) of this CTA's blocks, into every CTA.
+  for (int slot = warp; slot < r.slots; slot += kWarps) {
+    const int b = r.block_of(slot);
+    const float* ids = r.slot_ids(slot);
     unsigned long long m = 0;
     unsigned c = 0;
-    for (int k = 0; k < kDrawBlock / 32; ++k) {
-      const int i = b * kDrawBlock + lane + 32 * k;
-      if (i >= row.V) break;
-      const float xi = row.x[i];
-      if (!candidate(row, logit_key(xi), i, prefix, shift)) continue;
+#pragma unroll 8
+    for (int k = 0; k < kPerLane; ++k) {
+      const int off = lane + 32 * k;
+      if (b * kDrawBlock + off >= r.V) continue;
+      const float xi = ids[off];
+      if (!candidate(row, logit_key(xi), b * kDrawBlock + off, prefix, shift)) continue;
       m += row.measure(xi);
       ++c;
     }
     for (int off = 16; off >= 1; off /= 2) {
-      m += __shfl_down_sync(0xffffffffu, m, off);
-      c += __shfl_down_sync(0xffffffffu, c, off);
+      m += __shfl_xor_sync(0xffffffffu, m, off);
+      c += __shfl_xor_sync(0xffffffffu, c, off);
     }
-    if (lane == 0) {
-      CutoffShared* first_cta = cluster.map_shared_rank(&s, 0);
-      first_cta->tie_measure[b] = m;
-      first_cta->tie_count[b] = c;
+    if (lane < kClusterBlocks) {
+      CutoffShared* peer = cluster.map_shared_rank(&s, lane);
+      peer->tie_measure[b] = m;
+      peer->tie_count[b] = c;
     }
   }
-  cluster.sync();  // every block's ties are in the first CTA
+  cluster.sync();  // every block's ties are in every CTA
   if (warp == 0) {
     const TokenCutoff found = find_tie(cluster, s, row, prefix, shift);
     if (lane == 0) s.found = found;

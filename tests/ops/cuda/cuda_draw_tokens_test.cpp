@@ -1,8 +1,8 @@
 // draw_tokens_cuda against the host's draw (CpuOps::draw_tokens, token_draw.h): the same token bit for bit for
-// every row: random logits at gpt-oss's vocabulary and at widths that end inside a lane and a block, masked
-// vocabularies, a dominant token, heavy ties, signed zeros, temperatures from 0.05 to 5, uniform numbers at 0 and
-// just under 1, with and without top-k / top-p / min-p; unusable rows keep greedy_tokens' report; the tokens output
-// follows.
+// every row: random logits at gpt-oss's vocabulary, past the row cache, and at widths that end inside a lane and a
+// block, masked vocabularies, a dominant token, heavy ties, signed zeros, temperatures from 0.05 to 5, uniform
+// numbers at 0 and just under 1, with and without top-k / top-p / min-p; unusable rows keep greedy_tokens' report;
+// the tokens output follows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,8 +29,9 @@ TEST(CudaDrawTokens, draws_the_host_samplers_token_for_every_row) {
   ASSERT_TRUE(ctx);
   std::mt19937 rng(2027);
   CpuOps cpu;
-  for (const std::int64_t V :
-       {std::int64_t{201088}, std::int64_t{2049}, std::int64_t{2048}, std::int64_t{77}, std::int64_t{1}}) {
+  // 395,265 ids: past what a cluster holds in shared memory (393,216), so two CTAs read a slot from global memory.
+  for (const std::int64_t V : {std::int64_t{201088}, std::int64_t{395265}, std::int64_t{2049}, std::int64_t{2048},
+                               std::int64_t{77}, std::int64_t{1}}) {
     SCOPED_TRACE(::testing::Message() << "V " << V);
     constexpr std::int64_t R = 80;  // more than one launch's 64 draws
     Tensor x = random_f32({R, V}, rng, -8.f, 8.f);
