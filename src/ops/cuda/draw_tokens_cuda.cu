@@ -109,6 +109,7 @@ __global__ void __launch_bounds__(kThreads) draw_tokens_kernel(const __grid_cons
   // The running sums by lane 0 (sequential, as the host), then the first block whose running sum passes u x total.
   if (lane == 0) {
     double cum = 0.0;
+#pragma unroll 8
     for (int c = 0; c < row.blocks; ++c) running[c] = cum += block_sums[c];
   }
   __syncwarp();
