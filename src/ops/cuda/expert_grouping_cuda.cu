@@ -50,6 +50,32 @@ __device__ __forceinline__ unsigned lanes_with_same(int e, int bits) {
   return same;
 }
 
+// A warp's lane l takes the run of experts [begin, end) (E split in 32 runs) and learns, by two warp scans, how many
+// assignments (`offset`) and routed experts (`pos`) the runs before its own hold, and the totals (a serial loop
+// over E in one thread was ~2 us at 128 experts).
+struct ExpertRun {
+  int begin, end, offset, pos, total, routed;
+};
+__device__ __forceinline__ ExpertRun expert_run(const std::int32_t* count, int E, int lane) {
+  const int per = (E + 31) / 32;
+  ExpertRun run{lane * per, min(E, lane * per + per), 0, 0, 0, 0};
+  int n = 0, routed = 0;
+  for (int e = run.begin; e < run.end; ++e) {
+    n += count[e];
+    routed += count[e] > 0;
+  }
+  int n_incl = n, routed_incl = routed;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int c = __shfl_up_sync(0xffffffffu, n_incl, o), r = __shfl_up_sync(0xffffffffu, routed_incl, o);
+    if (lane >= o) n_incl += c, routed_incl += r;
+  }
+  run.offset = n_incl - n;
+  run.pos = routed_incl - routed;
+  run.total = __shfl_sync(0xffffffffu, n_incl, 31);
+  run.routed = __shfl_sync(0xffffffffu, routed_incl, 31);
+  return run;
+}
+
 // A cluster of one or kClusterBlocks blocks; block r owns the contiguous chunk r of the assignments, and warp w of
 // it the contiguous segment w of that chunk. Each warp counts its segment per expert (lanes with the same expert
 // found by lanes_with_same, the lowest one adding for all); per expert the counts become each warp's start within
@@ -122,33 +148,21 @@ __global__ void __launch_bounds__(kThreads)
     s_total[e] = total;
   }
   cluster.sync();  // every block's counts read: each may now exit
-  // Offsets and the routed list by warp 0: each lane takes a run of experts, and two warp scans place the runs (a
-  // serial loop over E in one thread was ~2 us at 128 experts).
+  // Offsets and the routed list by warp 0, a run of experts a lane.
   if (warp == 0) {
-    const int per = (E + 31) / 32, e0 = lane * per;
-    int count = 0, routed = 0;
-    for (int e = e0; e < min(E, e0 + per); ++e) {
-      count += s_total[e];
-      routed += s_total[e] > 0;
-    }
-    int count_incl = count, routed_incl = routed;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int c = __shfl_up_sync(0xffffffffu, count_incl, o), r = __shfl_up_sync(0xffffffffu, routed_incl, o);
-      if (lane >= o) count_incl += c, routed_incl += r;
-    }
-    int offset = count_incl - count, pos = routed_incl - routed;
-    for (int e = e0; e < min(E, e0 + per); ++e) {
+    const ExpertRun run = expert_run(s_total, E, lane);
+    int offset = run.offset, pos = run.pos;
+    for (int e = run.begin; e < run.end; ++e) {
       s_offset[e] = offset;
       offset += s_total[e];
       if (rank == 0 && s_total[e] > 0) experts[pos++] = e;
     }
-    const int total = __shfl_sync(0xffffffffu, count_incl, 31), n = __shfl_sync(0xffffffffu, routed_incl, 31);
     if (lane == 0) {
-      s_offset[E] = total;
-      if (rank == 0) *n_routed = n;
+      s_offset[E] = run.total;
+      if (rank == 0) *n_routed = run.routed;
     }
     if (rank == 0)
-      for (int e = n + lane; e < E; e += 32) experts[e] = -1;
+      for (int e = run.routed + lane; e < E; e += 32) experts[e] = -1;
   }
   __syncthreads();
   if (rank == 0) {
@@ -219,31 +233,20 @@ __global__ void __launch_bounds__(32)
     if (ids[j] >= 0 && (same & lanes_below) == 0) s_count[ids[j]] += __popc(same);
   }
   __syncwarp();
-  // Offsets and the routed list: each lane a run of experts, placed by warp scans (as group_kernel's warp 0).
-  const int per = (E + 31) / 32, e0 = lane * per;
-  int count = 0, routed = 0;
-  for (int e = e0; e < min(E, e0 + per); ++e) {
-    count += s_count[e];
-    routed += s_count[e] > 0;
-  }
-  int count_incl = count, routed_incl = routed;
-  for (int o = 1; o < 32; o <<= 1) {
-    const int c = __shfl_up_sync(0xffffffffu, count_incl, o), r = __shfl_up_sync(0xffffffffu, routed_incl, o);
-    if (lane >= o) count_incl += c, routed_incl += r;
-  }
-  int offset = count_incl - count, pos = routed_incl - routed;
-  for (int e = e0; e < min(E, e0 + per); ++e) {
+  // Offsets and the routed list, a run of experts a lane (as group_kernel's warp 0).
+  const ExpertRun run = expert_run(s_count, E, lane);
+  int offset = run.offset, pos = run.pos;
+  for (int e = run.begin; e < run.end; ++e) {
     counts[e] = s_count[e];
     offsets[e] = s_cursor[e] = offset;
     offset += s_count[e];
     if (s_count[e] > 0) experts[pos++] = e;
   }
-  const int n = __shfl_sync(0xffffffffu, routed_incl, 31);
   if (lane == 31) {
-    offsets[E] = s_cursor[E] = count_incl;
-    *n_routed = n;
+    offsets[E] = s_cursor[E] = run.total;
+    *n_routed = run.routed;
   }
-  for (int e = n + lane; e < E; e += 32) experts[e] = -1;
+  for (int e = run.routed + lane; e < E; e += 32) experts[e] = -1;
   __syncwarp();
   // Placement in assignment order: the expert's cursor and the lanes before this one with the same expert.
 #pragma unroll
