@@ -81,12 +81,13 @@ struct Engine::Impl {
   bool may_queue_ahead(const std::vector<Sequence*>& members);
   // Whether the token `ahead` steps after the next of the sequence whose logits are `row` comes from the device: its
   // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
-  bool picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead,
-                        std::vector<TokenDraw>& draws) const;
+  // With `edits` (ahead 0), a row whose bias or penalties apply is one too, its edits appended (Ops::edit_logits).
+  bool picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
+                        LogitEdits* edits) const;
   // The draws of the members' next step where each row's token then comes from the device (its argmax, or a draw),
   // whatever this step's tokens are; nullopt where one row needs its logits on the host.
   std::optional<std::vector<TokenDraw>> ahead_draws(const std::vector<Sequence*>& members) const;
-  void count_draws(std::size_t n);
+  void count_draws(std::size_t draws, std::size_t edited);
   // The decode `step` (every row picked on the device) is queued, row rows[i] for members[i]: queues the members'
   // next step first where `chain`, may_queue_ahead and ahead_draws allow, then takes the picks and settles the rows.
   void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
@@ -286,15 +287,16 @@ bool Engine::Impl::schedule_and_run() {
   std::vector<std::int32_t> host_rows;    // of those rows, the ones a host sampler reads
   std::vector<std::int32_t> logits_of;    // by row: its place in host_rows, or -1 (it takes its pick)
   std::vector<TokenDraw> draws;           // rows whose pick is drawn on the device
+  LogitEdits edits;                       // rows whose bias and penalties apply on the device before the pick
   for (size_t i = 0; i < members.size(); ++i) {
     if (batch[i].logits == SequenceStep::Logits::none) continue;
     const auto row = static_cast<std::int32_t>(sampled.size());
     sampled.push_back(i);
-    const bool host = !picked_on_device(members[i]->sampler, row, /*ahead=*/0, draws);
+    const bool host = !picked_on_device(members[i]->sampler, row, /*ahead=*/0, draws, &edits);
     logits_of.push_back(host ? static_cast<std::int32_t>(host_rows.size()) : -1);
     if (host) host_rows.push_back(row);
   }
-  count_draws(draws.size());
+  count_draws(draws.size(), edits.rows.size());
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
   // Decode rows picked on the device alone (greedy or drawn): queued, so that the rows' next step can go out before
   // these picks are read.
@@ -302,7 +304,7 @@ bool Engine::Impl::schedule_and_run() {
   const bool decode_only =
       host_rows.empty() && sampled.size() == members.size() && std::all_of(batch.begin(), batch.end(), one_token);
   if (st.ok() && decode_only) {
-    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws);
+    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws, edits);
     if (queued.ok()) {
       std::vector<std::int64_t> rows(members.size());
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
@@ -311,7 +313,7 @@ bool Engine::Impl::schedule_and_run() {
     }
     st = queued.error();
   }
-  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows, draws) : Result<PickedStep>(st.error());
+  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows, draws, edits) : Result<PickedStep>(st.error());
   if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
     for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + step.error().message);
@@ -398,25 +400,27 @@ bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
 }
 
 bool Engine::Impl::picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead,
-                                    std::vector<TokenDraw>& draws) const {
+                                    std::vector<TokenDraw>& draws, LogitEdits* edits) const {
   if (sampler.argmax_only(ahead)) return true;
   if (!config.device_draws) return false;
-  const std::optional<TokenDraw> d = sampler.device_draw(row, ahead);
-  if (d) draws.push_back(*d);
-  return d.has_value();
+  const auto pick = sampler.device_pick(row, ahead, executor.spec().vocab_size, edits);
+  if (pick && pick->draw) draws.push_back(*pick->draw);
+  return pick.has_value();
 }
 
 std::optional<std::vector<TokenDraw>> Engine::Impl::ahead_draws(const std::vector<Sequence*>& members) const {
   std::vector<TokenDraw> draws;
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, draws)) return std::nullopt;
+    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, draws, nullptr))
+      return std::nullopt;
   return draws;
 }
 
-void Engine::Impl::count_draws(std::size_t n) {
-  if (n == 0) return;
+void Engine::Impl::count_draws(std::size_t draws, std::size_t edited) {
+  if (draws == 0 && edited == 0) return;
   std::lock_guard<std::mutex> lock(mu);
-  stats.device_draws += static_cast<std::int64_t>(n);
+  stats.device_draws += static_cast<std::int64_t>(draws);
+  stats.device_edited_rows += static_cast<std::int64_t>(edited);
 }
 
 void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
@@ -444,7 +448,7 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
       if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, *draws); queued.ok()) {
         a.step = *queued;
         next = std::move(a);
-        count_draws(draws->size());
+        count_draws(draws->size(), 0);
       }
     }
   }

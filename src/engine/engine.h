@@ -39,9 +39,11 @@ struct EngineConfig {
   bool prefix_caching = true;
   std::vector<std::int32_t> eos_token_ids;
   bool launch_ahead = true;  // greedy decode steps queued before the last one's picks are read (above)
-  // Sampled rows (temperature, top-k, top-p, min-p; no penalty, bias or logprobs) drawn on the device
-  // (Ops::draw_tokens, the host sampler's draw bit for bit): two ids a row reach the host, not its logits, and such
-  // rows launch ahead as greedy ones do.
+  // Sampled rows (temperature, top-k, top-p, min-p; no logprobs) drawn on the device (Ops::draw_tokens, the host
+  // sampler's draw bit for bit): two ids a row reach the host, not its logits, and such rows launch ahead as greedy
+  // ones do. Rows whose logit_bias or penalties apply (greedy or sampled) take them on the device first
+  // (Ops::edit_logits, the host's arithmetic bit for bit); such a row's next step waits for its pick (its edits
+  // need its last token), so it does not launch ahead.
   bool device_draws = true;
 };
 
@@ -82,6 +84,7 @@ struct EngineStats {
   std::int64_t last_step_sequences = 0, max_step_sequences = 0;  // batching evidence
   std::int64_t ahead_steps = 0;  // decode steps queued before the last step's picks were read
   std::int64_t device_draws = 0;  // sampled rows drawn on the device (EngineConfig::device_draws)
+  std::int64_t device_edited_rows = 0;  // rows whose bias and penalties were applied on the device
 };
 
 class Engine {

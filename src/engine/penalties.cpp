@@ -39,25 +39,22 @@ bool penalties_never_apply(const SamplingParams& p) {
   return p.logit_bias.empty() && p.repetition_penalty == 1.0 && p.frequency_penalty == 0.0 && p.presence_penalty == 0.0;
 }
 
-Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {
-  const std::size_t vocab = logits.size();
+Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::size_t vocab,
+                     std::vector<LogitEdit>& out) {
+  out.clear();
   for (const auto& [id, bias] : p.logit_bias) {
     D0_RETURN_IF_ERROR(check_id(id, vocab, "logit_bias"));
-    logits[id] += static_cast<float>(bias);
+    out.push_back({id, LogitEditKind::add, static_cast<float>(bias)});
   }
   if (p.repetition_penalty != 1.0) {
     const float rp = static_cast<float>(p.repetition_penalty);
-    auto penalise = [&](std::int32_t id) {
-      float& x = logits[id];
-      x = x > 0.f ? x / rp : x * rp;
-    };
     for (const std::int32_t id : history.prompt_unique()) {
       D0_RETURN_IF_ERROR(check_id(id, vocab, "prompt"));
-      penalise(id);
+      out.push_back({id, LogitEditKind::repetition, rp});
     }
     for (const auto& [id, count] : history.output_counts()) {
       D0_RETURN_IF_ERROR(check_id(id, vocab, "output"));
-      if (!history.in_prompt(id)) penalise(id);
+      if (!history.in_prompt(id)) out.push_back({id, LogitEditKind::repetition, rp});
     }
   }
   const float frequency = static_cast<float>(p.frequency_penalty);
@@ -65,9 +62,16 @@ Status apply_penalties(std::span<float> logits, const SamplingParams& p, const T
   if (frequency != 0.f || presence != 0.f) {
     for (const auto& [id, count] : history.output_counts()) {
       D0_RETURN_IF_ERROR(check_id(id, vocab, "output"));
-      logits[id] -= frequency * static_cast<float>(count) + presence;
+      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(count) + presence});
     }
   }
+  return Status::success();
+}
+
+Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {
+  std::vector<LogitEdit> edits;
+  D0_RETURN_IF_ERROR(penalty_edits(p, history, logits.size(), edits));
+  apply_logit_edits(logits.data(), edits.data(), edits.size());
   return Status::success();
 }
 

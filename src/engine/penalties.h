@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "engine/sampling_params.h"
+#include "ops/logit_edits.h"
 
 namespace day0 {
 
@@ -34,7 +35,11 @@ bool penalties_apply(const SamplingParams& params, const TokenHistory& history);
 // True when penalties_apply is false for every history: what holds for the next token holds for those after it.
 bool penalties_never_apply(const SamplingParams& params);
 
-// In place, touching only the ids in the history and in logit_bias. Repetition: a positive logit is
+// apply_penalties' edits in the order it makes them (ops/logit_edits.h): the bias, then the repetition penalty, then
+// frequency and presence; an id outside [0, vocab) is an error naming it.
+Status penalty_edits(const SamplingParams& params, const TokenHistory& history, std::size_t vocab,
+                     std::vector<LogitEdit>& out);
+// In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive logit is
 // divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus
 // penalty once. An id outside `logits` is an error naming it.
 Status apply_penalties(std::span<float> logits, const SamplingParams& params, const TokenHistory& history);

@@ -76,10 +76,18 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
          (ahead == 0 ? !penalties_apply(params_, history_) : penalties_never_apply(params_));
 }
 
-std::optional<TokenDraw> Sampler::device_draw(std::int32_t row, std::uint64_t ahead) const {
+std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
+                                                      LogitEdits* edits) const {
   const SamplingParams& p = params_;
-  if (p.is_greedy() || p.logprobs || !penalties_never_apply(p)) return std::nullopt;
-  return draw_params(row, ahead);
+  if (p.logprobs) return std::nullopt;
+  if (ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p)) {
+    if (ahead != 0 || edits == nullptr || vocab < 0) return std::nullopt;
+    std::vector<LogitEdit> row_edits;
+    if (!penalty_edits(p, history_, static_cast<std::size_t>(vocab), row_edits).ok()) return std::nullopt;
+    edits->add_row(row, std::move(row_edits));
+  }
+  if (p.is_greedy()) return DevicePick{};
+  return DevicePick{draw_params(row, ahead)};
 }
 
 TokenDraw Sampler::draw_params(std::int32_t row, std::uint64_t ahead) const {

@@ -53,11 +53,18 @@ class Sampler {
   // or none), which fail as sample() does.
   Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable);
 
-  // Where the token `ahead` steps after the next (0: the next) is a draw from the raw logits (sampled, with any
-  // temperature, top-k, top-p and min-p, but no penalty or bias, no logprobs): that draw's parameters for `row`, so
-  // that a draw made elsewhere (Ops::draw_tokens, token_draw.h) stands for sample(). Its pick is then taken with
-  // take_argmax (the same checks; only the token is recorded).
-  std::optional<TokenDraw> device_draw(std::int32_t row, std::uint64_t ahead = 0) const;
+  // Where the token `ahead` steps after the next (0: the next) can be picked on the device from this step's logits
+  // row `row` (of `vocab` ids), so that the pick stands for sample(): nullopt where the host must read the logits
+  // (logprobs; a bias or penalty that applies to a step ahead, or, without `edits`, to the next; an id outside the
+  // vocabulary, which sample() then names). Where a bias or penalty applies to the next token, the row's edits
+  // (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick. The pick is then the argmax
+  // (greedy: `draw` empty) or `draw` (Ops::draw_tokens, token_draw.h: temperature, top-k, top-p, min-p), taken
+  // with take_argmax (the same checks; only the token is recorded).
+  struct DevicePick {
+    std::optional<TokenDraw> draw;
+  };
+  std::optional<DevicePick> device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
+                                        LogitEdits* edits) const;
 
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }

@@ -98,17 +98,19 @@ class Executor {
   // sampled rows of the vocabulary to the host, not every row (64 rows of 201,088 f32 are 51 MB, ~0.9 ms over
   // PCIe at batch 64, v53).
   // `draws` (rows numbered as the picks', none of them sampled): rows whose pick is a draw made on the device
-  // (Ops::draw_tokens, the host sampler's draw bit for bit) in place of the argmax.
+  // (Ops::draw_tokens, the host sampler's draw bit for bit) in place of the argmax. `edits` (rows numbered the
+  // same, none of them sampled): rows whose logits take their bias and penalties (Ops::edit_logits) before the pick.
   Result<PickedStep> step_picked(std::span<const SequenceStep> batch, std::span<const std::int32_t> sampled_rows,
-                                 const std::vector<TokenDraw>& draws = {});
+                                 const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
   // Greedy decode with the next step launched ahead. queue_decode queues a decode step (one token a sequence, its
   // pick wanted) and returns without waiting where a step graph serves the batch; otherwise it runs the step at
   // once. With fed_tokens the sequences' tokens must be empty: row r's token is row r's pick of the decode step
   // queued just before (of at least as many rows), taken on the device, so step n + 1 is queued before step n's
   // picks reach the host and the GPU does not idle while the host reads them. Any other step in between (step,
-  // step_picked, forward) ends the chain. `draws`: rows whose pick (and fed token) is drawn, as step_picked's.
+  // step_picked, forward) ends the chain. `draws`: rows whose pick (and fed token) is drawn, and `edits`, as
+  // step_picked's.
   Result<QueuedDecode> queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
-                                    const std::vector<TokenDraw>& draws = {});
+                                    const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
   // The picks of a queued decode step (i32 [rows, 2] on the host), once its work is done; its faults surface here.
   // Wait for a step before the fourth one after it is queued.
   Result<Tensor> wait_decode(const QueuedDecode& step);
@@ -153,6 +155,7 @@ class Executor {
     std::span<const std::int32_t> rows;
     std::vector<Tensor> logits;    // host [1, V] each
     std::vector<TokenDraw> draws;  // picks drawn, not taken as the argmax (StepOutput::greedy)
+    const LogitEdits* edits = nullptr;  // applied before the picks (StepOutput::greedy)
   };
   // step, and with `extra` the logits of extra.rows.
   Result<Tensor> run_batch(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output,

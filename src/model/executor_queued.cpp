@@ -12,7 +12,7 @@
 namespace day0 {
 
 Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
-                                            const std::vector<TokenDraw>& draws) {
+                                            const std::vector<TokenDraw>& draws, const LogitEdits& edits) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
   if (n == 0) return make_error("queue_decode: empty batch");
   if (fed_tokens && (!last_decode_ || last_decode_->rows < n))
@@ -41,7 +41,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     }
   }
   if (!g) {
-    RowLogits none{{}, {}, draws};
+    RowLogits none{{}, {}, draws, &edits};
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));
     QueuedDecode done{picks, {}, false};
     last_decode_ = LastDecode{n, done};
@@ -55,7 +55,8 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     return st.error();
   }
   Tensor picks = g->picks.slice_rows(0, n), ids = graph_ids_.slice_rows(0, n);
-  const Tensor logits = g->logits.slice_rows(0, n);
+  Tensor logits = g->logits.slice_rows(0, n);
+  if (!edits.empty()) D0_RETURN_IF_ERROR(ops_.edit_logits(logits, edits));
   D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, &ids));
   D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, draws, picks, &ids));
   QueuedDecode queued;

@@ -128,7 +128,7 @@ Status Executor::check_sequence(std::size_t b, const SequenceStep& s, std::int64
 
 Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
                                          std::span<const std::int32_t> sampled_rows,
-                                         const std::vector<TokenDraw>& draws) {
+                                         const std::vector<TokenDraw>& draws, const LogitEdits& edits) {
   std::int64_t R = 0;
   for (const SequenceStep& s : batch)
     R += s.logits == SequenceStep::Logits::all ? static_cast<std::int64_t>(s.tokens.size())
@@ -140,13 +140,16 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
   for (const TokenDraw& d : draws)
     if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), d.row))
       return make_error("step: row " + std::to_string(d.row) + " is both sampled on the host and drawn");
+  for (const std::int32_t row : edits.rows)
+    if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), row))
+      return make_error("step: row " + std::to_string(row) + " is both sampled on the host and edited");
   PickedStep out;
   if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
     D0_ASSIGN_OR_RETURN(Tensor all, step(batch, {}, StepOutput::logits));
     for (std::int64_t r = 0; r < R; ++r) out.logits.push_back(all.slice_rows(r, r + 1));
     return out;
   }
-  RowLogits sampled{sampled_rows, {}, draws};
+  RowLogits sampled{sampled_rows, {}, draws, &edits};
   D0_ASSIGN_OR_RETURN(out.picks, run_batch(batch, {}, StepOutput::greedy, sampled));
   out.logits = std::move(sampled.logits);
   return out;
@@ -173,6 +176,10 @@ Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::s
 
 Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Tensor& picks, RowLogits& extra) {
   if (output == StepOutput::greedy) {
+    if (extra.edits && !extra.edits->empty()) {
+      Tensor edited = logits;  // a handle: the step's logits, edited in place
+      D0_RETURN_IF_ERROR(ops_.edit_logits(edited, *extra.edits));
+    }
     D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
     D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, extra.draws, picks, nullptr));
   }

@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/expert_weights.h"
+#include "ops/logit_edits.h"
 #include "ops/op_kind.h"
 #include "ops/op_profile.h"
 #include "ops/rope.h"
@@ -292,6 +293,10 @@ class Ops {
   // every logit is -inf (out[r][0] is then meaningless, but a valid id). tokens (or null): i32 [R], out[r][0] again
   // and contiguous, for the next step's token ids on the device.
   virtual Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) = 0;
+  // Before greedy_tokens: each edited row of logits f32 [R, V] takes its edits (logit_edits.h: a sequence's
+  // logit_bias and penalties, the host sampler's arithmetic bit for bit), so that a penalised row's pick (its argmax,
+  // or draw_tokens' draw) is made on the device too.
+  virtual Status edit_logits(Tensor& logits, const LogitEdits& edits) = 0;
   // After greedy_tokens on the same logits, out and tokens: each draw's row takes the token drawn from
   // softmax(logits * inv_t) with its uniform number (token_draw.h: the host sampler's draw, bit for bit) in place of
   // the argmax, where greedy_tokens found the row usable (out[row][1] == -1). A temperature-only sampled row then

@@ -1,8 +1,9 @@
 // Sampled rows drawn on the device (EngineConfig::device_draws): requests sampled with a temperature, top-k, top-p
-// and min-p get the tokens the host sampler gives them (device draws off), beside greedy requests and a request
-// with a penalty that stays on the host; with only greedy and device-drawn rows the decode steps launch ahead. A greedy
-// request with a frequency penalty whose first decode step could go ahead gets the tokens it gets without launching
-// ahead (its later steps need its logits). On the CPU and, on the GPU machine, on the CUDA backend with step graphs.
+// and min-p get the tokens the host sampler gives them (device draws off), beside greedy requests and requests whose
+// bias and penalties apply on the device first (Ops::edit_logits); with only greedy and device-drawn rows the decode
+// steps launch ahead. A greedy request with a frequency penalty whose first decode step could go ahead gets the
+// tokens it gets without launching ahead (its later steps need its last token). On the CPU and, on the GPU machine,
+// on the CUDA backend with step graphs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -77,16 +78,38 @@ Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<Gene
   return out;
 }
 
+// The request's tokens without its bias and penalties.
+std::vector<std::int32_t> greedy_tokens_of(const std::string& backend, GenerateRequest r) {
+  r.sampling.repetition_penalty = 1.0;
+  r.sampling.logit_bias.clear();
+  const Outcome plain = run(backend, EngineConfig{}, {r});
+  return plain.tokens.empty() ? std::vector<std::int32_t>{} : plain.tokens[0];
+}
+
 void expect_device_draws_give_the_host_samplers_tokens(const std::string& backend) {
   constexpr int kNew = 14;
   GenerateRequest penalised = sampled(prompt(8, 8), kNew, 1.0, 14);
-  penalised.sampling.presence_penalty = 1.0;  // reads its logits on the host
+  penalised.sampling.presence_penalty = 1.0;
+  penalised.sampling.frequency_penalty = 0.5;
+  GenerateRequest repeating = greedy_request(prompt(12, 10), kNew);  // the argmax of its edited logits
+  repeating.sampling.repetition_penalty = 1.8;
+  repeating.sampling.logit_bias = {{7, 3.0}, {7, -1.0}, {200, 2.5}};
+  GenerateRequest everything = sampled(prompt(10, 11), kNew, 0.9, 16, /*top_p=*/0.8, /*top_k=*/30);
+  everything.sampling.repetition_penalty = 0.7;
+  everything.sampling.frequency_penalty = -0.5;
+  everything.sampling.logit_bias = {{3, -2.0}};
+  GenerateRequest logprobs = sampled(prompt(6, 12), kNew, 1.0, 17);
+  logprobs.sampling.presence_penalty = 0.5;
+  logprobs.sampling.logprobs = true;  // reads its logits on the host
   const std::vector<GenerateRequest> mixed = {sampled(prompt(5, 1), kNew, 1.0, 11),
                                               sampled(prompt(9, 2), kNew, 0.6, 12),
                                               greedy_request(prompt(7, 3), kNew),
                                               sampled(prompt(3, 4), kNew, 1.0, 13, /*top_p=*/0.9),
                                               sampled(prompt(6, 9), kNew, 1.5, 15, 0.8, /*top_k=*/20, /*min_p=*/0.02),
-                                              penalised};
+                                              penalised,
+                                              repeating,
+                                              everything,
+                                              logprobs};
   EngineConfig on, off;
   off.device_draws = false;
   const Outcome host = run(backend, off, mixed), device = run(backend, on, mixed);
@@ -94,8 +117,12 @@ void expect_device_draws_give_the_host_samplers_tokens(const std::string& backen
   ASSERT_EQ(device.tokens.size(), mixed.size());
   for (size_t i = 0; i < mixed.size(); ++i) EXPECT_EQ(device.tokens[i], host.tokens[i]) << "request " << i;
   EXPECT_NE(host.tokens[0], host.tokens[2]) << "the sampled request decoded as the greedy one";
+  EXPECT_NE(host.tokens[6], greedy_tokens_of(backend, repeating)) << "the repetition penalty and bias changed nothing";
   EXPECT_EQ(host.stats.device_draws, 0);
+  EXPECT_EQ(host.stats.device_edited_rows, 0);
   EXPECT_GT(device.stats.device_draws, 0) << "no row was drawn on the device";
+  // Penalised rows: the repetition penalty applies from the first step, the others once there is output.
+  EXPECT_GE(device.stats.device_edited_rows, 3 * kNew - 2) << "penalised rows stayed on the host";
 
   // Greedy and device-drawn rows alone: every row is picked on the device, so steps launch ahead.
   const std::vector<GenerateRequest> chainable = {sampled(prompt(4, 5), kNew, 0.8, 21),

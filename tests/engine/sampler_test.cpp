@@ -12,6 +12,8 @@
 
 #include "engine/philox.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/greedy_pick.h"
+#include "ops/logit_edits.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -353,14 +355,15 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
     Sampler drawn(q, {}, 0), host(q, {}, 0);
     std::set<std::int32_t> seen;
     for (int step = 0; step < 40; ++step) {
-      const auto d = drawn.device_draw(3);
-      ASSERT_TRUE(d);
+      const auto pick = drawn.device_pick(3, 0, V, nullptr);
+      ASSERT_TRUE(pick && pick->draw);
+      const auto& d = pick->draw;
       EXPECT_EQ(d->row, 3);
       EXPECT_EQ(d->u, philox_uniform(5, static_cast<std::uint64_t>(step)));
       EXPECT_EQ(d->top_k, q.top_k);
       EXPECT_EQ(d->top_p, q.top_p);
       EXPECT_EQ(d->min_p, q.min_p);
-      EXPECT_EQ(drawn.device_draw(3, /*ahead=*/1)->u, philox_uniform(5, step + 1u));
+      EXPECT_EQ(drawn.device_pick(3, /*ahead=*/1, V, nullptr)->draw->u, philox_uniform(5, step + 1u));
       const std::int32_t token = draw_token(logits.data(), V, m, *d);
       const auto want = host.sample(logits);
       ASSERT_TRUE(want.ok());
@@ -374,18 +377,82 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
     }
   }
   const std::vector<std::int32_t> prompt = {1, 2};
-  const auto host_only = [&](SamplingParams q) { return !Sampler(q, prompt, 0).device_draw(0); };
-  EXPECT_TRUE(host_only(with_temperature(0)));  // greedy: the argmax
+  const auto host_only = [&](SamplingParams q, std::uint64_t ahead = 0) {
+    return !Sampler(q, prompt, 0).device_pick(0, ahead, V, nullptr);
+  };
+  EXPECT_FALSE(Sampler(with_temperature(0), prompt, 0).device_pick(0, 0, V, nullptr)->draw);  // greedy: the argmax
   EXPECT_FALSE(host_only(all));
   SamplingParams q = p;
-  q.frequency_penalty = 0.5;  // applies once there is output: also to steps ahead
-  EXPECT_TRUE(host_only(q));
+  q.frequency_penalty = 0.5;  // applies once there is output: to every step ahead, not to the first
+  EXPECT_FALSE(host_only(q));
+  EXPECT_TRUE(host_only(q, 1));
   q = p;
-  q.logit_bias = {{7, 1.0}};
+  q.logit_bias = {{7, 1.0}};  // applies now: only with somewhere to put its edits
   EXPECT_TRUE(host_only(q));
   q = p;
   q.logprobs = true;
   EXPECT_TRUE(host_only(q));
+}
+
+// A row whose bias and penalties apply is picked on the device too: device_pick appends its edits, which applied to
+// the logits (as Ops::edit_logits does) give sample()'s token through the argmax or the shared draw at every
+// position; not ahead (the edits need the last token), and not where an id is outside the vocabulary.
+TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_penalties) {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> n(0.f, 1.5f);
+  std::vector<float> logits(2000);
+  for (float& x : logits) x = n(rng);
+  const auto V = static_cast<std::int64_t>(logits.size());
+  std::vector<std::int32_t> prompt = {5, 9, 9, 1500, 77};
+  for (int i = 0; i < 200; ++i) prompt.push_back(static_cast<std::int32_t>(rng() % 2000));
+  SamplingParams rep = with_temperature(0.0), freq = with_temperature(0.9), bias = with_temperature(0.0),
+                 all = with_temperature(1.1);
+  rep.repetition_penalty = 1.3;
+  freq.frequency_penalty = 0.7;
+  freq.presence_penalty = -0.4;
+  freq.top_p = 0.9;
+  bias.logit_bias = {{3, 5.0}, {3, -1.5}, {1999, 2.0}};  // twice the same id: both, in order
+  all = freq;
+  all.temperature = 1.1;
+  all.top_k = 50;
+  all.repetition_penalty = 0.8;
+  all.logit_bias = {{9, 1.25}};
+  all.seed = 8;
+  freq.seed = 3;
+  for (const SamplingParams& q : {rep, freq, bias, all}) {
+    SCOPED_TRACE(::testing::Message() << "T " << q.temperature << " rep " << q.repetition_penalty << " freq "
+                                      << q.frequency_penalty << " bias " << q.logit_bias.size());
+    Sampler device(q, prompt, 0), host(q, prompt, 0);
+    int edited_steps = 0;
+    for (int step = 0; step < 30; ++step) {
+      LogitEdits edits;
+      const auto pick = device.device_pick(2, 0, V, &edits);
+      ASSERT_TRUE(pick);
+      EXPECT_FALSE(device.device_pick(2, /*ahead=*/1, V, nullptr)) << "a penalised step went ahead";
+      EXPECT_EQ(pick->draw.has_value(), !q.is_greedy());
+      std::vector<float> edited = logits;
+      if (!edits.empty()) {
+        ASSERT_EQ(edits.rows, std::vector<std::int32_t>{2});
+        ASSERT_TRUE(check_logit_edits(edits, 3, V, "test").ok());
+        apply_logit_edits(edited.data(), edits.entries.data(), edits.entries.size());
+        ++edited_steps;
+      }
+      const float m = *std::max_element(edited.begin(), edited.end());
+      const std::int32_t token =
+          pick->draw ? draw_token(edited.data(), V, m, *pick->draw) : greedy_pick(edited).token;
+      const auto want = host.sample(logits);
+      ASSERT_TRUE(want.ok());
+      ASSERT_EQ(token, want->token) << "step " << step;
+      ASSERT_TRUE(device.take_argmax(token, -1).ok());
+    }
+    EXPECT_GE(edited_steps, 29);
+    EXPECT_EQ(device.output_tokens(), host.output_tokens());
+  }
+  SamplingParams outside = with_temperature(0.0);
+  outside.logit_bias = {{2500, 1.0}};  // past these logits: the host names it
+  LogitEdits edits;
+  EXPECT_FALSE(Sampler(outside, {}, 0).device_pick(0, 0, V, &edits));
+  EXPECT_TRUE(edits.empty());
 }
 
 }  // namespace

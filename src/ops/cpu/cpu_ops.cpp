@@ -155,6 +155,17 @@ Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) 
   return Status::success();
 }
 
+Status CpuOps::edit_logits(Tensor& logits, const LogitEdits& edits) {
+  if (logits.dim() != 2) return make_error("edit_logits: logits must be [rows, vocab]");
+  const std::int64_t R = logits.size(0), V = logits.size(1);
+  D0_RETURN_IF_ERROR(check_f32_matrix(logits, "edit_logits", "logits", R, V));
+  D0_RETURN_IF_ERROR(check_logit_edits(edits, R, V, "edit_logits"));
+  for (std::size_t i = 0; i < edits.rows.size(); ++i)
+    apply_logit_edits(logits.data<float>() + edits.rows[i] * V, edits.entries.data() + edits.begins[i],
+                      static_cast<std::size_t>(edits.begins[i + 1] - edits.begins[i]));
+  return Status::success();
+}
+
 Status CpuOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) {
   D0_RETURN_IF_ERROR(check_pick_operands(logits, out, tokens, "draw_tokens"));
   const std::int64_t R = logits.size(0), V = logits.size(1);
