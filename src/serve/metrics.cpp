@@ -169,6 +169,13 @@ std::string ServerMetrics::prometheus_text(const std::optional<EngineStats>& eng
     w.gauge("day0_engine_last_step_sequences", "Sequences in the last step", static_cast<double>(s.last_step_sequences));
     w.gauge("day0_engine_max_step_sequences", "Most sequences in one step since start (batching evidence)",
             static_cast<double>(s.max_step_sequences));
+    w.counter("day0_engine_ahead_steps_total", "Decode steps queued before the last step's picks were read",
+              static_cast<double>(s.ahead_steps));
+    w.counter("day0_engine_device_draws_total", "Sampled rows drawn on the device (their logits stay there)",
+              static_cast<double>(s.device_draws));
+    w.counter("day0_engine_device_edited_rows_total",
+              "Rows whose logit_bias and penalties were applied on the device before their pick",
+              static_cast<double>(s.device_edited_rows));
   }
   return w.take();
 }

@@ -70,6 +70,9 @@ TEST(ServerMetrics, engine_gauges_and_prefix_hit_rate) {
   s.prefix_prompt_tokens = 200;
   s.prefix_hit_tokens = 50;
   s.max_step_sequences = 7;
+  s.ahead_steps = 11;
+  s.device_draws = 12;
+  s.device_edited_rows = 13;
   const std::string text = m.prometheus_text(s, true);
   EXPECT_EQ(sample(text, "day0_ready"), 1);
   EXPECT_EQ(sample(text, "day0_requests_waiting"), 3);
@@ -78,6 +81,9 @@ TEST(ServerMetrics, engine_gauges_and_prefix_hit_rate) {
   EXPECT_EQ(sample(text, "day0_kv_blocks_free"), 54);
   EXPECT_EQ(sample(text, "day0_prefix_cache_hit_rate"), 0.25);
   EXPECT_EQ(sample(text, "day0_engine_max_step_sequences"), 7);
+  EXPECT_EQ(sample(text, "day0_engine_ahead_steps_total"), 11);
+  EXPECT_EQ(sample(text, "day0_engine_device_draws_total"), 12);
+  EXPECT_EQ(sample(text, "day0_engine_device_edited_rows_total"), 13);
 }
 
 }  // namespace
