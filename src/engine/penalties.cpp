@@ -2,7 +2,9 @@
 #include "engine/penalties.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
+#include <utility>
 
 namespace day0 {
 namespace {
@@ -42,28 +44,37 @@ bool penalties_never_apply(const SamplingParams& p) {
 Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::size_t vocab,
                      std::vector<LogitEdit>& out) {
   out.clear();
-  for (const auto& [id, bias] : p.logit_bias) {
-    D0_RETURN_IF_ERROR(check_id(id, vocab, "logit_bias"));
-    out.push_back({id, LogitEditKind::add, static_cast<float>(bias)});
-  }
-  if (p.repetition_penalty != 1.0) {
-    const float rp = static_cast<float>(p.repetition_penalty);
-    for (const std::int32_t id : history.prompt_unique()) {
-      D0_RETURN_IF_ERROR(check_id(id, vocab, "prompt"));
-      out.push_back({id, LogitEditKind::repetition, rp});
-    }
-    for (const auto& [id, count] : history.output_counts()) {
-      D0_RETURN_IF_ERROR(check_id(id, vocab, "output"));
-      if (!history.in_prompt(id)) out.push_back({id, LogitEditKind::repetition, rp});
-    }
-  }
+  std::vector<std::pair<std::int32_t, double>> bias = p.logit_bias;
+  std::stable_sort(bias.begin(), bias.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [id, value] : bias) D0_RETURN_IF_ERROR(check_id(id, vocab, "logit_bias"));
+  const bool repetition = p.repetition_penalty != 1.0;
+  const float rp = static_cast<float>(p.repetition_penalty);
   const float frequency = static_cast<float>(p.frequency_penalty);
   const float presence = static_cast<float>(p.presence_penalty);
-  if (frequency != 0.f || presence != 0.f) {
-    for (const auto& [id, count] : history.output_counts()) {
-      D0_RETURN_IF_ERROR(check_id(id, vocab, "output"));
-      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(count) + presence});
-    }
+  const bool subtract = frequency != 0.f || presence != 0.f;
+  static const std::vector<std::int32_t> kNone;
+  const std::vector<std::int32_t>& prompt = repetition ? history.prompt_unique() : kNone;  // sorted
+  for (const std::int32_t id : prompt) D0_RETURN_IF_ERROR(check_id(id, vocab, "prompt"));
+  std::vector<std::pair<std::int32_t, std::int32_t>> outputs;
+  if (repetition || subtract) outputs.assign(history.output_counts().begin(), history.output_counts().end());
+  std::sort(outputs.begin(), outputs.end());
+  for (const auto& [id, count] : outputs) D0_RETURN_IF_ERROR(check_id(id, vocab, "output"));
+  // One merge over the three id-sorted lists: an id's edits together, in the order the host applies them.
+  std::size_t b = 0, q = 0, o = 0;
+  while (b < bias.size() || q < prompt.size() || o < outputs.size()) {
+    std::int32_t id = std::numeric_limits<std::int32_t>::max();
+    if (b < bias.size()) id = std::min(id, bias[b].first);
+    if (q < prompt.size()) id = std::min(id, prompt[q]);
+    if (o < outputs.size()) id = std::min(id, outputs[o].first);
+    for (; b < bias.size() && bias[b].first == id; ++b)
+      out.push_back({id, LogitEditKind::add, static_cast<float>(bias[b].second)});
+    const bool in_prompt = q < prompt.size() && prompt[q] == id;
+    const bool in_output = o < outputs.size() && outputs[o].first == id;
+    if (repetition && (in_prompt || in_output)) out.push_back({id, LogitEditKind::repetition, rp});
+    if (subtract && in_output)
+      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(outputs[o].second) + presence});
+    q += in_prompt ? 1 : 0;
+    o += in_output ? 1 : 0;
   }
   return Status::success();
 }

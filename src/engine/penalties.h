@@ -35,8 +35,9 @@ bool penalties_apply(const SamplingParams& params, const TokenHistory& history);
 // True when penalties_apply is false for every history: what holds for the next token holds for those after it.
 bool penalties_never_apply(const SamplingParams& params);
 
-// apply_penalties' edits in the order it makes them (ops/logit_edits.h): the bias, then the repetition penalty, then
-// frequency and presence; an id outside [0, vocab) is an error naming it.
+// apply_penalties' edits (ops/logit_edits.h), ids ascending, an id's in the order they apply: its bias, then the
+// repetition penalty, then frequency and presence; an id outside [0, vocab) is an error naming it. Linear in the
+// prompt's distinct ids (already sorted), n log n in the output's.
 Status penalty_edits(const SamplingParams& params, const TokenHistory& history, std::size_t vocab,
                      std::vector<LogitEdit>& out);
 // In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive logit is

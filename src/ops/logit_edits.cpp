@@ -7,7 +7,8 @@
 namespace day0 {
 
 void LogitEdits::add_row(std::int32_t row, std::vector<LogitEdit> edits) {
-  std::stable_sort(edits.begin(), edits.end(), [](const LogitEdit& a, const LogitEdit& b) { return a.id < b.id; });
+  const auto by_id = [](const LogitEdit& a, const LogitEdit& b) { return a.id < b.id; };
+  if (!std::is_sorted(edits.begin(), edits.end(), by_id)) std::stable_sort(edits.begin(), edits.end(), by_id);
   rows.push_back(row);
   entries.insert(entries.end(), edits.begin(), edits.end());
   begins.push_back(static_cast<std::int32_t>(entries.size()));

@@ -48,7 +48,7 @@ struct LogitEdits {
   std::vector<LogitEdit> entries;
 
   bool empty() const { return rows.empty(); }
-  // Appends a row's edits in the order they apply (sorted here by id, stably).
+  // Appends a row's edits in the order they apply (sorted here by id, stably, unless they already ascend).
   void add_row(std::int32_t row, std::vector<LogitEdit> edits);
 };
 

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 namespace day0 {
 namespace {
 
@@ -91,6 +94,32 @@ TEST(Penalties, a_token_id_outside_the_logits_is_an_error_naming_it) {
   SamplingParams b;
   b.logit_bias = {{2, 1.0}};
   EXPECT_FALSE(apply_penalties(logits, b, TokenHistory({}, false)).ok());
+}
+
+// The edits come by id (what Ops::edit_logits takes), an id's in the host's order: its biases as given, then the
+// repetition penalty once (prompt or output), then frequency x count + presence (output only).
+TEST(Penalties, edits_come_by_id_each_ids_in_the_order_the_host_applies_them) {
+  SamplingParams p;
+  p.repetition_penalty = 1.5;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = 0.25;
+  p.logit_bias = {{9, 1.0}, {2, 3.0}, {9, -2.0}};
+  TokenHistory h(std::vector<std::int32_t>{7, 2, 7, 4}, true);
+  for (const std::int32_t t : {4, 8, 8}) h.add_output(t);
+  std::vector<LogitEdit> e;
+  ASSERT_TRUE(penalty_edits(p, h, 10, e).ok());
+  using K = LogitEditKind;
+  const std::vector<std::tuple<std::int32_t, LogitEditKind, float>> want = {
+      {2, K::add, 3.f},        {2, K::repetition, 1.5f}, {4, K::repetition, 1.5f},
+      {4, K::subtract, 0.75f}, {7, K::repetition, 1.5f}, {8, K::repetition, 1.5f},
+      {8, K::subtract, 1.25f}, {9, K::add, 1.f},         {9, K::add, -2.f}};
+  ASSERT_EQ(e.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(e[i].id, std::get<0>(want[i])) << i;
+    EXPECT_EQ(e[i].kind, std::get<1>(want[i])) << i;
+    EXPECT_EQ(e[i].value, std::get<2>(want[i])) << i;
+  }
+  EXPECT_FALSE(penalty_edits(p, h, 9, e).ok());  // bias id 9 outside 9 logits
 }
 
 }  // namespace
