@@ -294,8 +294,8 @@ TEST(CudaExecutorBatch, greedy_steps_return_the_argmax_of_their_logits_through_s
 
 // Executor::step_picked gives every row's pick as StepOutput::greedy does and the sampled rows' logits as the step's
 // logits, to the bit, for sampled rows none, all, one, in runs, and in more runs than it downloads one by one: a
-// prefill step of eight prompts (op by op), then decode steps (through step graphs where they are on). Rows out of
-// order or range are an error.
+// prefill step of eight prompts (op by op), then decode steps (through step graphs where they are on). Edited rows
+// are picked from their edited logits. Rows out of order or range, or sampled and edited, are an error.
 void expect_picked_steps_of_the_logits(LoadOptions o) {
   o.max_tokens = 32;
   o.kv_pool_tokens = 256;
@@ -348,6 +348,31 @@ void expect_picked_steps_of_the_logits(LoadOptions o) {
     auto both = ex.step_picked(batch, std::vector<std::int32_t>{1}, {{1, 1.f, 0.5}});
     ASSERT_FALSE(both.ok());
     EXPECT_NE(both.error().message.find("row 1 is both sampled on the host and drawn"), std::string::npos);
+    // Edited rows (Ops::edit_logits before the picks): a bias that makes token 9 row 3's pick, and row 5's argmax
+    // pushed below its runner-up; the other rows' picks and the sampled row's logits are untouched.
+    {
+      const std::int64_t V = logits->size(1);
+      const float* row5 = logits->data<float>() + 5 * V;
+      const std::int32_t top5 = picks->data<std::int32_t>()[2 * 5];
+      LogitEdits edits;
+      edits.add_row(3, {{9, LogitEditKind::add, 1000.f}});
+      edits.add_row(5, {{top5, LogitEditKind::subtract, 1000.f}});
+      auto edited = ex.step_picked(batch, std::vector<std::int32_t>{4}, {}, edits);
+      ASSERT_TRUE(edited.ok()) << edited.error().message;
+      std::int32_t second5 = top5 == 0 ? 1 : 0;
+      for (std::int32_t i = 0; i < V; ++i)
+        if (i != top5 && row5[i] > row5[second5]) second5 = i;
+      for (int i = 0; i < n; ++i) {
+        const std::int32_t want = i == 3 ? 9 : i == 5 ? second5 : picks->data<std::int32_t>()[2 * i];
+        EXPECT_EQ(edited->picks.data<std::int32_t>()[2 * i], want) << "row " << i;
+      }
+      ASSERT_EQ(edited->logits.size(), 1u);
+      EXPECT_EQ(std::memcmp(edited->logits[0].raw(), logits->slice_rows(4, 5).raw(), V * sizeof(float)), 0);
+      auto sampled_and_edited = ex.step_picked(batch, std::vector<std::int32_t>{3}, {}, edits);
+      ASSERT_FALSE(sampled_and_edited.ok());
+      EXPECT_NE(sampled_and_edited.error().message.find("row 3 is both sampled on the host and edited"),
+                std::string::npos);
+    }
     for (int i = 0; i < n; ++i) tokens[i].push_back(picks->data<std::int32_t>()[2 * i]);
   }
 }
