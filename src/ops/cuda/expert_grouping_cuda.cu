@@ -76,6 +76,27 @@ __device__ __forceinline__ ExpertRun expert_run(const std::int32_t* count, int E
   return run;
 }
 
+// One placement step of a warp: the lane's assignment a of expert e (-1: none) goes to first(e) (where the
+// expert's places for this warp start) + cursor[e] (this warp's so far) + the lanes below it with e; then the lowest
+// of those lanes advances cursor[e] by their number. entries (or null): each assignment's place, -1 for none.
+template <class First>
+__device__ __forceinline__ void place_step(int a, int e, int bits, int k, int end, First first, std::int32_t* cursor,
+                                           std::int32_t* rows, std::int32_t* assignments, std::int32_t* entries) {
+  const unsigned lanes_below = (1u << (threadIdx.x % 32)) - 1u;
+  const unsigned same = lanes_with_same(e, bits);
+  if (e >= 0) {
+    const int p = first(e) + cursor[e] + __popc(same & lanes_below);
+    rows[p] = a / k;
+    assignments[p] = a;
+    if (entries) entries[a] = p;
+  } else if (entries && a < end) {
+    entries[a] = -1;
+  }
+  __syncwarp();
+  if (e >= 0 && (same & lanes_below) == 0) cursor[e] += __popc(same);
+  __syncwarp();
+}
+
 // A cluster of one or kClusterBlocks blocks; block r owns the contiguous chunk r of the assignments, and warp w of
 // it the contiguous segment w of that chunk. Each warp counts its segment per expert (lanes with the same expert
 // found by lanes_with_same, the lowest one adding for all); per expert the counts become each warp's start within
@@ -178,22 +199,10 @@ __global__ void __launch_bounds__(kThreads)
     int ids[kLoadsInFlight];
     load_ids(idx, base, end, ids);
 #pragma unroll
-    for (int j = 0; j < kLoadsInFlight; ++j) {
-      const int a = base + 32 * j + lane;
-      const int e = ids[j] < E ? ids[j] : -1;
-      const unsigned same = lanes_with_same(e, bits);
-      if (e >= 0) {
-        const int p = s_offset[e] + s_before[e] + mine[e] + __popc(same & lanes_below);
-        rows[p] = a / k;
-        assignments[p] = a;
-        if (entries) entries[a] = p;
-      } else if (entries && a < end) {
-        entries[a] = -1;
-      }
-      __syncwarp();
-      if (e >= 0 && (same & lanes_below) == 0) mine[e] += __popc(same);
-      __syncwarp();
-    }
+    for (int j = 0; j < kLoadsInFlight; ++j)
+      place_step(
+          base + 32 * j + lane, ids[j] < E ? ids[j] : -1, bits, k, end,
+          [&](int e) { return s_offset[e] + s_before[e]; }, mine, rows, assignments, entries);
   }
 }
 
@@ -250,21 +259,9 @@ __global__ void __launch_bounds__(32)
   __syncwarp();
   // Placement in assignment order: the expert's cursor and the lanes before this one with the same expert.
 #pragma unroll
-  for (int j = 0; j < kLoadsInFlight; ++j) {
-    const int a = 32 * j + lane, e = ids[j];
-    const unsigned same = lanes_with_same(e, bits);
-    if (e >= 0) {
-      const int p = s_cursor[e] + __popc(same & lanes_below);
-      rows[p] = a / k;
-      assignments[p] = a;
-      if (entries) entries[a] = p;
-    } else if (entries && a < A) {
-      entries[a] = -1;
-    }
-    __syncwarp();
-    if (e >= 0 && (same & lanes_below) == 0) s_cursor[e] += __popc(same);
-    __syncwarp();
-  }
+  for (int j = 0; j < kLoadsInFlight; ++j)
+    place_step(
+        32 * j + lane, ids[j], bits, k, A, [](int) { return 0; }, s_cursor, rows, assignments, entries);
 }
 
 }  // namespace
