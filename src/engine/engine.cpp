@@ -81,15 +81,20 @@ struct Engine::Impl {
   bool may_queue_ahead(const std::vector<Sequence*>& members);
   // Whether the token `ahead` steps after the next of the sequence whose logits are `row` comes from the device: its
   // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
-  // With `edits` (ahead 0), a row whose bias or penalties apply is one too, its edits appended (Ops::edit_logits).
+  // With `edits` (ahead 0 or 1), a row whose bias or penalties apply is one too, its edits appended
+  // (Ops::edit_logits; one step ahead with the token now being picked pending).
   bool picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
                         LogitEdits* edits) const;
-  // The draws of the members' next step where each row's token then comes from the device (its argmax, or a draw),
-  // whatever this step's tokens are; nullopt where one row needs its logits on the host.
-  std::optional<std::vector<TokenDraw>> ahead_draws(const std::vector<Sequence*>& members) const;
+  // The draws and edits of the members' next step where each row's token then comes from the device (its argmax,
+  // or a draw, after its edits), whatever this step's tokens are; nullopt where one row needs its logits on the host.
+  struct DevicePicks {
+    std::vector<TokenDraw> draws;
+    LogitEdits edits;
+  };
+  std::optional<DevicePicks> ahead_picks(const std::vector<Sequence*>& members) const;
   void count_draws(std::size_t draws, std::size_t edited);
   // The decode `step` (every row picked on the device) is queued, row rows[i] for members[i]: queues the members'
-  // next step first where `chain`, may_queue_ahead and ahead_draws allow, then takes the picks and settles the rows.
+  // next step first where `chain`, may_queue_ahead and ahead_picks allow, then takes the picks and settles the rows.
   void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
                      const std::vector<std::int64_t>& rows, bool chain);
   // The step queued ahead: its rows still running take their picks (a finished or aborted row's is wasted).
@@ -408,12 +413,12 @@ bool Engine::Impl::picked_on_device(const Sampler& sampler, std::int32_t row, st
   return pick.has_value();
 }
 
-std::optional<std::vector<TokenDraw>> Engine::Impl::ahead_draws(const std::vector<Sequence*>& members) const {
-  std::vector<TokenDraw> draws;
+std::optional<Engine::Impl::DevicePicks> Engine::Impl::ahead_picks(const std::vector<Sequence*>& members) const {
+  DevicePicks picks;
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, draws, nullptr))
+    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, picks.draws, &picks.edits))
       return std::nullopt;
-  return draws;
+  return picks;
 }
 
 void Engine::Impl::count_draws(std::size_t draws, std::size_t edited) {
@@ -427,8 +432,8 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
                                  const std::vector<std::int64_t>& rows, bool chain) {
   const auto n = static_cast<std::int64_t>(members.size());
   std::optional<AheadStep> next;
-  std::optional<std::vector<TokenDraw>> draws;  // the next step's, where every row is picked on the device
-  if (chain && may_queue_ahead(members) && (draws = ahead_draws(members))) {
+  std::optional<DevicePicks> picked;  // the next step's, where every row is picked on the device
+  if (chain && may_queue_ahead(members) && (picked = ahead_picks(members))) {
     // Each row's next token, the pick now being made, at the position after its last, in room reserved for it (the
     // block its append will find taken); copies-on-write go out before the step that writes there.
     Status st = Status::success();
@@ -445,10 +450,10 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     // Not queued (an error): the rows go on one step at a time (the room stays theirs until their next append); a
     // device fault surfaces in the wait below.
     if (st.ok()) {
-      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, *draws); queued.ok()) {
+      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, picked->draws, picked->edits); queued.ok()) {
         a.step = *queued;
         next = std::move(a);
-        count_draws(draws->size(), 0);
+        count_draws(picked->draws.size(), picked->edits.rows.size());
       }
     }
   }

@@ -42,8 +42,8 @@ struct EngineConfig {
   // Sampled rows (temperature, top-k, top-p, min-p; no logprobs) drawn on the device (Ops::draw_tokens, the host
   // sampler's draw bit for bit): two ids a row reach the host, not its logits, and such rows launch ahead as greedy
   // ones do. Rows whose logit_bias or penalties apply (greedy or sampled) take them on the device first
-  // (Ops::edit_logits, the host's arithmetic bit for bit); such a row's next step waits for its pick (its edits
-  // need its last token), so it does not launch ahead.
+  // (Ops::edit_logits, the host's arithmetic bit for bit), and launch ahead too: the step queued ahead edits the
+  // token still being picked as pending (where a row has at most kMaxPendingRowEdits edits).
   bool device_draws = true;
 };
 

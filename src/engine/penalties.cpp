@@ -71,12 +71,22 @@ Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::
     const bool in_prompt = q < prompt.size() && prompt[q] == id;
     const bool in_output = o < outputs.size() && outputs[o].first == id;
     if (repetition && (in_prompt || in_output)) out.push_back({id, LogitEditKind::repetition, rp});
-    if (subtract && in_output)
-      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(outputs[o].second) + presence});
+    if (subtract && in_output) {
+      const std::int32_t count = outputs[o].second;
+      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(count) + presence,
+                     frequency * static_cast<float>(count + 1) + presence});
+    }
     q += in_prompt ? 1 : 0;
     o += in_output ? 1 : 0;
   }
   return Status::success();
+}
+
+PendingToken pending_token_edits(const SamplingParams& p) {
+  const float frequency = static_cast<float>(p.frequency_penalty);
+  const float presence = static_cast<float>(p.presence_penalty);
+  return {1, static_cast<float>(p.repetition_penalty), frequency != 0.f || presence != 0.f ? 1 : 0,
+          frequency * static_cast<float>(1) + presence};
 }
 
 Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {

@@ -40,6 +40,8 @@ bool penalties_never_apply(const SamplingParams& params);
 // prompt's distinct ids (already sorted), n log n in the output's.
 Status penalty_edits(const SamplingParams& params, const TokenHistory& history, std::size_t vocab,
                      std::vector<LogitEdit>& out);
+// What penalty_edits would add for one more output token, whichever it is: its PendingToken (ops/logit_edits.h).
+PendingToken pending_token_edits(const SamplingParams& params);
 // In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive logit is
 // divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus
 // penalty once. An id outside `logits` is an error naming it.

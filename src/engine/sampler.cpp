@@ -81,10 +81,12 @@ std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::u
   const SamplingParams& p = params_;
   if (p.logprobs) return std::nullopt;
   if (ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p)) {
-    if (ahead != 0 || edits == nullptr || vocab < 0) return std::nullopt;
+    // Ahead by one: the history lacks the token the step before picks, which the device edits as pending.
+    if (ahead > 1 || edits == nullptr || vocab < 0) return std::nullopt;
     std::vector<LogitEdit> row_edits;
     if (!penalty_edits(p, history_, static_cast<std::size_t>(vocab), row_edits).ok()) return std::nullopt;
-    edits->add_row(row, std::move(row_edits));
+    if (ahead == 1 && static_cast<std::int64_t>(row_edits.size()) > kMaxPendingRowEdits) return std::nullopt;
+    edits->add_row(row, std::move(row_edits), ahead == 1 ? pending_token_edits(p) : PendingToken{});
   }
   if (p.is_greedy()) return DevicePick{};
   return DevicePick{draw_params(row, ahead)};

@@ -55,11 +55,12 @@ class Sampler {
 
   // Where the token `ahead` steps after the next (0: the next) can be picked on the device from this step's logits
   // row `row` (of `vocab` ids), so that the pick stands for sample(): nullopt where the host must read the logits
-  // (logprobs; a bias or penalty that applies to a step ahead, or, without `edits`, to the next; an id outside the
-  // vocabulary, which sample() then names). Where a bias or penalty applies to the next token, the row's edits
-  // (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick. The pick is then the argmax
-  // (greedy: `draw` empty) or `draw` (Ops::draw_tokens, token_draw.h: temperature, top-k, top-p, min-p), taken
-  // with take_argmax (the same checks; only the token is recorded).
+  // (logprobs; a bias or penalty that applies, without `edits` or more than one step ahead; an id outside the
+  // vocabulary, which sample() then names). Where a bias or penalty applies, the row's edits (penalty_edits) are
+  // appended to `edits`, for Ops::edit_logits before the pick; one step ahead also the token the step before picks
+  // as pending (pending_token_edits), where the row has at most kMaxPendingRowEdits edits. The pick is then the
+  // argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens, token_draw.h: temperature, top-k, top-p, min-p),
+  // taken with take_argmax (the same checks; only the token is recorded).
   struct DevicePick {
     std::optional<TokenDraw> draw;
   };

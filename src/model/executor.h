@@ -108,7 +108,8 @@ class Executor {
   // queued just before (of at least as many rows), taken on the device, so step n + 1 is queued before step n's
   // picks reach the host and the GPU does not idle while the host reads them. Any other step in between (step,
   // step_picked, forward) ends the chain. `draws`: rows whose pick (and fed token) is drawn, and `edits`, as
-  // step_picked's.
+  // step_picked's; with fed tokens a row's edits may have its fed token pending (logit_edits.h), edited as if the
+  // host had seen it.
   Result<QueuedDecode> queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
                                     const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
   // The picks of a queued decode step (i32 [rows, 2] on the host), once its work is done; its faults surface here.

@@ -28,6 +28,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
                         " and want its last row's pick");
     D0_RETURN_IF_ERROR(check_sequence(b, s, 1));
   }
+  if (edits.has_pending() && !fed_tokens) return make_error("queue_decode: pending tokens come only with fed tokens");
   const StepGraph* g = graph_for(n);
   const bool ids_on_device = fed_tokens && g && last_decode_->step.queued;
   // Fed tokens the device does not hold: the last step's picks, read on the host.
@@ -40,8 +41,11 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
       steps[r].tokens = std::span<const std::int32_t>(&fed[r], 1);
     }
   }
+  // Pending tokens the host now holds become plain edits; on the device they are read where the picks left them.
+  const LogitEdits resolved = fed.empty() ? LogitEdits{} : resolve_pending(edits, fed.data(), spec_.vocab_size);
+  const LogitEdits& step_edits = fed.empty() ? edits : resolved;
   if (!g) {
-    RowLogits none{{}, {}, draws, &edits};
+    RowLogits none{{}, {}, draws, &step_edits};
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));
     QueuedDecode done{picks, {}, false};
     last_decode_ = LastDecode{n, done};
@@ -56,7 +60,8 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
   }
   Tensor picks = g->picks.slice_rows(0, n), ids = graph_ids_.slice_rows(0, n);
   Tensor logits = g->logits.slice_rows(0, n);
-  if (!edits.empty()) D0_RETURN_IF_ERROR(ops_.edit_logits(logits, edits));
+  if (!step_edits.empty())
+    D0_RETURN_IF_ERROR(ops_.edit_logits(logits, step_edits, step_edits.has_pending() ? &ids : nullptr));
   D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, &ids));
   D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, draws, picks, &ids));
   QueuedDecode queued;

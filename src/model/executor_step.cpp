@@ -143,6 +143,7 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
   for (const std::int32_t row : edits.rows)
     if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), row))
       return make_error("step: row " + std::to_string(row) + " is both sampled on the host and edited");
+  if (edits.has_pending()) return make_error("step: pending tokens come only with fed tokens (queue_decode)");
   PickedStep out;
   if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
     D0_ASSIGN_OR_RETURN(Tensor all, step(batch, {}, StepOutput::logits));
@@ -178,7 +179,7 @@ Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Te
   if (output == StepOutput::greedy) {
     if (extra.edits && !extra.edits->empty()) {
       Tensor edited = logits;  // a handle: the step's logits, edited in place
-      D0_RETURN_IF_ERROR(ops_.edit_logits(edited, *extra.edits));
+      D0_RETURN_IF_ERROR(ops_.edit_logits(edited, *extra.edits, nullptr));
     }
     D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
     D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, extra.draws, picks, nullptr));

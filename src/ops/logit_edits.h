@@ -22,6 +22,18 @@ struct LogitEdit {
   std::int32_t id = 0;
   LogitEditKind kind = LogitEditKind::add;
   float value = 0.f;
+  float next = 0.f;  // subtract: the value with one more occurrence (the row's pending token; PendingToken)
+};
+
+// A row's last token, picked on the device in the step before and not yet seen by the host (a step launched ahead):
+// edit_logits reads it from its tokens operand and edits it as if it were in the row's history. Its id's entries
+// (none where the host saw no such token) are then: its biases, the repetition penalty (where not 1), and a
+// subtract of its entry's `next` value (`first` where it has none), where frequency or presence apply.
+struct PendingToken {
+  std::int32_t on = 0;
+  float repetition = 1.f;
+  std::int32_t subtract = 0;
+  float first = 0.f;  // frequency x 1 + presence
 };
 
 // One edit, as every backend computes it: single float operations, no fused multiply-add.
@@ -39,22 +51,49 @@ __host__ __device__
   }
 }
 
+// A row's pending token's edits: those of its id's entries `run` (n of them, maybe none) as PendingToken says.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline float
+    apply_pending_edits(float x, const LogitEdit* run, int n, const PendingToken& p) {
+  float subtract = p.first;
+  for (int i = 0; i < n; ++i) {
+    if (run[i].kind == LogitEditKind::add) x = apply_logit_edit(x, LogitEditKind::add, run[i].value);
+    if (run[i].kind == LogitEditKind::subtract) subtract = run[i].next;
+  }
+  if (p.repetition != 1.f) x = apply_logit_edit(x, LogitEditKind::repetition, p.repetition);
+  return p.subtract ? apply_logit_edit(x, LogitEditKind::subtract, subtract) : x;
+}
+
+// Entries a row with a pending token may have: a backend edits such a row in one piece (CUDA: one launch's entries).
+inline constexpr std::int32_t kMaxPendingRowEdits = 1536;
+
 // A step's edits: row i of `rows` (a logits row) takes entries [begins[i], begins[i + 1]), their ids in ascending
 // order: an id's edits are consecutive and applied in their order; distinct ids are independent (a backend may take
-// them in parallel).
+// them in parallel). `pending`: empty, or a row's PendingToken each.
 struct LogitEdits {
   std::vector<std::int32_t> rows;
   std::vector<std::int32_t> begins{0};
   std::vector<LogitEdit> entries;
+  std::vector<PendingToken> pending;
 
   bool empty() const { return rows.empty(); }
-  // Appends a row's edits in the order they apply (sorted here by id, stably, unless they already ascend).
-  void add_row(std::int32_t row, std::vector<LogitEdit> edits);
+  bool has_pending() const;
+  // Appends a row's edits in the order they apply (sorted here by id, stably, unless they already ascend), and its
+  // pending token's (off: none).
+  void add_row(std::int32_t row, std::vector<LogitEdit> edits, PendingToken pending = {});
 };
 
 // Rows distinct and in [0, rows), begins ascending from 0 to entries.size(), each row's ids ascending in [0, vocab),
-// kinds known. Errors start with `what`.
+// kinds known, pending empty or one a row, a pending row's entries at most kMaxPendingRowEdits. Errors start with
+// `what`.
 Status check_logit_edits(const LogitEdits& edits, std::int64_t rows, std::int64_t vocab, const std::string& what);
+
+// The same edits with each pending row's token (tokens[row], a step's tokens) made plain entries: its id's run
+// replaced by apply_pending_edits' edits. A token outside [0, vocab) leaves the row's entries as they are (its row
+// is unusable: greedy_tokens reported it).
+LogitEdits resolve_pending(const LogitEdits& edits, const std::int32_t* tokens, std::int64_t vocab);
 
 // The edits applied to one row of `vocab` logits, in order.
 void apply_logit_edits(float* logits, const LogitEdit* edits, std::size_t n);

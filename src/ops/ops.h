@@ -295,8 +295,9 @@ class Ops {
   virtual Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) = 0;
   // Before greedy_tokens: each edited row of logits f32 [R, V] takes its edits (logit_edits.h: a sequence's
   // logit_bias and penalties, the host sampler's arithmetic bit for bit), so that a penalised row's pick (its argmax,
-  // or draw_tokens' draw) is made on the device too.
-  virtual Status edit_logits(Tensor& logits, const LogitEdits& edits) = 0;
+  // or draw_tokens' draw) is made on the device too. tokens (i32 [R], or null where no row has a pending token):
+  // each pending row's token, as greedy_tokens' tokens output left it in the step before.
+  virtual Status edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) = 0;
   // After greedy_tokens on the same logits, out and tokens: each draw's row takes the token drawn from
   // softmax(logits * inv_t) with its uniform number (token_draw.h: the host sampler's draw, bit for bit) in place of
   // the argmax, where greedy_tokens found the row usable (out[row][1] == -1). A temperature-only sampled row then

@@ -1,9 +1,8 @@
 // Sampled rows drawn on the device (EngineConfig::device_draws): requests sampled with a temperature, top-k, top-p
 // and min-p get the tokens the host sampler gives them (device draws off), beside greedy requests and requests whose
-// bias and penalties apply on the device first (Ops::edit_logits); with only greedy and device-drawn rows the decode
-// steps launch ahead. A greedy request with a frequency penalty whose first decode step could go ahead gets the
-// tokens it gets without launching ahead (its later steps need its last token). On the CPU and, on the GPU machine,
-// on the CUDA backend with step graphs.
+// bias and penalties apply on the device first (Ops::edit_logits); with only such rows (no logprobs) the decode steps
+// launch ahead, a penalised row's last token pending in the step queued ahead, and the tokens stay the host's. On the
+// CPU and, on the GPU machine, on the CUDA backend with step graphs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -124,13 +123,18 @@ void expect_device_draws_give_the_host_samplers_tokens(const std::string& backen
   // Penalised rows: the repetition penalty applies from the first step, the others once there is output.
   EXPECT_GE(device.stats.device_edited_rows, 3 * kNew - 2) << "penalised rows stayed on the host";
 
-  // Greedy and device-drawn rows alone: every row is picked on the device, so steps launch ahead.
+  // Greedy, device-drawn and penalised rows alone (no logprobs): every row is picked on the device, so steps launch
+  // ahead, each penalised row's last token pending in the step queued ahead.
   const std::vector<GenerateRequest> chainable = {sampled(prompt(4, 5), kNew, 0.8, 21),
                                                   greedy_request(prompt(6, 6), kNew),
-                                                  sampled(prompt(11, 7), kNew, 1.2, 22, /*top_p=*/0.7, /*top_k=*/5)};
+                                                  sampled(prompt(11, 7), kNew, 1.2, 22, /*top_p=*/0.7, /*top_k=*/5),
+                                                  penalised,
+                                                  repeating,
+                                                  everything};
   const Outcome host_c = run(backend, off, chainable), device_c = run(backend, on, chainable);
   for (size_t i = 0; i < chainable.size(); ++i) EXPECT_EQ(device_c.tokens[i], host_c.tokens[i]) << "request " << i;
-  EXPECT_GT(device_c.stats.ahead_steps, 0) << "sampled rows drawn on the device did not launch ahead";
+  EXPECT_GT(device_c.stats.ahead_steps, 0) << "rows picked on the device did not launch ahead";
+  EXPECT_GT(device_c.stats.device_edited_rows, 0);
 }
 
 TEST(EngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
@@ -142,17 +146,22 @@ TEST(CudaEngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tok
   expect_device_draws_give_the_host_samplers_tokens("cuda");
 }
 
-// A one-token prompt's first step is a decode step, and a greedy request with a frequency penalty is argmax-only
-// there (no output yet): the step after it reads the penalty, so it must not be queued ahead as an argmax.
-TEST(EngineDraws, a_penalised_greedy_request_does_not_launch_ahead_into_steps_that_read_its_logits) {
+// A greedy request with a frequency penalty launches ahead: the step queued ahead edits the token still being picked
+// as pending (Ops::edit_logits), and the request gets the tokens it gets one step at a time. With device draws off
+// its steps read its logits on the host, so none goes ahead. A one-token prompt's first step is a decode step too.
+TEST(EngineDraws, a_penalised_greedy_request_launches_ahead_with_its_last_token_pending) {
   GenerateRequest r = greedy_request({42}, 16);
   r.sampling.frequency_penalty = 2.0;
-  EngineConfig ahead, waited;
+  EngineConfig ahead, waited, host;
   waited.launch_ahead = false;
-  const Outcome a = run("cpu", ahead, {r}), w = run("cpu", waited, {r});
+  host.device_draws = false;
+  const Outcome a = run("cpu", ahead, {r}), w = run("cpu", waited, {r}), h = run("cpu", host, {r});
   ASSERT_EQ(a.tokens.size(), 1u);
   EXPECT_EQ(a.tokens[0], w.tokens[0]);
-  EXPECT_EQ(a.stats.ahead_steps, 0);
+  EXPECT_EQ(h.tokens[0], w.tokens[0]);
+  EXPECT_GT(a.stats.ahead_steps, 0);
+  EXPECT_EQ(h.stats.ahead_steps, 0);
+  EXPECT_EQ(h.stats.device_edited_rows, 0);
 }
 
 }  // namespace

@@ -77,14 +77,14 @@ TEST(CpuOps, edit_logits_changes_the_edited_ids_of_the_named_rows_alone) {
   const std::vector<float> before(x.data<float>(), x.data<float>() + 15);
   LogitEdits e;
   e.add_row(2, {{4, LogitEditKind::add, 1.f}, {1, LogitEditKind::repetition, 2.f}, {4, LogitEditKind::repetition, 4.f}});
-  ASSERT_TRUE(cpu.edit_logits(x, e).ok());
+  ASSERT_TRUE(cpu.edit_logits(x, e, nullptr).ok());
   for (std::int64_t i = 0; i < 15; ++i) {
     const float want = i == 14 ? (before[14] + 1.f) / 4.f : i == 11 ? before[11] / 2.f : before[i];
     EXPECT_EQ(x.data<float>()[i], want) << i;
   }
   LogitEdits bad;
   bad.add_row(0, {{5, LogitEditKind::add, 1.f}});
-  EXPECT_FALSE(cpu.edit_logits(x, bad).ok());
+  EXPECT_FALSE(cpu.edit_logits(x, bad, nullptr).ok());
 }
 
 }  // namespace

@@ -155,14 +155,24 @@ Status CpuOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) 
   return Status::success();
 }
 
-Status CpuOps::edit_logits(Tensor& logits, const LogitEdits& edits) {
+Status CpuOps::edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) {
   if (logits.dim() != 2) return make_error("edit_logits: logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0), V = logits.size(1);
   D0_RETURN_IF_ERROR(check_f32_matrix(logits, "edit_logits", "logits", R, V));
   D0_RETURN_IF_ERROR(check_logit_edits(edits, R, V, "edit_logits"));
-  for (std::size_t i = 0; i < edits.rows.size(); ++i)
-    apply_logit_edits(logits.data<float>() + edits.rows[i] * V, edits.entries.data() + edits.begins[i],
-                      static_cast<std::size_t>(edits.begins[i + 1] - edits.begins[i]));
+  LogitEdits resolved;
+  const LogitEdits* plain = &edits;
+  if (edits.has_pending()) {
+    if (!tokens || tokens->dtype() != DType::i32 || tokens->shape() != Shape{R} || !tokens->is_contiguous() ||
+        tokens->device() != Device::cpu)
+      return make_error("edit_logits: pending tokens need the step's tokens, contiguous i32 [" + std::to_string(R) +
+                        "] on cpu");
+    resolved = resolve_pending(edits, tokens->data<std::int32_t>(), V);
+    plain = &resolved;
+  }
+  for (std::size_t i = 0; i < plain->rows.size(); ++i)
+    apply_logit_edits(logits.data<float>() + plain->rows[i] * V, plain->entries.data() + plain->begins[i],
+                      static_cast<std::size_t>(plain->begins[i + 1] - plain->begins[i]));
   return Status::success();
 }
 

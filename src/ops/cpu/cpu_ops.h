@@ -46,7 +46,7 @@ class CpuOps final : public Ops {
   Status add_rms_norm(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
   Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) override;
-  Status edit_logits(Tensor& logits, const LogitEdits& edits) override;
+  Status edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) override;
   Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) override;
 
  private:

@@ -21,8 +21,9 @@ Status embedding_cuda(const Tensor& table, const Tensor& ids, Tensor& out, Tenso
 // check_pick_operands_cuda: those operands' checks, shared with draw_tokens_cuda.
 Status check_pick_operands_cuda(const Tensor& logits, const Tensor& out, const Tensor* tokens, const char* op);
 Status greedy_tokens_cuda(const Tensor& logits, Tensor& out, Tensor* tokens, cudaStream_t stream);
-// Ops::edit_logits: each edited row of logits f32 [R, V] takes its edits (logit_edits.h), before the picks.
-Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, cudaStream_t stream);
+// Ops::edit_logits: each edited row of logits f32 [R, V] takes its edits (logit_edits.h), before the picks; a pending
+// row's token from tokens (i32 [R] on the device; null where no row has one).
+Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, const Tensor* tokens, cudaStream_t stream);
 // Ops::draw_tokens: after greedy_tokens_cuda on the same logits and out, each draw's row gets its drawn token
 // (token_draw.h) where the row is usable. Vocabularies up to 1,048,576 ids.
 Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens,

@@ -501,8 +501,8 @@ Status CudaOps::greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens)
   return greedy_tokens_cuda(logits, out, tokens, ctx_->stream());
 }
 
-Status CudaOps::edit_logits(Tensor& logits, const LogitEdits& edits) {
-  return edit_logits_cuda(logits, edits, ctx_->stream());
+Status CudaOps::edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) {
+  return edit_logits_cuda(logits, edits, tokens, ctx_->stream());
 }
 
 Status CudaOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) {

@@ -105,7 +105,7 @@ class CudaOps final : public Ops {
                              Tensor& weights) override;
   Status lm_head(const Tensor& x, const Tensor& w, Tensor& out) override;
   Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) override;
-  Status edit_logits(Tensor& logits, const LogitEdits& edits) override;
+  Status edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) override;
   Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) override;
 
   CudaContext& context() { return *ctx_; }

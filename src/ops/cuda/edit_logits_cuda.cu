@@ -2,11 +2,14 @@
 // logits sit in step scratch, which an upload would have to avoid), up to kMaxEntries a launch. A CTA a segment
 // (one row's consecutive entries in this launch), a thread an id: the first entry of each run of one id applies the
 // run in order, with the host's float operations (logit_edits.h), so an edited row's logits are the host sampler's
-// bit for bit. Launches follow each other in the stream, so a run cut between two still applies in order.
+// bit for bit. Launches follow each other in the stream, so a run cut between two still applies in order. A row
+// with a pending token is one segment (kMaxPendingRowEdits): its token's run, or thread 0 where it has none, applies
+// apply_pending_edits.
 #include <algorithm>
 #include <memory>
 #include <string>
 
+#include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 
@@ -15,42 +18,70 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxSegments = 64;
-constexpr int kMaxEntries = 2048;  // 24 KB of the 32 KB a launch's parameters may take (sm_70 and later)
+constexpr int kMaxEntries = 1792;  // 28 KB of the 32 KB a launch's parameters may take (sm_70 and later)
+static_assert(kMaxPendingRowEdits <= kMaxEntries, "a pending row fits one launch");
 
 struct EditArgs {
   float* logits;
   std::int64_t V;
+  const std::int32_t* tokens;  // [R], where a segment's pending token is on
   std::int32_t seg_row[kMaxSegments];
   std::int32_t seg_begin[kMaxSegments + 1];  // into entries
+  PendingToken seg_pending[kMaxSegments];
   LogitEdit entries[kMaxEntries];
 };
 static_assert(sizeof(EditArgs) <= 32764, "a launch's parameters");
 
 __global__ void __launch_bounds__(kThreads) edit_logits_kernel(const __grid_constant__ EditArgs a) {
-  float* row = a.logits + a.seg_row[blockIdx.x] * a.V;
+  __shared__ int pending_found;
+  const int r = a.seg_row[blockIdx.x];
+  float* row = a.logits + r * a.V;
   const int begin = a.seg_begin[blockIdx.x], end = a.seg_begin[blockIdx.x + 1];
+  const PendingToken& pending = a.seg_pending[blockIdx.x];
+  int t = -1;  // the pending token: tokens come from the picks kernels of the step before (plain loads)
+  if (pending.on) {
+    t = a.tokens[r];
+    if (t < 0 || t >= a.V) t = -1;  // an unusable row's placeholder: greedy_tokens reported it
+  }
+  if (threadIdx.x == 0) pending_found = 0;
+  __syncthreads();
   for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
     const int id = a.entries[i].id;
     if (i > begin && a.entries[i - 1].id == id) continue;  // inside a run: its first entry applies it
+    int n = 1;
+    while (i + n < end && a.entries[i + n].id == id) ++n;
     float x = row[id];
-    for (int j = i; j < end && a.entries[j].id == id; ++j)
-      x = apply_logit_edit(x, a.entries[j].kind, a.entries[j].value);
+    if (id == t) {
+      x = apply_pending_edits(x, &a.entries[i], n, pending);
+      pending_found = 1;
+    } else {
+      for (int j = i; j < i + n; ++j) x = apply_logit_edit(x, a.entries[j].kind, a.entries[j].value);
+    }
     row[id] = x;
   }
+  __syncthreads();
+  if (t >= 0 && threadIdx.x == 0 && !pending_found) row[t] = apply_pending_edits(row[t], nullptr, 0, pending);
 }
 
 }  // namespace
 
-Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, cudaStream_t stream) {
+Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, const Tensor* tokens, cudaStream_t stream) {
   const char* op = "edit_logits_cuda";
   if (logits.dim() != 2 || logits.dtype() != DType::f32 || logits.device() != Device::cuda || !logits.is_contiguous())
     return make_error(std::string(op) + ": logits must be contiguous f32 [rows, vocab] on cuda, got " +
                       std::string(dtype_name(logits.dtype())) + " " + shape_to_string(logits.shape()));
-  D0_RETURN_IF_ERROR(check_logit_edits(edits, logits.size(0), logits.size(1), op));
-  const auto args = std::make_unique<EditArgs>();  // 24 KB: not on the stack
+  const std::int64_t R = logits.size(0);
+  D0_RETURN_IF_ERROR(check_logit_edits(edits, R, logits.size(1), op));
+  const bool pending = edits.has_pending();
+  if (pending) {
+    if (!tokens) return make_error(std::string(op) + ": pending tokens need the step's tokens");
+    D0_RETURN_IF_ERROR(check_cuda_tensor(*tokens, op, "tokens", {DType::i32}, {R}));
+  }
+  const auto args = std::make_unique<EditArgs>();  // 30 KB: not on the stack
   EditArgs& a = *args;
   a.logits = logits.data<float>();
   a.V = logits.size(1);
+  a.tokens = pending ? tokens->data<std::int32_t>() : nullptr;
   int segments = 0, used = 0;
   const auto launch = [&]() -> Status {
     if (segments == 0) return Status::success();
@@ -60,14 +91,19 @@ Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, cudaStream_t st
     return Status::success();
   };
   for (std::size_t r = 0; r < edits.rows.size(); ++r) {
-    for (std::int32_t i = edits.begins[r]; i < edits.begins[r + 1];) {
+    const PendingToken p = edits.pending.empty() ? PendingToken{} : edits.pending[r];
+    const std::int32_t b = edits.begins[r], e = edits.begins[r + 1];
+    if (p.on && used + (e - b) > kMaxEntries) D0_RETURN_IF_ERROR(launch());  // a pending row stays whole
+    for (std::int32_t i = b; i < e || (p.on && i == b);) {  // a pending row with no entries still needs its segment
       if (segments == kMaxSegments || used == kMaxEntries) D0_RETURN_IF_ERROR(launch());
-      const int n = std::min(edits.begins[r + 1] - i, kMaxEntries - used);
+      const int n = std::min(e - i, kMaxEntries - used);
       a.seg_row[segments] = edits.rows[r];
       a.seg_begin[segments] = used;
+      a.seg_pending[segments] = p;
       std::copy_n(edits.entries.begin() + i, n, a.entries + used);
       used += n, i += n;
       a.seg_begin[++segments] = used;
+      if (n == 0) break;
     }
   }
   return launch();
