@@ -396,7 +396,8 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
 
 // A row whose bias and penalties apply is picked on the device too: device_pick appends its edits, which applied to
 // the logits (as Ops::edit_logits does) give sample()'s token through the argmax or the shared draw at every
-// position; not ahead (the edits need the last token), and not where an id is outside the vocabulary.
+// position; one step ahead with the step's token pending (resolved, the next step's edits), not two, and not where an
+// id is outside the vocabulary.
 TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_penalties) {
   std::mt19937 rng(41);
   std::normal_distribution<float> n(0.f, 1.5f);
@@ -428,7 +429,8 @@ TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_p
       LogitEdits edits;
       const auto pick = device.device_pick(2, 0, V, &edits);
       ASSERT_TRUE(pick);
-      EXPECT_FALSE(device.device_pick(2, /*ahead=*/1, V, nullptr)) << "a penalised step went ahead";
+      EXPECT_FALSE(device.device_pick(2, /*ahead=*/1, V, nullptr)) << "ahead without edits";
+      EXPECT_FALSE(device.device_pick(2, /*ahead=*/2, V, &edits)) << "two steps ahead";
       EXPECT_EQ(pick->draw.has_value(), !q.is_greedy());
       std::vector<float> edited = logits;
       if (!edits.empty()) {
@@ -443,11 +445,31 @@ TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_p
       const auto want = host.sample(logits);
       ASSERT_TRUE(want.ok());
       ASSERT_EQ(token, want->token) << "step " << step;
+      // One step ahead: the edits with this step's token pending are, once it is known, the next step's edits.
+      LogitEdits ahead;
+      ASSERT_TRUE(device.device_pick(2, /*ahead=*/1, V, &ahead));
+      ASSERT_TRUE(ahead.has_pending());
       ASSERT_TRUE(device.take_argmax(token, -1).ok());
+      const std::int32_t tokens[3] = {-1, -1, token};
+      const LogitEdits resolved = resolve_pending(ahead, tokens, V);
+      LogitEdits next;
+      ASSERT_TRUE(device.device_pick(2, 0, V, &next));
+      ASSERT_EQ(resolved.entries.size(), next.entries.size()) << "step " << step;
+      for (std::size_t i = 0; i < next.entries.size(); ++i) {
+        EXPECT_EQ(resolved.entries[i].id, next.entries[i].id) << i;
+        EXPECT_EQ(resolved.entries[i].kind, next.entries[i].kind) << i;
+        EXPECT_EQ(resolved.entries[i].value, next.entries[i].value) << i;
+      }
     }
     EXPECT_GE(edited_steps, 29);
     EXPECT_EQ(device.output_tokens(), host.output_tokens());
   }
+  // A row of more edits than a pending row may have goes ahead no further than the next step.
+  std::vector<std::int32_t> long_prompt(kMaxPendingRowEdits + 1);
+  for (std::size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<std::int32_t>(i);
+  LogitEdits long_edits;
+  EXPECT_TRUE(Sampler(rep, long_prompt, 0).device_pick(0, 0, V, &long_edits));
+  EXPECT_FALSE(Sampler(rep, long_prompt, 0).device_pick(0, 1, V, &long_edits));
   SamplingParams outside = with_temperature(0.0);
   outside.logit_bias = {{2500, 1.0}};  // past these logits: the host names it
   LogitEdits edits;
