@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
                "Wait for each greedy decode step before queuing the next (default: the next step is queued before "
                "this one's picks are read, fed them on the device)");
   sv->add_flag("--no-device-draws", serve.no_device_draws,
-               "Sample every sampled row on the host (default: rows with no penalty, bias or logprobs are drawn on the "
-               "device, with their top-k, top-p and min-p, the host's draw bit for bit)");
+               "Sample every sampled or penalised row on the host (default: rows without logprobs are drawn on the "
+               "device, after their bias and penalties, with their top-k, top-p and min-p, the host's arithmetic "
+               "and draw bit for bit)");
   sv->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY' (also env DAY0_API_KEY)");
   sv->add_option("--served-model-name", serve.served_model_names, "Model name(s) clients use (default: DIR's name)");
   sv->add_option("--chat-template", serve.chat_template, "Jinja chat template file (replaces the model's)");
