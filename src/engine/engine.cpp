@@ -318,7 +318,8 @@ bool Engine::Impl::schedule_and_run() {
     }
     st = queued.error();
   }
-  Result<PickedStep> step = st.ok() ? executor.step_picked(batch, host_rows, draws, edits) : Result<PickedStep>(st.error());
+  Result<PickedStep> step =
+      st.ok() ? executor.step_picked(batch, host_rows, draws, edits) : Result<PickedStep>(st.error());
   if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
     for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + step.error().message);

@@ -42,9 +42,9 @@ Status penalty_edits(const SamplingParams& params, const TokenHistory& history, 
                      std::vector<LogitEdit>& out);
 // What penalty_edits would add for one more output token, whichever it is: its PendingToken (ops/logit_edits.h).
 PendingToken pending_token_edits(const SamplingParams& params);
-// In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive logit is
-// divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus
-// penalty once. An id outside `logits` is an error naming it.
+// In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive
+// logit is divided by the penalty, a negative one multiplied. Frequency: minus penalty x count. Presence: minus penalty
+// once. An id outside `logits` is an error naming it.
 Status apply_penalties(std::span<float> logits, const SamplingParams& params, const TokenHistory& history);
 
 }  // namespace day0

@@ -77,7 +77,7 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
 }
 
 std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
-                                                      LogitEdits* edits) const {
+                                                        LogitEdits* edits) const {
   const SamplingParams& p = params_;
   if (p.logprobs) return std::nullopt;
   if (ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p)) {

@@ -40,7 +40,8 @@ struct PendingToken {
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-    inline float apply_logit_edit(float x, LogitEditKind kind, float value) {
+    inline float
+    apply_logit_edit(float x, LogitEditKind kind, float value) {
   switch (kind) {
     case LogitEditKind::add:
       return x + value;

@@ -440,8 +440,7 @@ TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_p
         ++edited_steps;
       }
       const float m = *std::max_element(edited.begin(), edited.end());
-      const std::int32_t token =
-          pick->draw ? draw_token(edited.data(), V, m, *pick->draw) : greedy_pick(edited).token;
+      const std::int32_t token = pick->draw ? draw_token(edited.data(), V, m, *pick->draw) : greedy_pick(edited).token;
       const auto want = host.sample(logits);
       ASSERT_TRUE(want.ok());
       ASSERT_EQ(token, want->token) << "step " << step;

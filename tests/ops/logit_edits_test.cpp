@@ -14,15 +14,15 @@ namespace {
 
 TEST(LogitEdits, a_rows_edits_are_grouped_by_id_keeping_each_ids_order) {
   LogitEdits e;
-  e.add_row(3, {{7, LogitEditKind::add, 1.f}, {2, LogitEditKind::repetition, 2.f}, {7, LogitEditKind::subtract, 0.5f},
+  e.add_row(3, {{7, LogitEditKind::add, 1.f},
+                {2, LogitEditKind::repetition, 2.f},
+                {7, LogitEditKind::subtract, 0.5f},
                 {2, LogitEditKind::add, 4.f}});
   e.add_row(0, {});
   ASSERT_EQ(e.rows, (std::vector<std::int32_t>{3, 0}));
   ASSERT_EQ(e.begins, (std::vector<std::int32_t>{0, 4, 4}));
-  const std::vector<std::pair<std::int32_t, LogitEditKind>> want = {{2, LogitEditKind::repetition},
-                                                                    {2, LogitEditKind::add},
-                                                                    {7, LogitEditKind::add},
-                                                                    {7, LogitEditKind::subtract}};
+  const std::vector<std::pair<std::int32_t, LogitEditKind>> want = {
+      {2, LogitEditKind::repetition}, {2, LogitEditKind::add}, {7, LogitEditKind::add}, {7, LogitEditKind::subtract}};
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(e.entries[i].id, want[i].first) << i;
     EXPECT_EQ(e.entries[i].kind, want[i].second) << i;
@@ -76,7 +76,8 @@ TEST(CpuOps, edit_logits_changes_the_edited_ids_of_the_named_rows_alone) {
   for (std::int64_t i = 0; i < 15; ++i) x.data<float>()[i] = static_cast<float>(i) - 6.f;
   const std::vector<float> before(x.data<float>(), x.data<float>() + 15);
   LogitEdits e;
-  e.add_row(2, {{4, LogitEditKind::add, 1.f}, {1, LogitEditKind::repetition, 2.f}, {4, LogitEditKind::repetition, 4.f}});
+  e.add_row(2,
+            {{4, LogitEditKind::add, 1.f}, {1, LogitEditKind::repetition, 2.f}, {4, LogitEditKind::repetition, 4.f}});
   ASSERT_TRUE(cpu.edit_logits(x, e, nullptr).ok());
   for (std::int64_t i = 0; i < 15; ++i) {
     const float want = i == 14 ? (before[14] + 1.f) / 4.f : i == 11 ? before[11] / 2.f : before[i];
