@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_device.h"
 #include "core/status.h"
 
 namespace day0 {
@@ -37,11 +38,7 @@ struct PendingToken {
 };
 
 // One edit, as every backend computes it: single float operations, no fused multiply-add.
-#if defined(__CUDACC__)
-__host__ __device__
-#endif
-    inline float
-    apply_logit_edit(float x, LogitEditKind kind, float value) {
+D0_HOST_DEVICE float apply_logit_edit(float x, LogitEditKind kind, float value) {
   switch (kind) {
     case LogitEditKind::add:
       return x + value;
@@ -53,11 +50,7 @@ __host__ __device__
 }
 
 // A row's pending token's edits: those of its id's entries `run` (n of them, maybe none) as PendingToken says.
-#if defined(__CUDACC__)
-__host__ __device__
-#endif
-    inline float
-    apply_pending_edits(float x, const LogitEdit* run, int n, const PendingToken& p) {
+D0_HOST_DEVICE float apply_pending_edits(float x, const LogitEdit* run, int n, const PendingToken& p) {
   float subtract = p.first;
   for (int i = 0; i < n; ++i) {
     if (run[i].kind == LogitEditKind::add) x = apply_logit_edit(x, LogitEditKind::add, run[i].value);
