@@ -16,6 +16,12 @@ Status check_id(std::int32_t id, std::size_t vocab, const char* what) {
   return Status::success();
 }
 
+// Frequency x count + presence, the value an output id's logit loses: one expression for every count, so the
+// pending token's next count (PendingToken) is the bits the host computes once it has seen it.
+float subtract_value(float frequency, float presence, std::int32_t count) {
+  return frequency * static_cast<float>(count) + presence;
+}
+
 }  // namespace
 
 TokenHistory::TokenHistory(std::span<const std::int32_t> prompt_tokens, bool keep_prompt) {
@@ -73,8 +79,8 @@ Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::
     if (repetition && (in_prompt || in_output)) out.push_back({id, LogitEditKind::repetition, rp});
     if (subtract && in_output) {
       const std::int32_t count = outputs[o].second;
-      out.push_back({id, LogitEditKind::subtract, frequency * static_cast<float>(count) + presence,
-                     frequency * static_cast<float>(count + 1) + presence});
+      out.push_back({id, LogitEditKind::subtract, subtract_value(frequency, presence, count),
+                     subtract_value(frequency, presence, count + 1)});
     }
     q += in_prompt ? 1 : 0;
     o += in_output ? 1 : 0;
@@ -86,7 +92,7 @@ PendingToken pending_token_edits(const SamplingParams& p) {
   const float frequency = static_cast<float>(p.frequency_penalty);
   const float presence = static_cast<float>(p.presence_penalty);
   return {1, static_cast<float>(p.repetition_penalty), frequency != 0.f || presence != 0.f ? 1 : 0,
-          frequency * static_cast<float>(1) + presence};
+          subtract_value(frequency, presence, 1)};
 }
 
 Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {

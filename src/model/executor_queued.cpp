@@ -42,8 +42,9 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     }
   }
   // Pending tokens the host now holds become plain edits; on the device they are read where the picks left them.
-  const LogitEdits resolved = fed.empty() ? LogitEdits{} : resolve_pending(edits, fed.data(), spec_.vocab_size);
-  const LogitEdits& step_edits = fed.empty() ? edits : resolved;
+  const bool resolve = !fed.empty() && edits.has_pending();
+  const LogitEdits resolved = resolve ? resolve_pending(edits, fed.data(), spec_.vocab_size) : LogitEdits{};
+  const LogitEdits& step_edits = resolve ? resolved : edits;
   if (!g) {
     RowLogits none{{}, {}, draws, &step_edits};
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));

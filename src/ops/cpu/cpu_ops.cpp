@@ -125,6 +125,15 @@ Status CpuOps::lm_head(const Tensor& x, const Tensor& w, Tensor& out) { return l
 
 namespace {
 
+// A step's tokens: contiguous i32 [R] on the CPU.
+Status check_step_tokens(const Tensor& tokens, std::int64_t R, const std::string& what) {
+  if (tokens.dtype() != DType::i32 || tokens.shape() != Shape{R} || !tokens.is_contiguous() ||
+      tokens.device() != Device::cpu)
+    return make_error(what + ": tokens must be contiguous i32 [" + std::to_string(R) + "] on cpu, got " +
+                      std::string(dtype_name(tokens.dtype())) + " " + shape_to_string(tokens.shape()));
+  return Status::success();
+}
+
 // greedy_tokens' and draw_tokens' operands: logits f32 [R, V], out i32 [R, 2], tokens i32 [R] or null, on the CPU.
 Status check_pick_operands(const Tensor& logits, const Tensor& out, const Tensor* tokens, const std::string& what) {
   if (logits.dim() != 2) return make_error(what + ": logits must be [rows, vocab]");
@@ -133,11 +142,7 @@ Status check_pick_operands(const Tensor& logits, const Tensor& out, const Tensor
   if (out.dtype() != DType::i32 || out.shape() != Shape{R, 2} || !out.is_contiguous() || out.device() != Device::cpu)
     return make_error(what + ": out must be contiguous i32 [" + std::to_string(R) + ", 2] on cpu, got " +
                       std::string(dtype_name(out.dtype())) + " " + shape_to_string(out.shape()));
-  if (tokens && (tokens->dtype() != DType::i32 || tokens->shape() != Shape{R} || !tokens->is_contiguous() ||
-                 tokens->device() != Device::cpu))
-    return make_error(what + ": tokens must be contiguous i32 [" + std::to_string(R) + "] on cpu, got " +
-                      std::string(dtype_name(tokens->dtype())) + " " + shape_to_string(tokens->shape()));
-  return Status::success();
+  return tokens ? check_step_tokens(*tokens, R, what) : Status::success();
 }
 
 }  // namespace
@@ -163,10 +168,8 @@ Status CpuOps::edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor
   LogitEdits resolved;
   const LogitEdits* plain = &edits;
   if (edits.has_pending()) {
-    if (!tokens || tokens->dtype() != DType::i32 || tokens->shape() != Shape{R} || !tokens->is_contiguous() ||
-        tokens->device() != Device::cpu)
-      return make_error("edit_logits: pending tokens need the step's tokens, contiguous i32 [" + std::to_string(R) +
-                        "] on cpu");
+    if (!tokens) return make_error("edit_logits: pending tokens need the step's tokens");
+    D0_RETURN_IF_ERROR(check_step_tokens(*tokens, R, "edit_logits"));
     resolved = resolve_pending(edits, tokens->data<std::int32_t>(), V);
     plain = &resolved;
   }

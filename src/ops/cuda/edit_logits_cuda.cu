@@ -67,10 +67,9 @@ __global__ void __launch_bounds__(kThreads) edit_logits_kernel(const __grid_cons
 
 Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, const Tensor* tokens, cudaStream_t stream) {
   const char* op = "edit_logits_cuda";
-  if (logits.dim() != 2 || logits.dtype() != DType::f32 || logits.device() != Device::cuda || !logits.is_contiguous())
-    return make_error(std::string(op) + ": logits must be contiguous f32 [rows, vocab] on cuda, got " +
-                      std::string(dtype_name(logits.dtype())) + " " + shape_to_string(logits.shape()));
+  if (logits.dim() != 2) return make_error(std::string(op) + ": logits must be [rows, vocab]");
   const std::int64_t R = logits.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(logits, op, "logits", {DType::f32}, {R, logits.size(1)}));
   D0_RETURN_IF_ERROR(check_logit_edits(edits, R, logits.size(1), op));
   const bool pending = edits.has_pending();
   if (pending) {
