@@ -83,7 +83,7 @@ struct Engine::Impl {
   // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
   // With `edits` (ahead 0 or 1), a row whose bias or penalties apply is one too, its edits appended
   // (Ops::edit_logits; one step ahead with the token now being picked pending).
-  bool picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
+  bool picked_on_device(Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
                         LogitEdits* edits) const;
   // The draws and edits of the members' next step where each row's token then comes from the device (its argmax,
   // or a draw, after its edits), whatever this step's tokens are; nullopt where one row needs its logits on the host.
@@ -405,7 +405,7 @@ bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
   return blocks <= cache.n_available_blocks();
 }
 
-bool Engine::Impl::picked_on_device(const Sampler& sampler, std::int32_t row, std::uint64_t ahead,
+bool Engine::Impl::picked_on_device(Sampler& sampler, std::int32_t row, std::uint64_t ahead,
                                     std::vector<TokenDraw>& draws, LogitEdits* edits) const {
   if (sampler.argmax_only(ahead)) return true;
   if (!config.device_draws) return false;

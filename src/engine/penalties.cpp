@@ -88,6 +88,45 @@ Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::
   return Status::success();
 }
 
+Result<const std::vector<LogitEdit>*> SequencePenaltyEdits::get(const SamplingParams& p, const TokenHistory& history,
+                                                                std::size_t vocab) {
+  if (vocab_ != vocab || vocab == 0) {
+    vocab_ = 0;
+    D0_RETURN_IF_ERROR(penalty_edits(p, history, vocab, edits_));
+    vocab_ = vocab;
+  }
+  return &edits_;
+}
+
+void SequencePenaltyEdits::add_output(const SamplingParams& p, const TokenHistory& history, std::int32_t token) {
+  const bool repetition = p.repetition_penalty != 1.0;
+  const float frequency = static_cast<float>(p.frequency_penalty);
+  const float presence = static_cast<float>(p.presence_penalty);
+  const bool subtract = frequency != 0.f || presence != 0.f;
+  if (vocab_ == 0 || (!repetition && !subtract)) return;  // not built, or outputs add no edits
+  if (token < 0 || static_cast<std::size_t>(token) >= vocab_) {
+    vocab_ = 0;
+    return;
+  }
+  // The id's run: its biases, then its repetition entry, then its subtract entry (penalty_edits' order).
+  const auto by_id = [](const LogitEdit& e, std::int32_t id) { return e.id < id; };
+  auto at = std::lower_bound(edits_.begin(), edits_.end(), token, by_id);
+  while (at != edits_.end() && at->id == token && at->kind == LogitEditKind::add) ++at;
+  if (repetition) {
+    if (at == edits_.end() || at->id != token || at->kind != LogitEditKind::repetition)
+      at = edits_.insert(at, {token, LogitEditKind::repetition, static_cast<float>(p.repetition_penalty)});
+    ++at;
+  }
+  if (!subtract) return;
+  const std::int32_t count = history.output_counts().at(token);
+  const LogitEdit entry{token, LogitEditKind::subtract, subtract_value(frequency, presence, count),
+                        subtract_value(frequency, presence, count + 1)};
+  if (at != edits_.end() && at->id == token && at->kind == LogitEditKind::subtract)
+    *at = entry;
+  else
+    edits_.insert(at, entry);
+}
+
 PendingToken pending_token_edits(const SamplingParams& p) {
   const float frequency = static_cast<float>(p.frequency_penalty);
   const float presence = static_cast<float>(p.presence_penalty);

@@ -40,6 +40,25 @@ bool penalties_never_apply(const SamplingParams& params);
 // prompt's distinct ids (already sorted), n log n in the output's.
 Status penalty_edits(const SamplingParams& params, const TokenHistory& history, std::size_t vocab,
                      std::vector<LogitEdit>& out);
+// penalty_edits kept for one sequence as its history grows: built by the first get() (one merge), then updated one
+// output at a time (its id's subtract recounted, a first occurrence's repetition and subtract inserted in its id's
+// run), so a step copies the row's edits instead of sorting and merging its history again. Always what penalty_edits
+// gives for the same history (tested).
+class SequencePenaltyEdits {
+ public:
+  // The edits of `history` over `vocab` ids: built where not yet built (or built for another vocabulary), with
+  // penalty_edits' errors; else as kept.
+  Result<const std::vector<LogitEdit>*> get(const SamplingParams& params, const TokenHistory& history,
+                                            std::size_t vocab);
+  // After history.add_output(token): the kept edits follow (where built; an id outside them drops them, for the next
+  // get() to build and name).
+  void add_output(const SamplingParams& params, const TokenHistory& history, std::int32_t token);
+
+ private:
+  std::vector<LogitEdit> edits_;
+  std::size_t vocab_ = 0;  // 0: not built
+};
+
 // What penalty_edits would add for one more output token, whichever it is: its PendingToken (ops/logit_edits.h).
 PendingToken pending_token_edits(const SamplingParams& params);
 // In place (penalty_edits applied), touching only the ids in the history and in logit_bias. Repetition: a positive

@@ -57,7 +57,8 @@ Result<SampleResult> Sampler::sample(std::span<const float> logits, SamplerScrat
   std::span<const float> adjusted = logits;
   if (penalised) {
     scratch.logits.assign(logits.begin(), logits.end());
-    D0_RETURN_IF_ERROR(apply_penalties(scratch.logits, params_, history_));
+    D0_ASSIGN_OR_RETURN(const std::vector<LogitEdit>* edits, edits_.get(params_, history_, logits.size()));
+    apply_logit_edits(scratch.logits.data(), edits->data(), edits->size());
     adjusted = scratch.logits;
   }
 
@@ -77,16 +78,16 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
 }
 
 std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
-                                                        LogitEdits* edits) const {
+                                                        LogitEdits* edits) {
   const SamplingParams& p = params_;
   if (p.logprobs) return std::nullopt;
   if (ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p)) {
     // Ahead by one: the history lacks the token the step before picks, which the device edits as pending.
     if (ahead > 1 || edits == nullptr || vocab < 0) return std::nullopt;
-    std::vector<LogitEdit> row_edits;
-    if (!penalty_edits(p, history_, static_cast<std::size_t>(vocab), row_edits).ok()) return std::nullopt;
-    if (ahead == 1 && static_cast<std::int64_t>(row_edits.size()) > kMaxPendingRowEdits) return std::nullopt;
-    edits->add_row(row, std::move(row_edits), ahead == 1 ? pending_token_edits(p) : PendingToken{});
+    const Result<const std::vector<LogitEdit>*> row_edits = edits_.get(p, history_, static_cast<std::size_t>(vocab));
+    if (!row_edits.ok()) return std::nullopt;
+    if (ahead == 1 && static_cast<std::int64_t>((*row_edits)->size()) > kMaxPendingRowEdits) return std::nullopt;
+    edits->add_row(row, **row_edits, ahead == 1 ? pending_token_edits(p) : PendingToken{});
   }
   if (p.is_greedy()) return DevicePick{};
   return DevicePick{draw_params(row, ahead)};
@@ -112,6 +113,7 @@ SampleResult Sampler::finish(std::span<const float> logits, SampleResult& result
   }
   output_.push_back(result.token);
   history_.add_output(result.token);
+  edits_.add_output(params_, history_, result.token);
   return std::move(result);
 }
 

@@ -65,7 +65,7 @@ class Sampler {
     std::optional<TokenDraw> draw;
   };
   std::optional<DevicePick> device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
-                                        LogitEdits* edits) const;
+                                        LogitEdits* edits);
 
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }
@@ -80,6 +80,7 @@ class Sampler {
   SamplingParams params_;
   std::uint64_t seed_;
   TokenHistory history_;
+  SequencePenaltyEdits edits_;  // built at the first penalised pick
   std::vector<std::int32_t> output_;
   SamplerScratch own_scratch_;
 };

@@ -10,12 +10,12 @@ bool LogitEdits::has_pending() const {
   return std::any_of(pending.begin(), pending.end(), [](const PendingToken& p) { return p.on != 0; });
 }
 
-void LogitEdits::add_row(std::int32_t row, std::vector<LogitEdit> edits, PendingToken row_pending) {
+void LogitEdits::add_row(std::int32_t row, const std::vector<LogitEdit>& edits, PendingToken row_pending) {
   const auto by_id = [](const LogitEdit& a, const LogitEdit& b) { return a.id < b.id; };
-  if (!std::is_sorted(edits.begin(), edits.end(), by_id)) std::stable_sort(edits.begin(), edits.end(), by_id);
   if (row_pending.on != 0 && pending.size() < rows.size()) pending.resize(rows.size());
   rows.push_back(row);
-  entries.insert(entries.end(), edits.begin(), edits.end());
+  const auto first = entries.insert(entries.end(), edits.begin(), edits.end());
+  if (!std::is_sorted(first, entries.end(), by_id)) std::stable_sort(first, entries.end(), by_id);
   begins.push_back(static_cast<std::int32_t>(entries.size()));
   if (row_pending.on != 0 || !pending.empty()) pending.push_back(row_pending);
 }

@@ -76,7 +76,7 @@ struct LogitEdits {
   bool has_pending() const;
   // Appends a row's edits in the order they apply (sorted here by id, stably, unless they already ascend), and its
   // pending token's (off: none).
-  void add_row(std::int32_t row, std::vector<LogitEdit> edits, PendingToken pending = {});
+  void add_row(std::int32_t row, const std::vector<LogitEdit>& edits, PendingToken pending = {});
 };
 
 // Rows distinct and in [0, rows), begins ascending from 0 to entries.size(), each row's ids ascending in [0, vocab),

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -120,6 +121,63 @@ TEST(Penalties, edits_come_by_id_each_ids_in_the_order_the_host_applies_them) {
     EXPECT_EQ(e[i].value, std::get<2>(want[i])) << i;
   }
   EXPECT_FALSE(penalty_edits(p, h, 9, e).ok());  // bias id 9 outside 9 logits
+}
+
+bool same_edits(const std::vector<LogitEdit>& a, const std::vector<LogitEdit>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].id != b[i].id || a[i].kind != b[i].kind || a[i].value != b[i].value || a[i].next != b[i].next)
+      return false;
+  return true;
+}
+
+// Kept edits against penalty_edits of the same history after every output, for each mix of penalties, built at the
+// first output or part way (a sequence's first penalised pick may come late), on ids seen in the prompt, the bias and
+// neither.
+TEST(SequencePenaltyEdits, follow_penalty_edits_output_by_output) {
+  std::mt19937 rng(20261207);
+  const std::size_t V = 64;
+  for (int mix = 0; mix < 8; ++mix) {
+    for (int trial = 0; trial < 6; ++trial) {
+      SamplingParams p;
+      p.repetition_penalty = mix & 1 ? 1.3 : 1.0;
+      p.frequency_penalty = mix & 2 ? 0.4 : 0.0;
+      p.presence_penalty = mix & 4 ? -0.7 : 0.0;
+      std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(V) - 1);
+      for (int b = 0; b < trial; ++b) p.logit_bias.push_back({id(rng), b - 2.5});
+      std::vector<std::int32_t> prompt(static_cast<std::size_t>(3 * trial));
+      for (auto& t : prompt) t = id(rng);
+      TokenHistory h(prompt, p.repetition_penalty != 1.0);
+      SequencePenaltyEdits kept;
+      const int build_at = trial % 3 == 0 ? 0 : 5 * trial;
+      std::vector<LogitEdit> want;
+      for (int step = 0; step < 60; ++step) {
+        if (step >= build_at) {
+          const auto got = kept.get(p, h, V);
+          ASSERT_TRUE(got.ok()) << got.error().message;
+          ASSERT_TRUE(penalty_edits(p, h, V, want).ok());
+          ASSERT_TRUE(same_edits(**got, want)) << "mix " << mix << ", trial " << trial << ", step " << step;
+        }
+        const std::int32_t t = id(rng) % (step % 4 == 0 ? 64 : 12);  // repeats of a few ids, and fresh ones
+        h.add_output(t);
+        kept.add_output(p, h, t);
+      }
+    }
+  }
+}
+
+TEST(SequencePenaltyEdits, an_output_outside_the_vocabulary_fails_the_next_get_naming_it) {
+  SamplingParams p;
+  p.presence_penalty = 0.5;
+  TokenHistory h({}, false);
+  SequencePenaltyEdits kept;
+  ASSERT_TRUE(kept.get(p, h, 10).ok());
+  h.add_output(12);
+  kept.add_output(p, h, 12);
+  const auto got = kept.get(p, h, 10);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message.find("12"), std::string::npos) << got.error().message;
+  EXPECT_TRUE(kept.get(p, h, 13).ok());  // and a vocabulary holding it builds again
 }
 
 }  // namespace
