@@ -64,8 +64,7 @@ class Sampler {
   struct DevicePick {
     std::optional<TokenDraw> draw;
   };
-  std::optional<DevicePick> device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
-                                        LogitEdits* edits);
+  std::optional<DevicePick> device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab, LogitEdits* edits);
 
   const SamplingParams& params() const { return params_; }
   std::uint64_t seed() const { return seed_; }
