@@ -9,6 +9,7 @@
 //        [--top-p P (the sampled clients' top_p, default 1: drawn on the device with its cutoff)]
 //        [--presence-penalty P] [--frequency-penalty F] [--repetition-penalty R] (the sampled clients' penalties,
 //        default none: applied on the device before the draw)]
+//        [--logprobs N (every client asks for logprobs with its N most likely tokens, 0 to 20: taken on the device)]
 //        [--serve-arg ARG ... (passed on to the server it starts, e.g. --serve-arg=--no-launch-ahead; its KV pool is
 //        the server's default, all the GPU memory the weights leave, unless one sets --kv-tokens)]
 //        [--clients-per-process N (default 8)]
@@ -20,7 +21,7 @@ import { bundledModel, metric, percentile, startServer } from "./lib.mjs";
 
 function options(argv) {
   const o = { levels: [1, 8, 32, 128], rounds: 2, maxTokens: 64, modelDir: bundledModel, backend: "cpu", url: null, json: false,
-              sampledEvery: 0, topP: 1, penalties: {}, serveArgs: [], clientsPerProcess: 8 };
+              sampledEvery: 0, topP: 1, penalties: {}, logprobs: null, serveArgs: [], clientsPerProcess: 8 };
   const rest = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i], next = () => argv[++i];
@@ -36,6 +37,7 @@ function options(argv) {
     else if (a === "--presence-penalty") o.penalties.presence_penalty = Number(next());
     else if (a === "--frequency-penalty") o.penalties.frequency_penalty = Number(next());
     else if (a === "--repetition-penalty") o.penalties.repetition_penalty = Number(next());
+    else if (a === "--logprobs") o.logprobs = Number(next());
     else if (a === "--serve-arg") o.serveArgs.push(next());
     else if (a === "--clients-per-process") o.clientsPerProcess = Number(next());
     else if (a.startsWith("--serve-arg=")) o.serveArgs.push(a.slice("--serve-arg=".length));
@@ -57,12 +59,13 @@ const PROMPTS = [
   "if __name__ == \"__main__\":",
 ];
 
-async function one(client, prompt, maxTokens, temperature, topP, penalties, stats) {
+async function one(client, prompt, maxTokens, temperature, topP, penalties, logprobs, stats) {
   const t0 = performance.now();
   let last = null, first = null;
   const stream = await client.completions.create({
     model: stats.model, prompt, max_tokens: maxTokens, temperature, top_p: temperature > 0 ? topP : 1, ignore_eos: true,
     ...(temperature > 0 ? penalties : {}),
+    ...(logprobs === null ? {} : { logprobs }),
     stream: true,
     stream_options: { include_usage: true },
   });
@@ -102,7 +105,7 @@ function worker() {
         const temperature = job.sampledEvery > 0 && c % job.sampledEvery === 0 ? 1 : 0;
         for (let r = 0; r < job.rounds; r++)
           await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], job.maxTokens, temperature, job.topP, job.penalties,
-                    stats);
+                    job.logprobs, stats);
       }),
     );
     process.send(stats, () => process.disconnect());
@@ -110,7 +113,7 @@ function worker() {
 }
 
 // Clients 0 .. clients - 1 dealt round-robin over the worker processes; timed from "go" to the last one's stats.
-async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, topP, penalties, perProcess) {
+async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, topP, penalties, logprobs, perProcess) {
   const n = Math.max(1, Math.min(Math.ceil(clients / perProcess), availableParallelism()));
   const workers = Array.from({ length: n }, () =>
     fork(fileURLToPath(import.meta.url), ["--worker"], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
@@ -120,7 +123,7 @@ async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, 
   });
   const ready = workers.map(next);
   workers.forEach((w, i) => w.send({
-    url, key, model, rounds, maxTokens, sampledEvery, topP, penalties,
+    url, key, model, rounds, maxTokens, sampledEvery, topP, penalties, logprobs,
     clients: Array.from({ length: clients }, (_, c) => c).filter((c) => c % n === i),
   }));
   await Promise.all(ready);
@@ -164,22 +167,24 @@ async function main() {
   const url = o.url ?? server.url;
   const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
   const model = models.data[0].id;
-  await level(url, key, model, 1, 1, 8, 0, 1, {});  // warm the server's connections and the page cache
+  // Warms the server's connections and the page cache (one client: one worker).
+  await level(url, key, model, 1, 1, 8, 0, 1, {}, null, o.clientsPerProcess);
   const rows = [];
   for (const clients of o.levels)
     rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens, o.sampledEvery, o.topP, o.penalties,
-                                 o.clientsPerProcess));
+                          o.logprobs, o.clientsPerProcess));
   if (server) await server.stop();
 
   const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
   if (o.json) {
     console.log(JSON.stringify({ model, backend: o.backend, max_tokens: o.maxTokens, rounds: o.rounds,
-                                 sampled_every: o.sampledEvery, top_p: o.topP, penalties: o.penalties, serve_args: o.serveArgs, rows }, null, 1));
+                                 sampled_every: o.sampledEvery, top_p: o.topP, penalties: o.penalties, logprobs: o.logprobs, serve_args: o.serveArgs, rows }, null, 1));
   } else {
     console.log(`day0 serve load benchmark: model ${model}, ${o.backend} backend, ${o.maxTokens} output tokens per request, ` +
                 `${o.rounds} requests per client, streamed, ` +
                 (o.sampledEvery > 0 ? `one client in ${o.sampledEvery} sampled at temperature 1, top_p ${o.topP}` +
                  (Object.keys(o.penalties).length > 0 ? `, ${JSON.stringify(o.penalties)}` : "") + ", the rest greedy" : "greedy") +
+                (o.logprobs === null ? "" : `, every client with logprobs (top ${o.logprobs})`) +
                 (o.serveArgs.length > 0 ? `, server args: ${o.serveArgs.join(" ")}` : ""));
     console.log("clients  requests  req/s   out tok/s  TTFT p50 ms  TTFT p99 ms  ITL p50 ms  ITL p99 ms  max batch" +
                 "  server TTFT mean ms  processes");
