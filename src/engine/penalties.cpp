@@ -16,10 +16,21 @@ Status check_id(std::int32_t id, std::size_t vocab, const char* what) {
   return Status::success();
 }
 
-// Frequency x count + presence, the value an output id's logit loses: one expression for every count, so the
-// pending token's next count (PendingToken) is the bits the host computes once it has seen it.
-float subtract_value(float frequency, float presence, std::int32_t count) {
-  return frequency * static_cast<float>(count) + presence;
+// The penalties as the edits apply them: in float, the host's and the device's arithmetic.
+struct PenaltyTerms {
+  bool repetition;
+  float rp, frequency, presence;
+  bool subtract;  // frequency or presence
+  // Frequency x count + presence, the value an output id's logit loses: one expression for every count, so the
+  // pending token's next count (PendingToken) is the bits the host computes once it has seen it.
+  float subtract_value(std::int32_t count) const { return frequency * static_cast<float>(count) + presence; }
+};
+
+PenaltyTerms penalty_terms(const SamplingParams& p) {
+  const float frequency = static_cast<float>(p.frequency_penalty);
+  const float presence = static_cast<float>(p.presence_penalty);
+  return {p.repetition_penalty != 1.0, static_cast<float>(p.repetition_penalty), frequency, presence,
+          frequency != 0.f || presence != 0.f};
 }
 
 }  // namespace
@@ -53,11 +64,8 @@ Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::
   std::vector<std::pair<std::int32_t, double>> bias = p.logit_bias;
   std::stable_sort(bias.begin(), bias.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [id, value] : bias) D0_RETURN_IF_ERROR(check_id(id, vocab, "logit_bias"));
-  const bool repetition = p.repetition_penalty != 1.0;
-  const float rp = static_cast<float>(p.repetition_penalty);
-  const float frequency = static_cast<float>(p.frequency_penalty);
-  const float presence = static_cast<float>(p.presence_penalty);
-  const bool subtract = frequency != 0.f || presence != 0.f;
+  const PenaltyTerms terms = penalty_terms(p);
+  const bool repetition = terms.repetition, subtract = terms.subtract;
   static const std::vector<std::int32_t> kNone;
   const std::vector<std::int32_t>& prompt = repetition ? history.prompt_unique() : kNone;  // sorted
   for (const std::int32_t id : prompt) D0_RETURN_IF_ERROR(check_id(id, vocab, "prompt"));
@@ -76,11 +84,10 @@ Status penalty_edits(const SamplingParams& p, const TokenHistory& history, std::
       out.push_back({id, LogitEditKind::add, static_cast<float>(bias[b].second)});
     const bool in_prompt = q < prompt.size() && prompt[q] == id;
     const bool in_output = o < outputs.size() && outputs[o].first == id;
-    if (repetition && (in_prompt || in_output)) out.push_back({id, LogitEditKind::repetition, rp});
+    if (repetition && (in_prompt || in_output)) out.push_back({id, LogitEditKind::repetition, terms.rp});
     if (subtract && in_output) {
       const std::int32_t count = outputs[o].second;
-      out.push_back({id, LogitEditKind::subtract, subtract_value(frequency, presence, count),
-                     subtract_value(frequency, presence, count + 1)});
+      out.push_back({id, LogitEditKind::subtract, terms.subtract_value(count), terms.subtract_value(count + 1)});
     }
     q += in_prompt ? 1 : 0;
     o += in_output ? 1 : 0;
@@ -99,11 +106,8 @@ Result<const std::vector<LogitEdit>*> SequencePenaltyEdits::get(const SamplingPa
 }
 
 void SequencePenaltyEdits::add_output(const SamplingParams& p, const TokenHistory& history, std::int32_t token) {
-  const bool repetition = p.repetition_penalty != 1.0;
-  const float frequency = static_cast<float>(p.frequency_penalty);
-  const float presence = static_cast<float>(p.presence_penalty);
-  const bool subtract = frequency != 0.f || presence != 0.f;
-  if (vocab_ == 0 || (!repetition && !subtract)) return;  // not built, or outputs add no edits
+  const PenaltyTerms terms = penalty_terms(p);
+  if (vocab_ == 0 || (!terms.repetition && !terms.subtract)) return;  // not built, or outputs add no edits
   if (token < 0 || static_cast<std::size_t>(token) >= vocab_) {
     vocab_ = 0;
     return;
@@ -112,15 +116,14 @@ void SequencePenaltyEdits::add_output(const SamplingParams& p, const TokenHistor
   const auto by_id = [](const LogitEdit& e, std::int32_t id) { return e.id < id; };
   auto at = std::lower_bound(edits_.begin(), edits_.end(), token, by_id);
   while (at != edits_.end() && at->id == token && at->kind == LogitEditKind::add) ++at;
-  if (repetition) {
+  if (terms.repetition) {
     if (at == edits_.end() || at->id != token || at->kind != LogitEditKind::repetition)
-      at = edits_.insert(at, {token, LogitEditKind::repetition, static_cast<float>(p.repetition_penalty)});
+      at = edits_.insert(at, {token, LogitEditKind::repetition, terms.rp});
     ++at;
   }
-  if (!subtract) return;
+  if (!terms.subtract) return;
   const std::int32_t count = history.output_counts().at(token);
-  const LogitEdit entry{token, LogitEditKind::subtract, subtract_value(frequency, presence, count),
-                        subtract_value(frequency, presence, count + 1)};
+  const LogitEdit entry{token, LogitEditKind::subtract, terms.subtract_value(count), terms.subtract_value(count + 1)};
   if (at != edits_.end() && at->id == token && at->kind == LogitEditKind::subtract)
     *at = entry;
   else
@@ -128,10 +131,8 @@ void SequencePenaltyEdits::add_output(const SamplingParams& p, const TokenHistor
 }
 
 PendingToken pending_token_edits(const SamplingParams& p) {
-  const float frequency = static_cast<float>(p.frequency_penalty);
-  const float presence = static_cast<float>(p.presence_penalty);
-  return {1, static_cast<float>(p.repetition_penalty), frequency != 0.f || presence != 0.f ? 1 : 0,
-          subtract_value(frequency, presence, 1)};
+  const PenaltyTerms terms = penalty_terms(p);
+  return {1, terms.rp, terms.subtract ? 1 : 0, terms.subtract_value(1)};
 }
 
 Status apply_penalties(std::span<float> logits, const SamplingParams& p, const TokenHistory& history) {

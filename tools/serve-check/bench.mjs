@@ -9,7 +9,7 @@
 //        [--top-p P (the sampled clients' top_p, default 1: drawn on the device with its cutoff)]
 //        [--presence-penalty P] [--frequency-penalty F] [--repetition-penalty R] (the sampled clients' penalties,
 //        default none: applied on the device before the draw)]
-//        [--logprobs N (every client asks for logprobs with its N most likely tokens, 0 to 20: taken on the device)]
+//        [--logprobs N (every client asks for logprobs with its N most likely tokens, 0 to 20)]
 //        [--serve-arg ARG ... (passed on to the server it starts, e.g. --serve-arg=--no-launch-ahead; its KV pool is
 //        the server's default, all the GPU memory the weights leave, unless one sets --kv-tokens)]
 //        [--clients-per-process N (default 8)]
