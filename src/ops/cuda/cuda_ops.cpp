@@ -2,7 +2,6 @@
 // its device memory and copies are cuda_ops_memory.cpp.
 #include "ops/cuda/cuda_ops.h"
 
-#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -14,8 +13,6 @@
 #include "ops/cuda/dependent_launch.h"
 #include "ops/cuda/linear_small_cuda.h"
 #include "ops/cuda/norm_router_cuda.h"
-#include "ops/cuda/weight_upload.h"
-#include "quant/mxfp4_tiles.h"
 
 namespace day0 {
 

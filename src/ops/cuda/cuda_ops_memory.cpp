@@ -3,7 +3,6 @@
 #include "ops/cuda/cuda_ops.h"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 
 #include "ops/cuda/cuda_check.h"
