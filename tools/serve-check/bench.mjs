@@ -59,13 +59,15 @@ const PROMPTS = [
   "if __name__ == \"__main__\":",
 ];
 
-async function one(client, prompt, maxTokens, temperature, topP, penalties, logprobs, stats) {
+// One streamed request of a client; `load` holds the level's settings (maxTokens, topP, penalties, logprobs).
+async function one(client, prompt, temperature, load, stats) {
   const t0 = performance.now();
   let last = null, first = null;
   const stream = await client.completions.create({
-    model: stats.model, prompt, max_tokens: maxTokens, temperature, top_p: temperature > 0 ? topP : 1, ignore_eos: true,
-    ...(temperature > 0 ? penalties : {}),
-    ...(logprobs === null ? {} : { logprobs }),
+    model: stats.model, prompt, max_tokens: load.maxTokens, temperature, top_p: temperature > 0 ? load.topP : 1,
+    ignore_eos: true,
+    ...(temperature > 0 ? load.penalties : {}),
+    ...(load.logprobs === null ? {} : { logprobs: load.logprobs }),
     stream: true,
     stream_options: { include_usage: true },
   });
@@ -104,8 +106,7 @@ function worker() {
       job.clients.map(async (c) => {
         const temperature = job.sampledEvery > 0 && c % job.sampledEvery === 0 ? 1 : 0;
         for (let r = 0; r < job.rounds; r++)
-          await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], job.maxTokens, temperature, job.topP, job.penalties,
-                    job.logprobs, stats);
+          await one(client, PROMPTS[(c + r * 5) % PROMPTS.length], temperature, job, stats);
       }),
     );
     process.send(stats, () => process.disconnect());
@@ -113,7 +114,8 @@ function worker() {
 }
 
 // Clients 0 .. clients - 1 dealt round-robin over the worker processes; timed from "go" to the last one's stats.
-async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, topP, penalties, logprobs, perProcess) {
+// `load`: { rounds, maxTokens, sampledEvery, topP, penalties, logprobs }, sent to every worker as it is.
+async function level(url, key, model, clients, load, perProcess) {
   const n = Math.max(1, Math.min(Math.ceil(clients / perProcess), availableParallelism()));
   const workers = Array.from({ length: n }, () =>
     fork(fileURLToPath(import.meta.url), ["--worker"], { stdio: ["ignore", "inherit", "inherit", "ipc"] }));
@@ -123,7 +125,7 @@ async function level(url, key, model, clients, rounds, maxTokens, sampledEvery, 
   });
   const ready = workers.map(next);
   workers.forEach((w, i) => w.send({
-    url, key, model, rounds, maxTokens, sampledEvery, topP, penalties, logprobs,
+    url, key, model, ...load,
     clients: Array.from({ length: clients }, (_, c) => c).filter((c) => c % n === i),
   }));
   await Promise.all(ready);
@@ -168,11 +170,12 @@ async function main() {
   const models = await (await fetch(`${url}/v1/models`, { headers: { Authorization: `Bearer ${key}` } })).json();
   const model = models.data[0].id;
   // Warms the server's connections and the page cache (one client: one worker).
-  await level(url, key, model, 1, 1, 8, 0, 1, {}, null, o.clientsPerProcess);
+  const warmUp = { rounds: 1, maxTokens: 8, sampledEvery: 0, topP: 1, penalties: {}, logprobs: null };
+  await level(url, key, model, 1, warmUp, o.clientsPerProcess);
+  const load = { rounds: o.rounds, maxTokens: o.maxTokens, sampledEvery: o.sampledEvery, topP: o.topP,
+                 penalties: o.penalties, logprobs: o.logprobs };
   const rows = [];
-  for (const clients of o.levels)
-    rows.push(await level(url, key, model, clients, o.rounds, o.maxTokens, o.sampledEvery, o.topP, o.penalties,
-                          o.logprobs, o.clientsPerProcess));
+  for (const clients of o.levels) rows.push(await level(url, key, model, clients, load, o.clientsPerProcess));
   if (server) await server.stop();
 
   const f = (v, d = 1) => (Number.isFinite(v) ? v.toFixed(d) : "-");
