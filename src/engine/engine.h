@@ -25,7 +25,7 @@
 
 #include "core/status.h"
 #include "engine/finish.h"
-#include "engine/logprobs.h"
+#include "ops/logprobs.h"
 #include "engine/sampling_params.h"
 
 namespace day0 {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/logprobs.h"
+#include "ops/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
 #include "ops/token_draw.h"
