@@ -55,7 +55,8 @@ struct Outcome {
   EngineStats stats;
 };
 
-Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<GenerateRequest>& requests) {
+Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<GenerateRequest>& requests,
+            std::vector<std::vector<GeneratedToken>>* generated = nullptr) {
   Outcome out;
   auto m = load_model(kModel, options(backend));
   EXPECT_TRUE(m.ok()) << m.error().message;
@@ -70,6 +71,7 @@ Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<Gene
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_TRUE(c.final_[int(i)].error.empty()) << "request " << i << ": " << c.final_[int(i)].error;
     out.tokens.push_back(c.tokens_[int(i)]);
+    if (generated) generated->push_back(c.generated_[int(i)]);
   }
   (*engine)->drain();
   out.stats = (*engine)->stats();
@@ -144,6 +146,65 @@ TEST(EngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens)
 TEST(CudaEngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   expect_device_draws_give_the_host_samplers_tokens("cuda");
+}
+
+// Requests reporting logprobs (greedy, drawn, top 0 to 20) take them from the device (Ops::row_logprobs): the host's
+// tokens, the host's top ids, and logprobs within kLogprobTolerance (CPU: the same code, so equal); a penalised one
+// still reads its logits on the host.
+void expect_device_logprobs_give_the_host_samplers(const std::string& backend, float tolerance) {
+  constexpr int kNew = 10;
+  GenerateRequest greedy_top5 = greedy_request(prompt(7, 21), kNew);
+  greedy_top5.sampling.logprobs = true;
+  greedy_top5.sampling.top_logprobs = 5;
+  GenerateRequest drawn = sampled(prompt(5, 22), kNew, 1.0, 31);
+  drawn.sampling.logprobs = true;
+  GenerateRequest drawn_top20 = sampled(prompt(9, 23), kNew, 0.8, 32, /*top_p=*/0.9);
+  drawn_top20.sampling.logprobs = true;
+  drawn_top20.sampling.top_logprobs = 20;
+  GenerateRequest penalised = greedy_top5;
+  penalised.sampling.presence_penalty = 0.5;
+  const std::vector<GenerateRequest> requests = {greedy_top5, drawn, drawn_top20, penalised,
+                                                 greedy_request(prompt(4, 24), kNew)};
+  EngineConfig on, off;
+  off.device_draws = false;
+  std::vector<std::vector<GeneratedToken>> host_generated, device_generated;
+  const Outcome host = run(backend, off, requests, &host_generated);
+  const Outcome device = run(backend, on, requests, &device_generated);
+  ASSERT_EQ(host_generated.size(), requests.size());
+  ASSERT_EQ(device_generated.size(), requests.size());
+  int compared = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_EQ(device.tokens[i], host.tokens[i]) << "request " << i;
+    ASSERT_EQ(device_generated[i].size(), host_generated[i].size());
+    for (size_t t = 0; t < host_generated[i].size(); ++t) {
+      const GeneratedToken &h = host_generated[i][t], &d = device_generated[i][t];
+      SCOPED_TRACE(::testing::Message() << "request " << i << ", token " << t);
+      ASSERT_EQ(d.logprob.has_value(), h.logprob.has_value());
+      if (!h.logprob) continue;
+      EXPECT_NEAR(*d.logprob, *h.logprob, tolerance);
+      ASSERT_EQ(d.top_logprobs.size(), h.top_logprobs.size());
+      EXPECT_EQ(h.top_logprobs.size(), static_cast<size_t>(requests[i].sampling.top_logprobs));
+      for (size_t k = 0; k < h.top_logprobs.size(); ++k) {
+        EXPECT_EQ(d.top_logprobs[k].token, h.top_logprobs[k].token) << "entry " << k;
+        EXPECT_NEAR(d.top_logprobs[k].logprob, h.top_logprobs[k].logprob, tolerance) << "entry " << k;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 4 * kNew);
+  EXPECT_EQ(host.stats.device_logprob_rows, 0);
+  // And the penalised request's first row: its presence penalty applies once there is output.
+  EXPECT_EQ(device.stats.device_logprob_rows, 3 * kNew + 1) << "rows reporting logprobs stayed on the host";
+}
+
+TEST(EngineDraws, rows_reporting_logprobs_take_them_from_the_device) {
+  expect_device_logprobs_give_the_host_samplers("cpu", 0.f);
+}
+
+// Both backends sum in double, in different orders: the floats differ by an ulp at most.
+TEST(CudaEngineDraws, rows_reporting_logprobs_take_them_from_the_device) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  expect_device_logprobs_give_the_host_samplers("cuda", 1e-6f);
 }
 
 // A greedy request with a frequency penalty launches ahead: the step queued ahead edits the token still being picked

@@ -390,8 +390,18 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
   q.logit_bias = {{7, 1.0}};  // applies now: only with somewhere to put its edits
   EXPECT_TRUE(host_only(q));
   q = p;
-  q.logprobs = true;
-  EXPECT_TRUE(host_only(q));
+  q.logprobs = true;  // read from the raw logits on the device (Ops::row_logprobs), now, not ahead
+  q.top_logprobs = 3;
+  const auto with_logprobs = Sampler(q, prompt, 0).device_pick(0, 0, V, nullptr);
+  ASSERT_TRUE(with_logprobs);
+  EXPECT_EQ(with_logprobs->logprob_top, 3);
+  EXPECT_TRUE(host_only(q, 1));
+  q.presence_penalty = 0.5;
+  EXPECT_FALSE(host_only(q));  // no output yet: nothing edits the raw logits
+  LogitEdits edits;
+  q.logit_bias = {{7, 1.0}};  // edits them: the logprobs are read on the host
+  EXPECT_FALSE(Sampler(q, prompt, 0).device_pick(0, 0, V, &edits));
+  EXPECT_EQ(Sampler(p, prompt, 0).device_pick(0, 0, V, nullptr)->logprob_top, -1);
 }
 
 // A row whose bias and penalties apply is picked on the device too: device_pick appends its edits, which applied to
