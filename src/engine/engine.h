@@ -25,8 +25,8 @@
 
 #include "core/status.h"
 #include "engine/finish.h"
-#include "ops/logprobs.h"
 #include "engine/sampling_params.h"
+#include "ops/logprobs.h"
 
 namespace day0 {
 

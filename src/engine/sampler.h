@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "ops/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
+#include "ops/logprobs.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
