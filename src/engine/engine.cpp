@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -64,6 +65,7 @@ struct Engine::Impl {
   struct AheadStep {
     QueuedDecode step;
     std::vector<RequestId> ids;
+    std::vector<LogprobRequest> logprobs;  // the step's, their records in step.records
   };
   std::optional<AheadStep> ahead;
 
@@ -82,8 +84,8 @@ struct Engine::Impl {
   // Whether the token `ahead` steps after the next of the sequence whose logits are `row` comes from the device: its
   // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
   // With `edits` (ahead 0 or 1), a row whose bias or penalties apply is one too, its edits appended
-  // (Ops::edit_logits; one step ahead with the token now being picked pending). With `logprobs` (ahead 0), a row
-  // reporting logprobs is one too, its request appended (Ops::row_logprobs).
+  // (Ops::edit_logits; one step ahead with the token now being picked pending). With `logprobs` (ahead 0 or 1), a
+  // row reporting logprobs is one too, its request appended (Ops::row_logprobs).
   bool picked_on_device(Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
                         LogitEdits* edits, std::vector<LogprobRequest>* logprobs = nullptr) const;
   // The draws and edits of the members' next step where each row's token then comes from the device (its argmax,
@@ -91,12 +93,14 @@ struct Engine::Impl {
   struct DevicePicks {
     std::vector<TokenDraw> draws;
     LogitEdits edits;
+    std::vector<LogprobRequest> logprobs;
   };
   std::optional<DevicePicks> ahead_picks(const std::vector<Sequence*>& members) const;
   void count_draws(std::size_t draws, std::size_t edited, std::size_t logprob_rows = 0);
   // The decode `step` (every row picked on the device) is queued, row rows[i] for members[i]: queues the members'
   // next step first where `chain`, may_queue_ahead and ahead_picks allow, then takes the picks and settles the rows.
-  void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+  void finish_decode(const QueuedDecode& step, const std::vector<LogprobRequest>& logprobs,
+                     const std::vector<Sequence*>& members,
                      const std::vector<std::int64_t>& rows, bool chain);
   // The step queued ahead: its rows still running take their picks (a finished or aborted row's is wasted).
   void run_ahead();
@@ -310,14 +314,14 @@ bool Engine::Impl::schedule_and_run() {
   // Decode rows picked on the device alone (greedy or drawn): queued, so that the rows' next step can go out before
   // these picks are read.
   const auto one_token = [](const SequenceStep& s) { return s.tokens.size() == 1; };
-  const bool decode_only = host_rows.empty() && logprobs.empty() && sampled.size() == members.size() &&
-                           std::all_of(batch.begin(), batch.end(), one_token);
+  const bool decode_only =
+      host_rows.empty() && sampled.size() == members.size() && std::all_of(batch.begin(), batch.end(), one_token);
   if (st.ok() && decode_only) {
-    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws, edits);
+    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws, edits, logprobs);
     if (queued.ok()) {
       std::vector<std::int64_t> rows(members.size());
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
-      finish_decode(*queued, members, rows, members.size() == running.size());
+      finish_decode(*queued, logprobs, members, rows, members.size() == running.size());
       return true;
     }
     st = queued.error();
@@ -425,7 +429,8 @@ bool Engine::Impl::picked_on_device(Sampler& sampler, std::int32_t row, std::uin
 std::optional<Engine::Impl::DevicePicks> Engine::Impl::ahead_picks(const std::vector<Sequence*>& members) const {
   DevicePicks picks;
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, picks.draws, &picks.edits))
+    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, picks.draws, &picks.edits,
+                          &picks.logprobs))
       return std::nullopt;
   return picks;
 }
@@ -438,7 +443,8 @@ void Engine::Impl::count_draws(std::size_t draws, std::size_t edited, std::size_
   stats.device_logprob_rows += static_cast<std::int64_t>(logprob_rows);
 }
 
-void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<LogprobRequest>& logprobs,
+                                 const std::vector<Sequence*>& members,
                                  const std::vector<std::int64_t>& rows, bool chain) {
   const auto n = static_cast<std::int64_t>(members.size());
   std::optional<AheadStep> next;
@@ -460,10 +466,13 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     // Not queued (an error): the rows go on one step at a time (the room stays theirs until their next append); a
     // device fault surfaces in the wait below.
     if (st.ok()) {
-      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, picked->draws, picked->edits); queued.ok()) {
+      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, picked->draws, picked->edits,
+                                              picked->logprobs);
+          queued.ok()) {
         a.step = *queued;
+        a.logprobs = picked->logprobs;
         next = std::move(a);
-        count_draws(picked->draws.size(), picked->edits.rows.size());
+        count_draws(picked->draws.size(), picked->edits.rows.size(), picked->logprobs.size());
       }
     }
   }
@@ -481,7 +490,14 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     s.computed += 1;
     (void)cache.mark_computed(SeqId(s.id), s.computed);
     const std::int32_t* pick = picks->data<std::int32_t>() + 2 * rows[i];
-    Result<SampleResult> sample = s.sampler.take_argmax(pick[0], pick[1]);
+    const auto asked = std::find_if(logprobs.begin(), logprobs.end(),
+                                    [&](const LogprobRequest& q) { return q.row == rows[i]; });
+    LogprobRecord record;
+    if (asked != logprobs.end())
+      std::memcpy(&record, step.records.data<std::int32_t>() + (asked - logprobs.begin()) * kLogprobRecordWords,
+                  sizeof record);
+    Result<SampleResult> sample =
+        s.sampler.take_argmax(pick[0], pick[1], asked != logprobs.end() ? &record : nullptr);
     take_token(s, sample, grew);
   }
   if (next) {
@@ -509,7 +525,7 @@ void Engine::Impl::run_ahead() {
     return;
   }
   // The next step is fed row for row: only where every row is still there.
-  finish_decode(a.step, members, rows, members.size() == a.ids.size());
+  finish_decode(a.step, a.logprobs, members, rows, members.size() == a.ids.size());
 }
 
 void Engine::Impl::recount_queued() {

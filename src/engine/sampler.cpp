@@ -81,7 +81,7 @@ std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::u
                                                         LogitEdits* edits) {
   const SamplingParams& p = params_;
   const bool penalised = ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p);
-  if (p.logprobs && (ahead > 0 || penalised)) return std::nullopt;  // logprobs read the raw logits, known by now
+  if (p.logprobs && (ahead > 1 || penalised)) return std::nullopt;  // logprobs read the raw logits
   if (penalised) {
     // Ahead by one: the history lacks the token the step before picks, which the device edits as pending.
     if (ahead > 1 || edits == nullptr || vocab < 0) return std::nullopt;

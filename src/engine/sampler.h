@@ -55,8 +55,8 @@ class Sampler {
 
   // Where the token `ahead` steps after the next (0: the next) can be picked on the device from this step's logits
   // row `row` (of `vocab` ids), so that the pick stands for sample(): nullopt where the host must read the logits
-  // (logprobs with a bias or penalty that applies, or ahead; a bias or penalty that applies, without `edits` or more
-  // than one step ahead; an id outside the vocabulary, which sample() then names). With logprobs, `logprob_top` says
+  // (logprobs with a bias or penalty that applies, or more than one step ahead; a bias or penalty that applies, without
+  // `edits` or more than one step ahead; an id outside the vocabulary, which sample() then names). With logprobs, `logprob_top` says
   // so (>= 0: the row's record, Ops::row_logprobs, with that many top logprobs, goes to take_argmax). Where a bias or
   // penalty applies, the row's edits (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick; one
   // step ahead also the token the step before picks as pending (pending_token_edits), where the row has at most

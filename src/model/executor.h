@@ -77,7 +77,8 @@ struct PickedStep {
 // host by wait_decode.
 struct QueuedDecode {
   Tensor picks;       // host
-  QueuedFence fence;  // behind the picks' copy
+  Tensor records;     // host, i32 [logprob requests, kLogprobRecordWords]: their records (logprob_record.h)
+  QueuedFence fence;  // behind the picks' and records' copies
   bool queued = false;  // false: no graph served the step, which ran at once (picks hold its result)
 };
 
@@ -113,9 +114,10 @@ class Executor {
   // picks reach the host and the GPU does not idle while the host reads them. Any other step in between (step,
   // step_picked, forward) ends the chain. `draws`: rows whose pick (and fed token) is drawn, and `edits`, as
   // step_picked's; with fed tokens a row's edits may have its fed token pending (logit_edits.h), edited as if the
-  // host had seen it.
+  // host had seen it. `logprobs` as step_picked's: their records land in the result's `records` with the picks.
   Result<QueuedDecode> queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
-                                    const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
+                                    const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {},
+                                    const std::vector<LogprobRequest>& logprobs = {});
   // The picks of a queued decode step (i32 [rows, 2] on the host), once its work is done; its faults surface here.
   // Wait for a step before the fourth one after it is queued.
   Result<Tensor> wait_decode(const QueuedDecode& step);

@@ -149,13 +149,10 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
   for (const std::int32_t row : edits.rows)
     if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), row))
       return make_error("step: row " + std::to_string(row) + " is both sampled on the host and edited");
-  for (const LogprobRequest& q : logprobs) {
+  for (const LogprobRequest& q : logprobs)
     if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), q.row))
       return make_error("step: row " + std::to_string(q.row) + " is both sampled on the host and given logprobs");
-    if (std::find(edits.rows.begin(), edits.rows.end(), q.row) != edits.rows.end())
-      return make_error("step: row " + std::to_string(q.row) + " is edited, so its raw logprobs are gone");
-  }
-  D0_RETURN_IF_ERROR(check_logprob_requests(logprobs, R, "step"));
+  D0_RETURN_IF_ERROR(check_raw_logprob_rows(logprobs, edits, R, "step"));
   if (edits.has_pending()) return make_error("step: pending tokens come only with fed tokens (queue_decode)");
   PickedStep out;
   if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
@@ -170,6 +167,14 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
   if (!logprobs.empty())
     std::memcpy(out.logprobs.data(), sampled.records.raw(), logprobs.size() * sizeof(LogprobRecord));
   return out;
+}
+
+Status check_raw_logprob_rows(const std::vector<LogprobRequest>& logprobs, const LogitEdits& edits, std::int64_t rows,
+                             const std::string& what) {
+  for (const LogprobRequest& q : logprobs)
+    if (std::find(edits.rows.begin(), edits.rows.end(), q.row) != edits.rows.end())
+      return make_error(what + ": row " + std::to_string(q.row) + " is edited, so its raw logprobs are gone");
+  return check_logprob_requests(logprobs, rows, what);
 }
 
 Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::span<const std::int32_t> rows) {

@@ -395,9 +395,11 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
   const auto with_logprobs = Sampler(q, prompt, 0).device_pick(0, 0, V, nullptr);
   ASSERT_TRUE(with_logprobs);
   EXPECT_EQ(with_logprobs->logprob_top, 3);
-  EXPECT_TRUE(host_only(q, 1));
+  EXPECT_FALSE(host_only(q, 1));  // one step ahead too (no penalty can apply)
+  EXPECT_TRUE(host_only(q, 2));
   q.presence_penalty = 0.5;
   EXPECT_FALSE(host_only(q));  // no output yet: nothing edits the raw logits
+  EXPECT_TRUE(host_only(q, 1));  // but it may by then
   LogitEdits edits;
   q.logit_bias = {{7, 1.0}};  // edits them: the logprobs are read on the host
   EXPECT_FALSE(Sampler(q, prompt, 0).device_pick(0, 0, V, &edits));
