@@ -87,7 +87,6 @@ std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::u
     if (ahead > 1 || edits == nullptr || vocab < 0) return std::nullopt;
     const Result<const std::vector<LogitEdit>*> row_edits = edits_.get(p, history_, static_cast<std::size_t>(vocab));
     if (!row_edits.ok()) return std::nullopt;
-    if (ahead == 1 && static_cast<std::int64_t>((*row_edits)->size()) > kMaxPendingRowEdits) return std::nullopt;
     edits->add_row(row, **row_edits, ahead == 1 ? pending_token_edits(p) : PendingToken{});
   }
   DevicePick pick;

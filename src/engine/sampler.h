@@ -59,8 +59,7 @@ class Sampler {
   // `edits` or more than one step ahead; an id outside the vocabulary, which sample() then names). With logprobs, `logprob_top` says
   // so (>= 0: the row's record, Ops::row_logprobs, with that many top logprobs, goes to take_argmax). Where a bias or
   // penalty applies, the row's edits (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick; one
-  // step ahead also the token the step before picks as pending (pending_token_edits), where the row has at most
-  // kMaxPendingRowEdits edits. The pick is then the argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens,
+  // step ahead also the token the step before picks as pending (pending_token_edits). The pick is then the argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens,
   // token_draw.h: temperature, top-k, top-p, min-p), taken with take_argmax (the same checks; only the token is
   // recorded).
   struct DevicePick {

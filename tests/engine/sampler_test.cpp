@@ -475,12 +475,13 @@ TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_p
     EXPECT_GE(edited_steps, 29);
     EXPECT_EQ(device.output_tokens(), host.output_tokens());
   }
-  // A row of more edits than a pending row may have goes ahead no further than the next step.
-  std::vector<std::int32_t> long_prompt(kMaxPendingRowEdits + 1);
+  // A row of many edits (a long prompt under a repetition penalty) goes ahead too, but no further than one step.
+  std::vector<std::int32_t> long_prompt(1800);
   for (std::size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<std::int32_t>(i);
   LogitEdits long_edits;
   EXPECT_TRUE(Sampler(rep, long_prompt, 0).device_pick(0, 0, V, &long_edits));
-  EXPECT_FALSE(Sampler(rep, long_prompt, 0).device_pick(0, 1, V, &long_edits));
+  EXPECT_TRUE(Sampler(rep, long_prompt, 0).device_pick(0, 1, V, &long_edits));
+  EXPECT_FALSE(Sampler(rep, long_prompt, 0).device_pick(0, 2, V, &long_edits));
   SamplingParams outside = with_temperature(0.0);
   outside.logit_bias = {{2500, 1.0}};  // past these logits: the host names it
   LogitEdits edits;
