@@ -95,13 +95,14 @@ TEST(CudaRowLogprobs, match_the_host_records_for_every_row) {
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int32_t row = requests[i].row;
       SCOPED_TRACE(::testing::Message() << "row " << row << ", top " << requests[i].top_n);
-      ASSERT_EQ(got_picks.data<std::int32_t>()[2 * row], picks.data<std::int32_t>()[2 * row]);
       const std::int32_t unusable = picks.data<std::int32_t>()[2 * row + 1];
+      ASSERT_EQ(got_picks.data<std::int32_t>()[2 * row + 1], unusable);
       const LogprobRecord g = record_at(got, i), w = record_at(want, i);
-      if (unusable != -1) {  // left as it was: still the poison's bytes
+      if (unusable != -1) {  // left as it was: still the poison's bytes (the pick's token means nothing here)
         EXPECT_EQ(got.data<std::int32_t>()[i * kLogprobRecordWords + 1], -1);
         continue;
       }
+      ASSERT_EQ(got_picks.data<std::int32_t>()[2 * row], picks.data<std::int32_t>()[2 * row]);
       expect_logprob(g.picked, w.picked, "picked", 0);
       ASSERT_EQ(g.n, w.n);
       EXPECT_EQ(w.n, std::min<std::int64_t>(requests[i].top_n, V));
