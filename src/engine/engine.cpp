@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -64,6 +65,7 @@ struct Engine::Impl {
   struct AheadStep {
     QueuedDecode step;
     std::vector<RequestId> ids;
+    std::vector<LogprobRequest> logprobs;  // the step's, their records in step.records
   };
   std::optional<AheadStep> ahead;
 
@@ -82,20 +84,23 @@ struct Engine::Impl {
   // Whether the token `ahead` steps after the next of the sequence whose logits are `row` comes from the device: its
   // argmax, or a draw, then added to `draws` (EngineConfig::device_draws). Else its sampler reads the logits.
   // With `edits` (ahead 0 or 1), a row whose bias or penalties apply is one too, its edits appended
-  // (Ops::edit_logits; one step ahead with the token now being picked pending).
+  // (Ops::edit_logits; one step ahead with the token now being picked pending). With `logprobs` (ahead 0 or 1), a
+  // row reporting logprobs is one too, its request appended (Ops::row_logprobs).
   bool picked_on_device(Sampler& sampler, std::int32_t row, std::uint64_t ahead, std::vector<TokenDraw>& draws,
-                        LogitEdits* edits) const;
+                        LogitEdits* edits, std::vector<LogprobRequest>* logprobs = nullptr) const;
   // The draws and edits of the members' next step where each row's token then comes from the device (its argmax,
   // or a draw, after its edits), whatever this step's tokens are; nullopt where one row needs its logits on the host.
   struct DevicePicks {
     std::vector<TokenDraw> draws;
     LogitEdits edits;
+    std::vector<LogprobRequest> logprobs;
   };
   std::optional<DevicePicks> ahead_picks(const std::vector<Sequence*>& members) const;
-  void count_draws(std::size_t draws, std::size_t edited);
+  void count_draws(std::size_t draws, std::size_t edited, std::size_t logprob_rows = 0);
   // The decode `step` (every row picked on the device) is queued, row rows[i] for members[i]: queues the members'
   // next step first where `chain`, may_queue_ahead and ahead_picks allow, then takes the picks and settles the rows.
-  void finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+  void finish_decode(const QueuedDecode& step, const std::vector<LogprobRequest>& logprobs,
+                     const std::vector<Sequence*>& members,
                      const std::vector<std::int64_t>& rows, bool chain);
   // The step queued ahead: its rows still running take their picks (a finished or aborted row's is wasted).
   void run_ahead();
@@ -293,15 +298,18 @@ bool Engine::Impl::schedule_and_run() {
   std::vector<std::int32_t> logits_of;    // by row: its place in host_rows, or -1 (it takes its pick)
   std::vector<TokenDraw> draws;           // rows whose pick is drawn on the device
   LogitEdits edits;                       // rows whose bias and penalties apply on the device before the pick
+  std::vector<LogprobRequest> logprobs;   // rows whose raw logprobs are taken on the device after the pick
   for (size_t i = 0; i < members.size(); ++i) {
     if (batch[i].logits == SequenceStep::Logits::none) continue;
     const auto row = static_cast<std::int32_t>(sampled.size());
     sampled.push_back(i);
-    const bool host = !picked_on_device(members[i]->sampler, row, /*ahead=*/0, draws, &edits);
+    const bool host = !picked_on_device(members[i]->sampler, row, /*ahead=*/0, draws, &edits, &logprobs);
     logits_of.push_back(host ? static_cast<std::int32_t>(host_rows.size()) : -1);
     if (host) host_rows.push_back(row);
   }
-  count_draws(draws.size(), edits.rows.size());
+  count_draws(draws.size(), edits.rows.size(), logprobs.size());
+  std::vector<std::int32_t> record_of(sampled.size(), -1);  // by row: its logprob record, or -1
+  for (std::size_t i = 0; i < logprobs.size(); ++i) record_of[logprobs[i].row] = static_cast<std::int32_t>(i);
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
   // Decode rows picked on the device alone (greedy or drawn): queued, so that the rows' next step can go out before
   // these picks are read.
@@ -309,17 +317,17 @@ bool Engine::Impl::schedule_and_run() {
   const bool decode_only =
       host_rows.empty() && sampled.size() == members.size() && std::all_of(batch.begin(), batch.end(), one_token);
   if (st.ok() && decode_only) {
-    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws, edits);
+    auto queued = executor.queue_decode(batch, /*fed_tokens=*/false, draws, edits, logprobs);
     if (queued.ok()) {
       std::vector<std::int64_t> rows(members.size());
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<std::int64_t>(i);
-      finish_decode(*queued, members, rows, members.size() == running.size());
+      finish_decode(*queued, logprobs, members, rows, members.size() == running.size());
       return true;
     }
     st = queued.error();
   }
   Result<PickedStep> step =
-      st.ok() ? executor.step_picked(batch, host_rows, draws, edits) : Result<PickedStep>(st.error());
+      st.ok() ? executor.step_picked(batch, host_rows, draws, edits, logprobs) : Result<PickedStep>(st.error());
   if (!step.ok()) {
     // A failed step is a backend fault, not one request's: fail the step's sequences, keep serving the rest.
     for (Sequence* s : members) finish(*s, FinishReason::none, "engine step failed: " + step.error().message);
@@ -336,7 +344,8 @@ bool Engine::Impl::schedule_and_run() {
           Sampler& sampler = members[sampled[r]]->sampler;
           if (logits_of[r] < 0) {
             const std::int32_t* pick = step->picks.data<std::int32_t>() + 2 * r;
-            samples[r] = sampler.take_argmax(pick[0], pick[1]);
+            samples[r] =
+                sampler.take_argmax(pick[0], pick[1], record_of[r] < 0 ? nullptr : &step->logprobs[record_of[r]]);
             continue;
           }
           const Tensor& row = step->logits[logits_of[r]];
@@ -406,30 +415,36 @@ bool Engine::Impl::may_queue_ahead(const std::vector<Sequence*>& members) {
 }
 
 bool Engine::Impl::picked_on_device(Sampler& sampler, std::int32_t row, std::uint64_t ahead,
-                                    std::vector<TokenDraw>& draws, LogitEdits* edits) const {
+                                    std::vector<TokenDraw>& draws, LogitEdits* edits,
+                                    std::vector<LogprobRequest>* logprobs) const {
   if (sampler.argmax_only(ahead)) return true;
   if (!config.device_draws) return false;
   const auto pick = sampler.device_pick(row, ahead, executor.spec().vocab_size, edits);
-  if (pick && pick->draw) draws.push_back(*pick->draw);
-  return pick.has_value();
+  if (!pick || (pick->logprob_top >= 0 && !logprobs)) return false;
+  if (pick->draw) draws.push_back(*pick->draw);
+  if (pick->logprob_top >= 0) logprobs->push_back({row, pick->logprob_top});
+  return true;
 }
 
 std::optional<Engine::Impl::DevicePicks> Engine::Impl::ahead_picks(const std::vector<Sequence*>& members) const {
   DevicePicks picks;
   for (std::size_t r = 0; r < members.size(); ++r)
-    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, picks.draws, &picks.edits))
+    if (!picked_on_device(members[r]->sampler, static_cast<std::int32_t>(r), /*ahead=*/1, picks.draws, &picks.edits,
+                          &picks.logprobs))
       return std::nullopt;
   return picks;
 }
 
-void Engine::Impl::count_draws(std::size_t draws, std::size_t edited) {
-  if (draws == 0 && edited == 0) return;
+void Engine::Impl::count_draws(std::size_t draws, std::size_t edited, std::size_t logprob_rows) {
+  if (draws == 0 && edited == 0 && logprob_rows == 0) return;
   std::lock_guard<std::mutex> lock(mu);
   stats.device_draws += static_cast<std::int64_t>(draws);
   stats.device_edited_rows += static_cast<std::int64_t>(edited);
+  stats.device_logprob_rows += static_cast<std::int64_t>(logprob_rows);
 }
 
-void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Sequence*>& members,
+void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<LogprobRequest>& logprobs,
+                                 const std::vector<Sequence*>& members,
                                  const std::vector<std::int64_t>& rows, bool chain) {
   const auto n = static_cast<std::int64_t>(members.size());
   std::optional<AheadStep> next;
@@ -451,10 +466,13 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     // Not queued (an error): the rows go on one step at a time (the room stays theirs until their next append); a
     // device fault surfaces in the wait below.
     if (st.ok()) {
-      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, picked->draws, picked->edits); queued.ok()) {
+      if (auto queued = executor.queue_decode(batch, /*fed_tokens=*/true, picked->draws, picked->edits,
+                                              picked->logprobs);
+          queued.ok()) {
         a.step = *queued;
+        a.logprobs = picked->logprobs;
         next = std::move(a);
-        count_draws(picked->draws.size(), picked->edits.rows.size());
+        count_draws(picked->draws.size(), picked->edits.rows.size(), picked->logprobs.size());
       }
     }
   }
@@ -472,7 +490,14 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Seq
     s.computed += 1;
     (void)cache.mark_computed(SeqId(s.id), s.computed);
     const std::int32_t* pick = picks->data<std::int32_t>() + 2 * rows[i];
-    Result<SampleResult> sample = s.sampler.take_argmax(pick[0], pick[1]);
+    const auto asked = std::find_if(logprobs.begin(), logprobs.end(),
+                                    [&](const LogprobRequest& q) { return q.row == rows[i]; });
+    LogprobRecord record;
+    if (asked != logprobs.end())
+      std::memcpy(&record, step.records.data<std::int32_t>() + (asked - logprobs.begin()) * kLogprobRecordWords,
+                  sizeof record);
+    Result<SampleResult> sample =
+        s.sampler.take_argmax(pick[0], pick[1], asked != logprobs.end() ? &record : nullptr);
     take_token(s, sample, grew);
   }
   if (next) {
@@ -500,7 +525,7 @@ void Engine::Impl::run_ahead() {
     return;
   }
   // The next step is fed row for row: only where every row is still there.
-  finish_decode(a.step, members, rows, members.size() == a.ids.size());
+  finish_decode(a.step, a.logprobs, members, rows, members.size() == a.ids.size());
 }
 
 void Engine::Impl::recount_queued() {

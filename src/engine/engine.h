@@ -25,8 +25,8 @@
 
 #include "core/status.h"
 #include "engine/finish.h"
-#include "engine/logprobs.h"
 #include "engine/sampling_params.h"
+#include "ops/logprobs.h"
 
 namespace day0 {
 
@@ -39,11 +39,13 @@ struct EngineConfig {
   bool prefix_caching = true;
   std::vector<std::int32_t> eos_token_ids;
   bool launch_ahead = true;  // greedy decode steps queued before the last one's picks are read (above)
-  // Sampled rows (temperature, top-k, top-p, min-p; no logprobs) drawn on the device (Ops::draw_tokens, the host
-  // sampler's draw bit for bit): two ids a row reach the host, not its logits, and such rows launch ahead as greedy
-  // ones do. Rows whose logit_bias or penalties apply (greedy or sampled) take them on the device first
-  // (Ops::edit_logits, the host's arithmetic bit for bit), and launch ahead too: the step queued ahead edits the
-  // token still being picked as pending (where a row has at most kMaxPendingRowEdits edits).
+  // Sampled rows (temperature, top-k, top-p, min-p) drawn on the device (Ops::draw_tokens, the host sampler's draw
+  // bit for bit): two ids a row reach the host, not its logits, and such rows launch ahead as greedy ones do. Rows
+  // whose logit_bias or penalties apply (greedy or sampled) take them on the device first (Ops::edit_logits, the
+  // host's arithmetic bit for bit), and launch ahead too: the step queued ahead edits the token still being picked as
+  // pending. Rows reporting logprobs (greedy or drawn, no bias or
+  // penalty that applies) take them from the device (Ops::row_logprobs: a record a row), and launch ahead too where
+  // no bias or penalty can ever apply.
   bool device_draws = true;
 };
 
@@ -85,6 +87,7 @@ struct EngineStats {
   std::int64_t ahead_steps = 0;  // decode steps queued before the last step's picks were read
   std::int64_t device_draws = 0;  // sampled rows drawn on the device (EngineConfig::device_draws)
   std::int64_t device_edited_rows = 0;  // rows whose bias and penalties were applied on the device
+  std::int64_t device_logprob_rows = 0;  // rows whose logprobs were taken on the device
 };
 
 class Engine {

@@ -80,17 +80,19 @@ bool Sampler::argmax_only(std::uint64_t ahead) const {
 std::optional<Sampler::DevicePick> Sampler::device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab,
                                                         LogitEdits* edits) {
   const SamplingParams& p = params_;
-  if (p.logprobs) return std::nullopt;
-  if (ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p)) {
+  const bool penalised = ahead == 0 ? penalties_apply(p, history_) : !penalties_never_apply(p);
+  if (p.logprobs && (ahead > 1 || penalised)) return std::nullopt;  // logprobs read the raw logits
+  if (penalised) {
     // Ahead by one: the history lacks the token the step before picks, which the device edits as pending.
     if (ahead > 1 || edits == nullptr || vocab < 0) return std::nullopt;
     const Result<const std::vector<LogitEdit>*> row_edits = edits_.get(p, history_, static_cast<std::size_t>(vocab));
     if (!row_edits.ok()) return std::nullopt;
-    if (ahead == 1 && static_cast<std::int64_t>((*row_edits)->size()) > kMaxPendingRowEdits) return std::nullopt;
     edits->add_row(row, **row_edits, ahead == 1 ? pending_token_edits(p) : PendingToken{});
   }
-  if (p.is_greedy()) return DevicePick{};
-  return DevicePick{draw_params(row, ahead)};
+  DevicePick pick;
+  if (!p.is_greedy()) pick.draw = draw_params(row, ahead);
+  if (p.logprobs) pick.logprob_top = p.top_logprobs;
+  return pick;
 }
 
 TokenDraw Sampler::draw_params(std::int32_t row, std::uint64_t ahead) const {
@@ -98,11 +100,16 @@ TokenDraw Sampler::draw_params(std::int32_t row, std::uint64_t ahead) const {
                    params_.top_k, params_.top_p,         params_.min_p};
 }
 
-Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable) {
+Result<SampleResult> Sampler::take_argmax(std::int32_t token, std::int32_t unusable, const LogprobRecord* record) {
   D0_RETURN_IF_ERROR(greedy_pick_status({token, unusable}, "sampler"));
   SampleResult result;
   result.token = token;
-  return finish({}, result);  // no logprobs to read (argmax_only): only the token is recorded
+  if (params_.logprobs) {
+    if (!record) return make_error("sampler: a pick made elsewhere came without the logprobs the request asks for");
+    result.logprob = record->picked;
+    result.top_logprobs = record_top(*record);
+  }
+  return record_output(result);
 }
 
 SampleResult Sampler::finish(std::span<const float> logits, SampleResult& result) {
@@ -111,6 +118,10 @@ SampleResult Sampler::finish(std::span<const float> logits, SampleResult& result
     result.logprob = static_cast<float>(logits[result.token] - lse);
     result.top_logprobs = top_logprobs(logits, params_.top_logprobs, lse);
   }
+  return record_output(result);
+}
+
+SampleResult Sampler::record_output(SampleResult& result) {
   output_.push_back(result.token);
   history_.add_output(result.token);
   edits_.add_output(params_, history_, result.token);

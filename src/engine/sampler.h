@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampling_params.h"
+#include "ops/logprobs.h"
 #include "ops/token_draw.h"
 
 namespace day0 {
@@ -50,19 +50,21 @@ class Sampler {
   // the last one's pick is taken): then no penalty may ever apply.
   bool argmax_only(std::uint64_t ahead = 0) const;
   // Records such a pick as sample() would: `unusable` -1, or the id of a NaN or +inf logit, or -2 (every logit -inf
-  // or none), which fail as sample() does.
-  Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable);
+  // or none), which fail as sample() does. With logprobs, `record` (Ops::row_logprobs' for the row) gives them.
+  Result<SampleResult> take_argmax(std::int32_t token, std::int32_t unusable, const LogprobRecord* record = nullptr);
 
   // Where the token `ahead` steps after the next (0: the next) can be picked on the device from this step's logits
   // row `row` (of `vocab` ids), so that the pick stands for sample(): nullopt where the host must read the logits
-  // (logprobs; a bias or penalty that applies, without `edits` or more than one step ahead; an id outside the
-  // vocabulary, which sample() then names). Where a bias or penalty applies, the row's edits (penalty_edits) are
-  // appended to `edits`, for Ops::edit_logits before the pick; one step ahead also the token the step before picks
-  // as pending (pending_token_edits), where the row has at most kMaxPendingRowEdits edits. The pick is then the
-  // argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens, token_draw.h: temperature, top-k, top-p, min-p),
-  // taken with take_argmax (the same checks; only the token is recorded).
+  // (logprobs with a bias or penalty that applies, or more than one step ahead; a bias or penalty that applies, without
+  // `edits` or more than one step ahead; an id outside the vocabulary, which sample() then names). With logprobs, `logprob_top` says
+  // so (>= 0: the row's record, Ops::row_logprobs, with that many top logprobs, goes to take_argmax). Where a bias or
+  // penalty applies, the row's edits (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick; one
+  // step ahead also the token the step before picks as pending (pending_token_edits). The pick is then the argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens,
+  // token_draw.h: temperature, top-k, top-p, min-p), taken with take_argmax (the same checks; only the token is
+  // recorded).
   struct DevicePick {
     std::optional<TokenDraw> draw;
+    std::int32_t logprob_top = -1;
   };
   std::optional<DevicePick> device_pick(std::int32_t row, std::uint64_t ahead, std::int64_t vocab, LogitEdits* edits);
 
@@ -73,6 +75,8 @@ class Sampler {
  private:
   // The logprobs of the chosen token, and the token recorded in the history.
   SampleResult finish(std::span<const float> logits, SampleResult& result);
+  // The token recorded in the history.
+  SampleResult record_output(SampleResult& result);
   float inverse_temperature() const { return static_cast<float>(1.0 / params_.temperature); }
   // The draw of the token `ahead` steps after the next, for logits row `row`.
   TokenDraw draw_params(std::int32_t row, std::uint64_t ahead) const;

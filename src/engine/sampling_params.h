@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "ops/logprob_record.h"
 
 namespace day0 {
 
@@ -31,7 +32,7 @@ inline constexpr ParamRange kPresencePenalty{-2.0, 2.0};
 inline constexpr ParamRange kFrequencyPenalty{-2.0, 2.0};
 inline constexpr ParamRange kRepetitionPenalty{0.0, 2.0, true, false};
 inline constexpr ParamRange kLogitBias{-100.0, 100.0};
-inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxTopLogprobs = kMaxLogprobTop;
 // Signed 64-bit so that the seed survives any JSON client; negative seeds are rejected, not "random".
 inline constexpr std::uint64_t kMaxSeed = 9223372036854775807ull;
 }  // namespace sampling_range

@@ -70,13 +70,15 @@ enum class StepOutput { logits, greedy };
 struct PickedStep {
   Tensor picks;                // i32 [rows, 2] as StepOutput::greedy's; undefined where every row is sampled
   std::vector<Tensor> logits;  // f32 [1, V] on the host, one a sampled row, in their order
+  std::vector<LogprobRecord> logprobs;  // one a logprob request, in their order (a usable row's; else as poisoned)
 };
 
 // A decode step queued by Executor::queue_decode: its picks (i32 [rows, 2], as StepOutput::greedy's) land on the
 // host by wait_decode.
 struct QueuedDecode {
   Tensor picks;       // host
-  QueuedFence fence;  // behind the picks' copy
+  Tensor records;     // host, i32 [logprob requests, kLogprobRecordWords]: their records (logprob_record.h)
+  QueuedFence fence;  // behind the picks' and records' copies
   bool queued = false;  // false: no graph served the step, which ran at once (picks hold its result)
 };
 
@@ -100,8 +102,11 @@ class Executor {
   // `draws` (rows numbered as the picks', none of them sampled): rows whose pick is a draw made on the device
   // (Ops::draw_tokens, the host sampler's draw bit for bit) in place of the argmax. `edits` (rows numbered the
   // same, none of them sampled): rows whose logits take their bias and penalties (Ops::edit_logits) before the pick.
+  // `logprobs` (rows numbered the same, none of them sampled or edited): rows whose raw logprobs come back as records
+  // (Ops::row_logprobs), so a row reporting logprobs moves a record, not its V logits.
   Result<PickedStep> step_picked(std::span<const SequenceStep> batch, std::span<const std::int32_t> sampled_rows,
-                                 const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
+                                 const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {},
+                                 const std::vector<LogprobRequest>& logprobs = {});
   // Greedy decode with the next step launched ahead. queue_decode queues a decode step (one token a sequence, its
   // pick wanted) and returns without waiting where a step graph serves the batch; otherwise it runs the step at
   // once. With fed_tokens the sequences' tokens must be empty: row r's token is row r's pick of the decode step
@@ -109,9 +114,10 @@ class Executor {
   // picks reach the host and the GPU does not idle while the host reads them. Any other step in between (step,
   // step_picked, forward) ends the chain. `draws`: rows whose pick (and fed token) is drawn, and `edits`, as
   // step_picked's; with fed tokens a row's edits may have its fed token pending (logit_edits.h), edited as if the
-  // host had seen it.
+  // host had seen it. `logprobs` as step_picked's: their records land in the result's `records` with the picks.
   Result<QueuedDecode> queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
-                                    const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {});
+                                    const std::vector<TokenDraw>& draws = {}, const LogitEdits& edits = {},
+                                    const std::vector<LogprobRequest>& logprobs = {});
   // The picks of a queued decode step (i32 [rows, 2] on the host), once its work is done; its faults surface here.
   // Wait for a step before the fourth one after it is queued.
   Result<Tensor> wait_decode(const QueuedDecode& step);
@@ -157,6 +163,9 @@ class Executor {
     std::vector<Tensor> logits;    // host [1, V] each
     std::vector<TokenDraw> draws;  // picks drawn, not taken as the argmax (StepOutput::greedy)
     const LogitEdits* edits = nullptr;  // applied before the picks (StepOutput::greedy)
+    std::vector<LogprobRequest> logprobs;  // rows whose records are made after the picks (StepOutput::greedy)
+    Tensor device_records;                 // i32 [logprobs, kLogprobRecordWords] in backend memory, the step's caller's
+    Tensor records;                        // them on the host, once the step ran
   };
   // step, and with `extra` the logits of extra.rows.
   Result<Tensor> run_batch(std::span<const SequenceStep> batch, const TapFn& tap, StepOutput output,
@@ -227,6 +236,7 @@ class Executor {
     int handle = -1;
     Tensor logits;           // [batch, V] where the replay leaves them (step scratch)
     Tensor picks;            // i32 [batch, 2]: greedy picks, made after a replay (step scratch past the graph's)
+    Tensor records;          // i32 [batch, kLogprobRecordWords]: logprob records, likewise
   };
   std::vector<StepGraph> graphs_;  // ascending batch
   // The graph serving a decode batch of n sequences, or null.

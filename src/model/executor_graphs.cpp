@@ -103,11 +103,12 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
       D0_RETURN_IF_ERROR(ops_.synchronize());
     }
     ScratchScope scope(ops_);
-    Tensor logits, picks;
+    Tensor logits, picks, records;
     auto handle = ops_.capture_graph([&]() -> Status {
       D0_ASSIGN_OR_RETURN(logits, run_step(in, {}));
       // Allocated only: a greedy step fills it after the replay, from the logits where the replay leaves them.
       D0_ASSIGN_OR_RETURN(picks, ops_.scratch({rows, 2}, DType::i32, "greedy picks"));
+      D0_ASSIGN_OR_RETURN(records, ops_.scratch({rows, kLogprobRecordWords}, DType::i32, "logprob records"));
       return Status::success();
     });
     if (!handle.ok()) {
@@ -115,7 +116,7 @@ Status Executor::capture_graphs(std::int64_t max_batch) {
       graph_status_ = "off: " + handle.error().message;
       return Status::success();
     }
-    graphs_.push_back({rows, *handle, logits, picks});
+    graphs_.push_back({rows, *handle, logits, picks, records});
     sizes += (sizes.empty() ? "" : ", ") + std::to_string(rows);
   }
   graph_status_ = "captured for decode batches of " + sizes + " (padded up)";
@@ -136,6 +137,7 @@ Result<Tensor> Executor::step_with_graph(std::span<const SequenceStep> batch, St
     return Tensor();
   }
   Tensor picks = g.picks.slice_rows(0, n);
+  if (!extra.logprobs.empty()) extra.device_records = g.records.slice_rows(0, std::ssize(extra.logprobs));
   return step_result(g.logits.slice_rows(0, n), output, picks, extra);
 }
 

@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "model/executor.h"
+#include "model/executor_util.h"
 
 namespace day0 {
 
 Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch, bool fed_tokens,
-                                            const std::vector<TokenDraw>& draws, const LogitEdits& edits) {
+                                            const std::vector<TokenDraw>& draws, const LogitEdits& edits,
+                                            const std::vector<LogprobRequest>& logprobs) {
   const std::int64_t n = static_cast<std::int64_t>(batch.size());
   if (n == 0) return make_error("queue_decode: empty batch");
   if (fed_tokens && (!last_decode_ || last_decode_->rows < n))
@@ -29,6 +31,7 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
     D0_RETURN_IF_ERROR(check_sequence(b, s, 1));
   }
   if (edits.has_pending() && !fed_tokens) return make_error("queue_decode: pending tokens come only with fed tokens");
+  D0_RETURN_IF_ERROR(check_raw_logprob_rows(logprobs, edits, n, "queue_decode"));
   const StepGraph* g = graph_for(n);
   const bool ids_on_device = fed_tokens && g && last_decode_->step.queued;
   // Fed tokens the device does not hold: the last step's picks, read on the host.
@@ -46,9 +49,9 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
   const LogitEdits resolved = resolve ? resolve_pending(edits, fed.data(), spec_.vocab_size) : LogitEdits{};
   const LogitEdits& step_edits = resolve ? resolved : edits;
   if (!g) {
-    RowLogits none{{}, {}, draws, &step_edits};
+    RowLogits none{{}, {}, draws, &step_edits, logprobs, {}, {}};
     D0_ASSIGN_OR_RETURN(Tensor picks, run_batch(steps, {}, StepOutput::greedy, none));
-    QueuedDecode done{picks, {}, false};
+    QueuedDecode done{picks, none.records, {}, false};
     last_decode_ = LastDecode{n, done};
     return done;
   }
@@ -66,6 +69,11 @@ Result<QueuedDecode> Executor::queue_decode(std::span<const SequenceStep> batch,
   D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, &ids));
   D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, draws, picks, &ids));
   QueuedDecode queued;
+  if (!logprobs.empty()) {
+    Tensor records = g->records.slice_rows(0, std::ssize(logprobs));
+    D0_RETURN_IF_ERROR(ops_.row_logprobs(logits, logprobs, picks, records));
+    D0_ASSIGN_OR_RETURN(queued.records, ops_.start_download(records));
+  }
   D0_ASSIGN_OR_RETURN(queued.picks, ops_.start_download(picks));
   D0_ASSIGN_OR_RETURN(queued.fence, ops_.queue_fence());
   queued.queued = true;

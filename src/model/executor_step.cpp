@@ -3,6 +3,7 @@
 // them once, and the whole batch then runs through every layer as one [tokens, hidden] activation (run_step).
 // A decode batch that a captured step graph serves replays it instead (executor_graphs.cpp).
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -100,6 +101,10 @@ Result<Tensor> Executor::run_batch(std::span<const SequenceStep> batch, const Ta
   Tensor picks;
   if (output == StepOutput::greedy) {
     D0_ASSIGN_OR_RETURN(picks, ops_.scratch({R, 2}, DType::i32, "greedy picks"));
+    if (!extra.logprobs.empty()) {
+      D0_ASSIGN_OR_RETURN(extra.device_records, ops_.scratch({std::ssize(extra.logprobs), kLogprobRecordWords},
+                                                             DType::i32, "logprob records"));
+    }
   }
   return step_result(logits, output, picks, extra);
 }
@@ -128,7 +133,8 @@ Status Executor::check_sequence(std::size_t b, const SequenceStep& s, std::int64
 
 Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
                                          std::span<const std::int32_t> sampled_rows,
-                                         const std::vector<TokenDraw>& draws, const LogitEdits& edits) {
+                                         const std::vector<TokenDraw>& draws, const LogitEdits& edits,
+                                         const std::vector<LogprobRequest>& logprobs) {
   std::int64_t R = 0;
   for (const SequenceStep& s : batch)
     R += s.logits == SequenceStep::Logits::all ? static_cast<std::int64_t>(s.tokens.size())
@@ -143,6 +149,10 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
   for (const std::int32_t row : edits.rows)
     if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), row))
       return make_error("step: row " + std::to_string(row) + " is both sampled on the host and edited");
+  for (const LogprobRequest& q : logprobs)
+    if (std::binary_search(sampled_rows.begin(), sampled_rows.end(), q.row))
+      return make_error("step: row " + std::to_string(q.row) + " is both sampled on the host and given logprobs");
+  D0_RETURN_IF_ERROR(check_raw_logprob_rows(logprobs, edits, R, "step"));
   if (edits.has_pending()) return make_error("step: pending tokens come only with fed tokens (queue_decode)");
   PickedStep out;
   if (static_cast<std::int64_t>(sampled_rows.size()) == R) {  // every row sampled: no picks to make
@@ -150,10 +160,21 @@ Result<PickedStep> Executor::step_picked(std::span<const SequenceStep> batch,
     for (std::int64_t r = 0; r < R; ++r) out.logits.push_back(all.slice_rows(r, r + 1));
     return out;
   }
-  RowLogits sampled{sampled_rows, {}, draws, &edits};
+  RowLogits sampled{sampled_rows, {}, draws, &edits, logprobs, {}, {}};
   D0_ASSIGN_OR_RETURN(out.picks, run_batch(batch, {}, StepOutput::greedy, sampled));
   out.logits = std::move(sampled.logits);
+  out.logprobs.resize(logprobs.size());
+  if (!logprobs.empty())
+    std::memcpy(out.logprobs.data(), sampled.records.raw(), logprobs.size() * sizeof(LogprobRecord));
   return out;
+}
+
+Status check_raw_logprob_rows(const std::vector<LogprobRequest>& logprobs, const LogitEdits& edits, std::int64_t rows,
+                             const std::string& what) {
+  for (const LogprobRequest& q : logprobs)
+    if (std::find(edits.rows.begin(), edits.rows.end(), q.row) != edits.rows.end())
+      return make_error(what + ": row " + std::to_string(q.row) + " is edited, so its raw logprobs are gone");
+  return check_logprob_requests(logprobs, rows, what);
 }
 
 Result<std::vector<Tensor>> Executor::download_rows(const Tensor& logits, std::span<const std::int32_t> rows) {
@@ -183,6 +204,10 @@ Result<Tensor> Executor::step_result(const Tensor& logits, StepOutput output, Te
     }
     D0_RETURN_IF_ERROR(ops_.greedy_tokens(logits, picks, nullptr));
     D0_RETURN_IF_ERROR(ops_.draw_tokens(logits, extra.draws, picks, nullptr));
+    if (!extra.logprobs.empty()) {
+      D0_RETURN_IF_ERROR(ops_.row_logprobs(logits, extra.logprobs, picks, extra.device_records));
+      D0_ASSIGN_OR_RETURN(extra.records, ops_.start_download(extra.device_records));
+    }
   }
   if (!extra.rows.empty()) {
     D0_ASSIGN_OR_RETURN(extra.logits, download_rows(logits, extra.rows));

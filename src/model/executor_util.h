@@ -2,12 +2,18 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ops/ops.h"
 
 namespace day0 {
 
 inline std::string layer_tap(int layer, const char* what) { return "layers." + std::to_string(layer) + "." + what; }
+
+// Logprob requests of a step of `rows` logits rows (check_logprob_requests), none of them an edited row (their
+// records read the raw logits). Errors start with `what`.
+Status check_raw_logprob_rows(const std::vector<LogprobRequest>& logprobs, const LogitEdits& edits, std::int64_t rows,
+                              const std::string& what);
 
 // Rewinds the backend's per-step scratch however the step ends.
 class ScratchScope {

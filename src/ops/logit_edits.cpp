@@ -38,9 +38,6 @@ Status check_logit_edits(const LogitEdits& edits, std::int64_t rows, std::int64_
     seen[static_cast<std::size_t>(row)] = true;
     const std::int32_t b = edits.begins[i], e = edits.begins[i + 1];
     if (e < b) return make_error(what + ": edit row bounds must ascend");
-    if (!edits.pending.empty() && edits.pending[i].on != 0 && e - b > kMaxPendingRowEdits)
-      return make_error(what + ": a row with a pending token takes at most " + std::to_string(kMaxPendingRowEdits) +
-                        " edits, got " + std::to_string(e - b));
     for (std::int32_t j = b; j < e; ++j) {
       const LogitEdit& x = edits.entries[static_cast<std::size_t>(j)];
       if (x.id < 0 || x.id >= vocab)

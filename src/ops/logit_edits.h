@@ -60,9 +60,6 @@ D0_HOST_DEVICE float apply_pending_edits(float x, const LogitEdit* run, int n, c
   return p.subtract ? apply_logit_edit(x, LogitEditKind::subtract, subtract) : x;
 }
 
-// Entries a row with a pending token may have: a backend edits such a row in one piece (CUDA: one launch's entries).
-inline constexpr std::int32_t kMaxPendingRowEdits = 1536;
-
 // A step's edits: row i of `rows` (a logits row) takes entries [begins[i], begins[i + 1]), their ids in ascending
 // order: an id's edits are consecutive and applied in their order; distinct ids are independent (a backend may take
 // them in parallel). `pending`: empty, or a row's PendingToken each.
@@ -80,8 +77,7 @@ struct LogitEdits {
 };
 
 // Rows distinct and in [0, rows), begins ascending from 0 to entries.size(), each row's ids ascending in [0, vocab),
-// kinds known, pending empty or one a row, a pending row's entries at most kMaxPendingRowEdits. Errors start with
-// `what`.
+// kinds known, pending empty or one a row. Errors start with `what`.
 Status check_logit_edits(const LogitEdits& edits, std::int64_t rows, std::int64_t vocab, const std::string& what);
 
 // The same edits with each pending row's token (tokens[row], a step's tokens) made plain entries: its id's run

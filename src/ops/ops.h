@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "ops/expert_weights.h"
 #include "ops/logit_edits.h"
+#include "ops/logprob_record.h"
 #include "ops/op_kind.h"
 #include "ops/op_profile.h"
 #include "ops/rope.h"
@@ -304,6 +305,12 @@ class Ops {
   // moves 2 ids, not V logits, and its next token can stay on the device.
   virtual Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out,
                              Tensor* tokens) = 0;
+  // After greedy_tokens and draw_tokens on the same logits and out (the picks), before any edit of a requested row:
+  // each request's record of its row's raw logprobs (logprob_record.h), records i32 [requests, kLogprobRecordWords]
+  // in the requests' order, so a row that reports logprobs moves a record, not V logits. A row greedy_tokens found
+  // unusable keeps its record as it was (its pick fails on the host).
+  virtual Status row_logprobs(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                              Tensor& records) = 0;
 
  protected:
   bool profiling_ = false;

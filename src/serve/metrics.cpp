@@ -176,6 +176,9 @@ std::string ServerMetrics::prometheus_text(const std::optional<EngineStats>& eng
     w.counter("day0_engine_device_edited_rows_total",
               "Rows whose logit_bias and penalties were applied on the device before their pick",
               static_cast<double>(s.device_edited_rows));
+    w.counter("day0_engine_device_logprob_rows_total",
+              "Rows whose logprobs were taken on the device (no logits copied)",
+              static_cast<double>(s.device_logprob_rows));
   }
   return w.take();
 }

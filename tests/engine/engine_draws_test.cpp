@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/engine.h"
@@ -55,7 +56,8 @@ struct Outcome {
   EngineStats stats;
 };
 
-Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<GenerateRequest>& requests) {
+Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<GenerateRequest>& requests,
+            std::vector<std::vector<GeneratedToken>>* generated = nullptr) {
   Outcome out;
   auto m = load_model(kModel, options(backend));
   EXPECT_TRUE(m.ok()) << m.error().message;
@@ -70,6 +72,7 @@ Outcome run(const std::string& backend, EngineConfig cfg, const std::vector<Gene
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_TRUE(c.final_[int(i)].error.empty()) << "request " << i << ": " << c.final_[int(i)].error;
     out.tokens.push_back(c.tokens_[int(i)]);
+    if (generated) generated->push_back(c.generated_[int(i)]);
   }
   (*engine)->drain();
   out.stats = (*engine)->stats();
@@ -144,6 +147,81 @@ TEST(EngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens)
 TEST(CudaEngineDraws, sampled_rows_drawn_on_the_device_get_the_host_samplers_tokens) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   expect_device_draws_give_the_host_samplers_tokens("cuda");
+}
+
+// The requests with device draws off and on: the same tokens, the same top ids, logprobs within `tolerance`. Returns
+// the two outcomes (host, device) and how many tokens' logprobs it compared.
+std::tuple<Outcome, Outcome, int> expect_same_logprobs(const std::string& backend, float tolerance,
+                                                      const std::vector<GenerateRequest>& requests) {
+  EngineConfig on, off;
+  off.device_draws = false;
+  std::vector<std::vector<GeneratedToken>> host_generated, device_generated;
+  Outcome host = run(backend, off, requests, &host_generated);
+  Outcome device = run(backend, on, requests, &device_generated);
+  int compared = 0;
+  EXPECT_EQ(host_generated.size(), requests.size());
+  EXPECT_EQ(device_generated.size(), requests.size());
+  for (size_t i = 0; i < requests.size() && i < host_generated.size() && i < device_generated.size(); ++i) {
+    EXPECT_EQ(device.tokens[i], host.tokens[i]) << "request " << i;
+    if (device_generated[i].size() != host_generated[i].size()) continue;
+    for (size_t t = 0; t < host_generated[i].size(); ++t) {
+      const GeneratedToken &h = host_generated[i][t], &d = device_generated[i][t];
+      SCOPED_TRACE(::testing::Message() << "request " << i << ", token " << t);
+      EXPECT_EQ(d.logprob.has_value(), h.logprob.has_value());
+      if (!h.logprob || !d.logprob) continue;
+      EXPECT_NEAR(*d.logprob, *h.logprob, tolerance);
+      EXPECT_EQ(h.top_logprobs.size(), static_cast<size_t>(requests[i].sampling.top_logprobs));
+      if (d.top_logprobs.size() != h.top_logprobs.size()) {
+        ADD_FAILURE() << d.top_logprobs.size() << " top logprobs, the host's " << h.top_logprobs.size();
+        continue;
+      }
+      for (size_t k = 0; k < h.top_logprobs.size(); ++k) {
+        EXPECT_EQ(d.top_logprobs[k].token, h.top_logprobs[k].token) << "entry " << k;
+        EXPECT_NEAR(d.top_logprobs[k].logprob, h.top_logprobs[k].logprob, tolerance) << "entry " << k;
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(host.stats.device_logprob_rows, 0);
+  return {std::move(host), std::move(device), compared};
+}
+
+// Requests reporting logprobs (greedy, drawn, top 0 to 20) take them from the device (Ops::row_logprobs): the host's
+// tokens, the host's top ids, and logprobs within `tolerance` (CPU: the same code, so equal). Beside a penalised one,
+// which reads its logits on the host once its penalty applies, the steps wait; alone, they launch ahead.
+void expect_device_logprobs_give_the_host_samplers(const std::string& backend, float tolerance) {
+  constexpr int kNew = 10;
+  GenerateRequest greedy_top5 = greedy_request(prompt(7, 21), kNew);
+  greedy_top5.sampling.logprobs = true;
+  greedy_top5.sampling.top_logprobs = 5;
+  GenerateRequest drawn = sampled(prompt(5, 22), kNew, 1.0, 31);
+  drawn.sampling.logprobs = true;
+  GenerateRequest drawn_top20 = sampled(prompt(9, 23), kNew, 0.8, 32, /*top_p=*/0.9);
+  drawn_top20.sampling.logprobs = true;
+  drawn_top20.sampling.top_logprobs = 20;
+  GenerateRequest penalised = greedy_top5;
+  penalised.sampling.presence_penalty = 0.5;
+  const auto [host, device, compared] = expect_same_logprobs(
+      backend, tolerance, {greedy_top5, drawn, drawn_top20, penalised, greedy_request(prompt(4, 24), kNew)});
+  EXPECT_EQ(compared, 4 * kNew);
+  // And the penalised request's first row: its presence penalty applies once there is output.
+  EXPECT_EQ(device.stats.device_logprob_rows, 3 * kNew + 1) << "rows reporting logprobs stayed on the host";
+
+  const auto [host_c, device_c, compared_c] =
+      expect_same_logprobs(backend, tolerance, {greedy_top5, drawn, drawn_top20, greedy_request(prompt(4, 24), kNew)});
+  EXPECT_EQ(compared_c, 3 * kNew);
+  EXPECT_EQ(device_c.stats.device_logprob_rows, 3 * kNew);
+  EXPECT_GT(device_c.stats.ahead_steps, 0) << "rows reporting logprobs did not launch ahead";
+}
+
+TEST(EngineDraws, rows_reporting_logprobs_take_them_from_the_device) {
+  expect_device_logprobs_give_the_host_samplers("cpu", 0.f);
+}
+
+// Both backends sum in double, in different orders: the floats differ by an ulp at most.
+TEST(CudaEngineDraws, rows_reporting_logprobs_take_them_from_the_device) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  expect_device_logprobs_give_the_host_samplers("cuda", 1e-6f);
 }
 
 // A greedy request with a frequency penalty launches ahead: the step queued ahead edits the token still being picked

@@ -16,7 +16,10 @@ class Collector {
   UpdateFn sink(int key) {
     return [this, key](const RequestUpdate& u) {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& t : u.tokens) tokens_[key].push_back(t.token);
+      for (const auto& t : u.tokens) {
+        tokens_[key].push_back(t.token);
+        generated_[key].push_back(t);
+      }
       if (u.finished) {
         final_[key] = u;
         cv_.notify_all();
@@ -28,6 +31,7 @@ class Collector {
     cv_.wait(lock, [&] { return final_.size() >= n; });
   }
   std::map<int, std::vector<std::int32_t>> tokens_;
+  std::map<int, std::vector<GeneratedToken>> generated_;  // with their logprobs
   std::map<int, RequestUpdate> final_;
 
  private:

@@ -390,8 +390,20 @@ TEST(Sampler, a_device_draw_stands_for_sample_where_no_penalty_bias_or_logprob_a
   q.logit_bias = {{7, 1.0}};  // applies now: only with somewhere to put its edits
   EXPECT_TRUE(host_only(q));
   q = p;
-  q.logprobs = true;
-  EXPECT_TRUE(host_only(q));
+  q.logprobs = true;  // read from the raw logits on the device (Ops::row_logprobs), now, not ahead
+  q.top_logprobs = 3;
+  const auto with_logprobs = Sampler(q, prompt, 0).device_pick(0, 0, V, nullptr);
+  ASSERT_TRUE(with_logprobs);
+  EXPECT_EQ(with_logprobs->logprob_top, 3);
+  EXPECT_FALSE(host_only(q, 1));  // one step ahead too (no penalty can apply)
+  EXPECT_TRUE(host_only(q, 2));
+  q.presence_penalty = 0.5;
+  EXPECT_FALSE(host_only(q));  // no output yet: nothing edits the raw logits
+  EXPECT_TRUE(host_only(q, 1));  // but it may by then
+  LogitEdits edits;
+  q.logit_bias = {{7, 1.0}};  // edits them: the logprobs are read on the host
+  EXPECT_FALSE(Sampler(q, prompt, 0).device_pick(0, 0, V, &edits));
+  EXPECT_EQ(Sampler(p, prompt, 0).device_pick(0, 0, V, nullptr)->logprob_top, -1);
 }
 
 // A row whose bias and penalties apply is picked on the device too: device_pick appends its edits, which applied to
@@ -463,12 +475,13 @@ TEST(Sampler, device_edits_then_the_device_pick_stand_for_sample_with_bias_and_p
     EXPECT_GE(edited_steps, 29);
     EXPECT_EQ(device.output_tokens(), host.output_tokens());
   }
-  // A row of more edits than a pending row may have goes ahead no further than the next step.
-  std::vector<std::int32_t> long_prompt(kMaxPendingRowEdits + 1);
+  // A row of many edits (a long prompt under a repetition penalty) goes ahead too, but no further than one step.
+  std::vector<std::int32_t> long_prompt(1800);
   for (std::size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<std::int32_t>(i);
   LogitEdits long_edits;
   EXPECT_TRUE(Sampler(rep, long_prompt, 0).device_pick(0, 0, V, &long_edits));
-  EXPECT_FALSE(Sampler(rep, long_prompt, 0).device_pick(0, 1, V, &long_edits));
+  EXPECT_TRUE(Sampler(rep, long_prompt, 0).device_pick(0, 1, V, &long_edits));
+  EXPECT_FALSE(Sampler(rep, long_prompt, 0).device_pick(0, 2, V, &long_edits));
   SamplingParams outside = with_temperature(0.0);
   outside.logit_bias = {{2500, 1.0}};  // past these logits: the host names it
   LogitEdits edits;

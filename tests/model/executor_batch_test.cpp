@@ -14,6 +14,7 @@
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cuda/cuda_test_util.h"
 #include "ops/cuda/dependent_launch.h"
+#include "ops/logprobs.h"
 #include "quant/mxfp4.h"
 
 namespace day0 {
@@ -295,7 +296,8 @@ TEST(CudaExecutorBatch, greedy_steps_return_the_argmax_of_their_logits_through_s
 // Executor::step_picked gives every row's pick as StepOutput::greedy does and the sampled rows' logits as the step's
 // logits, to the bit, for sampled rows none, all, one, in runs, and in more runs than it downloads one by one: a
 // prefill step of eight prompts (op by op), then decode steps (through step graphs where they are on). Edited rows
-// are picked from their edited logits. Rows out of order or range, or sampled and edited, are an error.
+// are picked from their edited logits; rows reporting logprobs get their records. Rows out of order or range, sampled
+// and edited, or edited or sampled and reporting logprobs, are an error.
 void expect_picked_steps_of_the_logits(LoadOptions o) {
   o.max_tokens = 32;
   o.kv_pool_tokens = 256;
@@ -371,6 +373,38 @@ void expect_picked_steps_of_the_logits(LoadOptions o) {
       auto sampled_and_edited = ex.step_picked(batch, std::vector<std::int32_t>{3}, {}, edits);
       ASSERT_FALSE(sampled_and_edited.ok());
       EXPECT_NE(sampled_and_edited.error().message.find("row 3 is both sampled on the host and edited"),
+                std::string::npos);
+    }
+    // Rows reporting logprobs (Ops::row_logprobs after the picks) beside a sampled row: each record is the host's of
+    // the step's logits, equal on the CPU and within 1e-6 on CUDA (its sums run in another order; graphs or not).
+    {
+      const float tolerance = o.backend == "cuda" ? 1e-6f : 0.f;
+      const std::int64_t V = logits->size(1);
+      const std::vector<LogprobRequest> asked = {{0, 5}, {2, 0}, {7, kMaxLogprobTop}};
+      auto got = ex.step_picked(batch, std::vector<std::int32_t>{4}, {}, {}, asked);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      ASSERT_EQ(got->logprobs.size(), asked.size());
+      EXPECT_EQ(std::memcmp(got->picks.raw(), picks->raw(), picks->nbytes()), 0);
+      for (size_t k = 0; k < asked.size(); ++k) {
+        const std::int32_t row = asked[k].row;
+        const LogprobRecord want = logprob_record(std::span(logits->data<float>() + row * V, static_cast<size_t>(V)),
+                                                  picks->data<std::int32_t>()[2 * row], asked[k].top_n);
+        const LogprobRecord& g = got->logprobs[k];
+        EXPECT_NEAR(g.picked, want.picked, tolerance) << "row " << row;
+        ASSERT_EQ(g.n, want.n) << "row " << row;
+        for (int e = 0; e < want.n; ++e) {
+          EXPECT_EQ(g.ids[e], want.ids[e]) << "row " << row << ", entry " << e;
+          EXPECT_NEAR(g.logprobs[e], want.logprobs[e], tolerance) << "row " << row << ", entry " << e;
+        }
+      }
+      LogitEdits edits;
+      edits.add_row(2, {{9, LogitEditKind::add, 1.f}});
+      auto edited = ex.step_picked(batch, std::vector<std::int32_t>{4}, {}, edits, asked);
+      ASSERT_FALSE(edited.ok());
+      EXPECT_NE(edited.error().message.find("row 2 is edited"), std::string::npos) << edited.error().message;
+      auto sampled = ex.step_picked(batch, std::vector<std::int32_t>{7}, {}, {}, asked);
+      ASSERT_FALSE(sampled.ok());
+      EXPECT_NE(sampled.error().message.find("row 7 is both sampled on the host and given logprobs"),
                 std::string::npos);
     }
     for (int i = 0; i < n; ++i) tokens[i].push_back(picks->data<std::int32_t>()[2 * i]);

@@ -73,6 +73,7 @@ TEST(ServerMetrics, engine_gauges_and_prefix_hit_rate) {
   s.ahead_steps = 11;
   s.device_draws = 12;
   s.device_edited_rows = 13;
+  s.device_logprob_rows = 14;
   const std::string text = m.prometheus_text(s, true);
   EXPECT_EQ(sample(text, "day0_ready"), 1);
   EXPECT_EQ(sample(text, "day0_requests_waiting"), 3);
@@ -84,6 +85,7 @@ TEST(ServerMetrics, engine_gauges_and_prefix_hit_rate) {
   EXPECT_EQ(sample(text, "day0_engine_ahead_steps_total"), 11);
   EXPECT_EQ(sample(text, "day0_engine_device_draws_total"), 12);
   EXPECT_EQ(sample(text, "day0_engine_device_edited_rows_total"), 13);
+  EXPECT_EQ(sample(text, "day0_engine_device_logprob_rows_total"), 14);
 }
 
 }  // namespace

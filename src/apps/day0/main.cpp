@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
                "Wait for each greedy decode step before queuing the next (default: the next step is queued before "
                "this one's picks are read, fed them on the device)");
   sv->add_flag("--no-device-draws", serve.no_device_draws,
-               "Sample every sampled or penalised row on the host (default: rows without logprobs are drawn on the "
+               "Sample every sampled, penalised or logprobs row on the host (default: they are drawn on the "
                "device, after their bias and penalties, with their top-k, top-p and min-p, the host's arithmetic "
-               "and draw bit for bit)");
+               "and draw bit for bit; a row's logprobs are taken there too where no bias or penalty applies)");
   sv->add_option("--api-key", serve.api_key, "Require 'Authorization: Bearer KEY' (also env DAY0_API_KEY)");
   sv->add_option("--served-model-name", serve.served_model_names, "Model name(s) clients use (default: DIR's name)");
   sv->add_option("--chat-template", serve.chat_template, "Jinja chat template file (replaces the model's)");

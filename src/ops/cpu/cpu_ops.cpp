@@ -1,12 +1,14 @@
-// CPU reference: embedding, norms, linear, residual add, lm head, greedy tokens; checks shared by the other CPU
+// CPU reference: embedding, norms, linear, residual add, lm head, greedy tokens, row logprobs; checks shared by the other CPU
 // files.
 #include "ops/cpu/cpu_ops.h"
 
 #include <cmath>
+#include <cstring>
 #include <span>
 #include <string>
 
 #include "ops/greedy_pick.h"
+#include "ops/logprobs.h"
 
 namespace day0 {
 
@@ -191,6 +193,26 @@ Status CpuOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& d
     if (token < 0) continue;  // no positive weight: cannot happen past greedy_tokens' checks
     o[0] = token;
     if (tokens) tokens->data<std::int32_t>()[d.row] = token;
+  }
+  return Status::success();
+}
+
+Status CpuOps::row_logprobs(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                            Tensor& records) {
+  D0_RETURN_IF_ERROR(check_pick_operands(logits, out, nullptr, "row_logprobs"));
+  const std::int64_t R = logits.size(0), V = logits.size(1), n = static_cast<std::int64_t>(requests.size());
+  D0_RETURN_IF_ERROR(check_logprob_requests(requests, R, "row_logprobs"));
+  if (records.dtype() != DType::i32 || records.shape() != Shape{n, kLogprobRecordWords} || !records.is_contiguous() ||
+      records.device() != Device::cpu)
+    return make_error("row_logprobs: records must be contiguous i32 [" + std::to_string(n) + ", " +
+                      std::to_string(kLogprobRecordWords) + "] on cpu, got " +
+                      std::string(dtype_name(records.dtype())) + " " + shape_to_string(records.shape()));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t* o = out.data<std::int32_t>() + 2 * requests[i].row;
+    if (o[1] != -1) continue;  // unusable: the pick fails on the host
+    const LogprobRecord r = logprob_record(
+        std::span(logits.data<float>() + requests[i].row * V, static_cast<std::size_t>(V)), o[0], requests[i].top_n);
+    std::memcpy(records.data<std::int32_t>() + i * kLogprobRecordWords, &r, sizeof r);
   }
   return Status::success();
 }

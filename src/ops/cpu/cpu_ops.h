@@ -48,6 +48,8 @@ class CpuOps final : public Ops {
   Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) override;
   Status edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) override;
   Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) override;
+  Status row_logprobs(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                      Tensor& records) override;
 
  private:
   std::uint64_t weight_bytes_ = 0, allocated_bytes_ = 0;

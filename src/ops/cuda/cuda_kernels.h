@@ -28,6 +28,10 @@ Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, const Tensor* t
 // (token_draw.h) where the row is usable. Vocabularies up to 1,048,576 ids.
 Status draw_tokens_cuda(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens,
                         cudaStream_t stream);
+// Ops::row_logprobs: after the picks (out) on the same logits, each request's record (logprob_record.h) into records
+// i32 [requests, kLogprobRecordWords] on the device. Vocabularies up to 1,048,576 ids.
+Status row_logprobs_cuda(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                         Tensor& records, cudaStream_t stream);
 
 // Fused residual add and RMSNorm: x += residual (if residual is defined), then
 // out = w * x * rsqrt(mean(x^2) + eps) (plus_one: (1 + w)). x, residual, out f32 [S, H]; w bf16/f32 [H].

@@ -269,6 +269,11 @@ Status CudaOps::draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& 
   return draws.empty() ? Status::success() : draw_tokens_cuda(logits, draws, out, tokens, ctx_->stream());
 }
 
+Status CudaOps::row_logprobs(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                             Tensor& records) {
+  return requests.empty() ? Status::success() : row_logprobs_cuda(logits, requests, out, records, ctx_->stream());
+}
+
 Status CudaOps::rope(Tensor& x, int n_heads, int head_dim, const Tensor& positions, const Tensor& inv_freq,
                      float attention_factor) {
   return rope_cuda(x, n_heads, head_dim, positions, inv_freq, attention_factor, ctx_->stream());

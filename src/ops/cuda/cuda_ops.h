@@ -107,6 +107,8 @@ class CudaOps final : public Ops {
   Status greedy_tokens(const Tensor& logits, Tensor& out, Tensor* tokens) override;
   Status edit_logits(Tensor& logits, const LogitEdits& edits, const Tensor* tokens) override;
   Status draw_tokens(const Tensor& logits, const std::vector<TokenDraw>& draws, Tensor& out, Tensor* tokens) override;
+  Status row_logprobs(const Tensor& logits, const std::vector<LogprobRequest>& requests, const Tensor& out,
+                      Tensor& records) override;
 
   CudaContext& context() { return *ctx_; }
   const BackendOptions& options() const { return options_; }

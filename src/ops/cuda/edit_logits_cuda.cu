@@ -3,8 +3,8 @@
 // (one row's consecutive entries in this launch), a thread an id: the first entry of each run of one id applies the
 // run in order, with the host's float operations (logit_edits.h), so an edited row's logits are the host sampler's
 // bit for bit. Launches follow each other in the stream, so a run cut between two still applies in order. A row
-// with a pending token is one segment (kMaxPendingRowEdits): its token's run, or thread 0 where it has none, applies
-// apply_pending_edits.
+// with a pending token is cut only between two ids, each of its segments owning an id range (together [0, V)): the
+// segment whose range holds the token applies apply_pending_edits, by the token's run or, where it has none, thread 0.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -19,7 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxSegments = 64;
 constexpr int kMaxEntries = 1792;  // 28 KB of the 32 KB a launch's parameters may take (sm_70 and later)
-static_assert(kMaxPendingRowEdits <= kMaxEntries, "a pending row fits one launch");
 
 struct EditArgs {
   float* logits;
@@ -28,6 +27,7 @@ struct EditArgs {
   std::int32_t seg_row[kMaxSegments];
   std::int32_t seg_begin[kMaxSegments + 1];  // into entries
   PendingToken seg_pending[kMaxSegments];
+  std::int32_t seg_lo[kMaxSegments], seg_hi[kMaxSegments];  // a pending row's segment: its token's ids, [lo, hi)
   LogitEdit entries[kMaxEntries];
 };
 static_assert(sizeof(EditArgs) <= 32764, "a launch's parameters");
@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(kThreads) edit_logits_kernel(const __grid_cons
   if (pending.on) {
     t = a.tokens[r];
     if (t < 0 || t >= a.V) t = -1;  // an unusable row's placeholder: greedy_tokens reported it
+    if (t < a.seg_lo[blockIdx.x] || t >= a.seg_hi[blockIdx.x]) t = -1;  // another segment's
   }
   if (threadIdx.x == 0) pending_found = 0;
   __syncthreads();
@@ -89,17 +90,29 @@ Status edit_logits_cuda(Tensor& logits, const LogitEdits& edits, const Tensor* t
     segments = 0, used = 0;
     return Status::success();
   };
+  const std::vector<LogitEdit>& entries = edits.entries;
   for (std::size_t r = 0; r < edits.rows.size(); ++r) {
     const PendingToken p = edits.pending.empty() ? PendingToken{} : edits.pending[r];
     const std::int32_t b = edits.begins[r], e = edits.begins[r + 1];
-    if (p.on && used + (e - b) > kMaxEntries) D0_RETURN_IF_ERROR(launch());  // a pending row stays whole
     for (std::int32_t i = b; i < e || (p.on && i == b);) {  // a pending row with no entries still needs its segment
       if (segments == kMaxSegments || used == kMaxEntries) D0_RETURN_IF_ERROR(launch());
-      const int n = std::min(e - i, kMaxEntries - used);
+      int n = std::min(e - i, kMaxEntries - used);
+      if (p.on) {  // cut between two ids: the token's run stays in one segment
+        while (n > 0 && i + n < e && entries[i + n].id == entries[i + n - 1].id) --n;
+        if (n == 0 && i < e) {
+          if (used == 0)
+            return make_error(std::string(op) + ": row " + std::to_string(edits.rows[r]) + " has more than " +
+                              std::to_string(kMaxEntries) + " edits of id " + std::to_string(entries[i].id));
+          D0_RETURN_IF_ERROR(launch());
+          continue;
+        }
+      }
       a.seg_row[segments] = edits.rows[r];
       a.seg_begin[segments] = used;
       a.seg_pending[segments] = p;
-      std::copy_n(edits.entries.begin() + i, n, a.entries + used);
+      a.seg_lo[segments] = i == b ? 0 : entries[i].id;
+      a.seg_hi[segments] = i + n < e ? entries[i + n].id : static_cast<std::int32_t>(a.V);
+      std::copy_n(entries.begin() + i, n, a.entries + used);
       used += n, i += n;
       a.seg_begin[++segments] = used;
       if (n == 0) break;

@@ -1,5 +1,5 @@
 // Raw logprobs: log_softmax of the logits, the top n sorted with ties broken by id.
-#include "engine/logprobs.h"
+#include "ops/logprobs.h"
 
 #include <gtest/gtest.h>
 

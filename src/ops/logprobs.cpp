@@ -1,17 +1,20 @@
 // Raw logprobs: one pass for the max, one for the sum, one heap pass for the top n.
-#include "engine/logprobs.h"
+#include "ops/logprobs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "ops/token_cutoff.h"
+
 namespace day0 {
 namespace {
 
-// "a ranks before b": larger logit first, lower id first among equals.
+// "a ranks before b" (a and b holding logits): larger key first, lower id first among equals.
 struct RanksBefore {
   bool operator()(const TokenLogprob& a, const TokenLogprob& b) const {
-    return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+    const std::uint32_t ka = logit_key(a.logprob), kb = logit_key(b.logprob);
+    return ka > kb || (ka == kb && a.token < b.token);
   }
 };
 
@@ -46,6 +49,25 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n, dou
   std::sort(heap.begin(), heap.end(), before);
   for (TokenLogprob& t : heap) t.logprob = static_cast<float>(t.logprob - lse);
   return heap;
+}
+
+LogprobRecord logprob_record(std::span<const float> logits, std::int32_t token, int top_n) {
+  LogprobRecord r;
+  const double lse = log_sum_exp(logits);
+  r.picked = static_cast<float>(logits[static_cast<std::size_t>(token)] - lse);
+  const std::vector<TokenLogprob> top = top_logprobs(logits, top_n < kMaxLogprobTop ? top_n : kMaxLogprobTop, lse);
+  r.n = static_cast<std::int32_t>(top.size());
+  for (std::size_t i = 0; i < top.size(); ++i) {
+    r.ids[i] = top[i].token;
+    r.logprobs[i] = top[i].logprob;
+  }
+  return r;
+}
+
+std::vector<TokenLogprob> record_top(const LogprobRecord& record) {
+  std::vector<TokenLogprob> top;
+  for (int i = 0; i < record.n && i < kMaxLogprobTop; ++i) top.push_back({record.ids[i], record.logprobs[i]});
+  return top;
 }
 
 }  // namespace day0
