@@ -1,6 +1,6 @@
 // day0 bench-moe: the routed-expert kernels at gpt-oss-20b and -120b shapes (random MXFP4 experts, random top-k
 // routing, uniform or with --skew uneven) from decode to prefill token counts, against the ceilings measured on the
-// same GPU. Per point its routing's load, then:
+// same GPU. Per point its routing's load, then (all three rows' kinds are `--parts moe`):
 //   matmul  the fused MXFP4 grouped matmul alone on the down shape (H x I), as llama.cpp's mul_mat_id figure,
 //           and the tiled grouped GEMM (prefill sizes) on the same shape; the FP8 GEMMs also on the gate_up shape
 //           (2I x H, SwiGLU epilogue);
