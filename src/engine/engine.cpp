@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <list>
 #include <mutex>
@@ -33,6 +32,14 @@ struct Sequence {
   bool admitted = false;
   RequestUpdate pending;  // tokens sampled since the last report
 };
+
+// By row of a step of `rows` rows: the index of its logprob request (its record), or -1.
+std::vector<std::int32_t> logprob_request_of(const std::vector<LogprobRequest>& logprobs, std::size_t rows) {
+  std::vector<std::int32_t> of(rows, -1);
+  for (std::size_t i = 0; i < logprobs.size(); ++i)
+    of[static_cast<std::size_t>(logprobs[i].row)] = static_cast<std::int32_t>(i);
+  return of;
+}
 
 }  // namespace
 
@@ -308,8 +315,7 @@ bool Engine::Impl::schedule_and_run() {
     if (host) host_rows.push_back(row);
   }
   count_draws(draws.size(), edits.rows.size(), logprobs.size());
-  std::vector<std::int32_t> record_of(sampled.size(), -1);  // by row: its logprob record, or -1
-  for (std::size_t i = 0; i < logprobs.size(); ++i) record_of[logprobs[i].row] = static_cast<std::int32_t>(i);
+  const std::vector<std::int32_t> record_of = logprob_request_of(logprobs, sampled.size());
   Status st = executor.copy_blocks(cache.take_ops().block_copies);
   // Decode rows picked on the device alone (greedy or drawn): queued, so that the rows' next step can go out before
   // these picks are read.
@@ -484,20 +490,17 @@ void Engine::Impl::finish_decode(const QueuedDecode& step, const std::vector<Log
     publish_stats(n, n);
     return;
   }
+  const std::vector<std::int32_t> record_of = logprob_request_of(logprobs, static_cast<std::size_t>(picks->size(0)));
   std::vector<Sequence*> grew;
   for (std::int64_t i = 0; i < n; ++i) {
     Sequence& s = *members[i];
     s.computed += 1;
     (void)cache.mark_computed(SeqId(s.id), s.computed);
     const std::int32_t* pick = picks->data<std::int32_t>() + 2 * rows[i];
-    const auto asked = std::find_if(logprobs.begin(), logprobs.end(),
-                                    [&](const LogprobRequest& q) { return q.row == rows[i]; });
-    LogprobRecord record;
-    if (asked != logprobs.end())
-      std::memcpy(&record, step.records.data<std::int32_t>() + (asked - logprobs.begin()) * kLogprobRecordWords,
-                  sizeof record);
-    Result<SampleResult> sample =
-        s.sampler.take_argmax(pick[0], pick[1], asked != logprobs.end() ? &record : nullptr);
+    const std::int32_t asked = record_of[rows[i]];
+    const LogprobRecord record =
+        asked < 0 ? LogprobRecord{} : logprob_record_at(step.records.data<std::int32_t>(), asked);
+    Result<SampleResult> sample = s.sampler.take_argmax(pick[0], pick[1], asked < 0 ? nullptr : &record);
     take_token(s, sample, grew);
   }
   if (next) {

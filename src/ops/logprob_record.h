@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ struct LogprobRecord {
 };
 inline constexpr int kLogprobRecordWords = static_cast<int>(sizeof(LogprobRecord) / 4);
 static_assert(sizeof(LogprobRecord) % 4 == 0);
+
+// Record i of `records` (kLogprobRecordWords i32 words a record, as Ops::row_logprobs writes them).
+inline LogprobRecord logprob_record_at(const std::int32_t* records, std::int64_t i) {
+  LogprobRecord r;
+  std::memcpy(static_cast<void*>(&r), records + i * kLogprobRecordWords, sizeof r);  // plain words: trivially copyable
+  return r;
+}
 
 // Requests for a step of `rows` logits rows: each row in range and asked once, top_n in [0, kMaxLogprobTop]. Errors
 // start with `what`.
