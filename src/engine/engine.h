@@ -43,9 +43,8 @@ struct EngineConfig {
   // bit for bit): two ids a row reach the host, not its logits, and such rows launch ahead as greedy ones do. Rows
   // whose logit_bias or penalties apply (greedy or sampled) take them on the device first (Ops::edit_logits, the
   // host's arithmetic bit for bit), and launch ahead too: the step queued ahead edits the token still being picked as
-  // pending. Rows reporting logprobs (greedy or drawn, no bias or
-  // penalty that applies) take them from the device (Ops::row_logprobs: a record a row), and launch ahead too where
-  // no bias or penalty can ever apply.
+  // pending. Rows reporting logprobs (greedy or drawn, no bias or penalty that applies) take them from the device
+  // (Ops::row_logprobs: a record a row), and launch ahead too where no bias or penalty can ever apply.
   bool device_draws = true;
 };
 

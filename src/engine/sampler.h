@@ -55,13 +55,14 @@ class Sampler {
 
   // Where the token `ahead` steps after the next (0: the next) can be picked on the device from this step's logits
   // row `row` (of `vocab` ids), so that the pick stands for sample(): nullopt where the host must read the logits
-  // (logprobs with a bias or penalty that applies, or more than one step ahead; a bias or penalty that applies, without
-  // `edits` or more than one step ahead; an id outside the vocabulary, which sample() then names). With logprobs, `logprob_top` says
-  // so (>= 0: the row's record, Ops::row_logprobs, with that many top logprobs, goes to take_argmax). Where a bias or
-  // penalty applies, the row's edits (penalty_edits) are appended to `edits`, for Ops::edit_logits before the pick; one
-  // step ahead also the token the step before picks as pending (pending_token_edits). The pick is then the argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens,
-  // token_draw.h: temperature, top-k, top-p, min-p), taken with take_argmax (the same checks; only the token is
-  // recorded).
+  // (logprobs with a bias or penalty that applies, or more than one step ahead; a bias or penalty that applies,
+  // without `edits` or more than one step ahead; an id outside the vocabulary, which sample() then names). With
+  // logprobs, `logprob_top` says so (>= 0: the row's record, Ops::row_logprobs, with that many top logprobs, goes to
+  // take_argmax). Where a bias or penalty applies, the row's edits (penalty_edits) are appended to `edits`, for
+  // Ops::edit_logits before the pick; one step ahead also the token the step before picks as pending
+  // (pending_token_edits). The pick is then the argmax (greedy: `draw` empty) or `draw` (Ops::draw_tokens,
+  // token_draw.h: temperature, top-k, top-p, min-p), taken with take_argmax (the same checks; the token recorded,
+  // and the record's logprobs where the request asks for them).
   struct DevicePick {
     std::optional<TokenDraw> draw;
     std::int32_t logprob_top = -1;

@@ -1,5 +1,5 @@
-// CPU reference: embedding, norms, linear, residual add, lm head, greedy tokens, row logprobs; checks shared by the other CPU
-// files.
+// CPU reference: embedding, norms, linear, residual add, lm head, greedy tokens, row logprobs; checks shared by the
+// other CPU files.
 #include "ops/cpu/cpu_ops.h"
 
 #include <cmath>
