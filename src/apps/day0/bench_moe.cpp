@@ -320,9 +320,10 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
       D0_ASSIGN_OR_RETURN(Tensor sx, arena.allocate({S * m.k}, DType::f32, "bench x fp8 scales"));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(x8.raw(), 0x38, x8.nbytes(), ctx.stream()));
       D0_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(sx.raw(), 0, sx.nbytes(), ctx.stream()));
-      // 192: the warp-specialised form, its items claimed as CTAs free up, then in fixed shares (the A/B row)
-      for (const auto& [tile, claims] : {std::pair{64, true}, std::pair{128, true}, std::pair{192, true},
-                                         std::pair{192, false}}) {
+      // 16: the decode-sized form (weights converted in registers); 192: the warp-specialised form, its items
+      // claimed as CTAs free up, then in fixed shares (the A/B row)
+      for (const auto& [tile, claims] : {std::pair{16, true}, std::pair{64, true}, std::pair{128, true},
+                                         std::pair{192, true}, std::pair{192, false}}) {
         auto fp8 = [&, tile = tile, claims = claims] {
           Routing& r = next();
           const DeviceExpertGroups g = r.groups(claims);
@@ -334,9 +335,10 @@ Status bench_shape(CudaContext& ctx, const MoeShape& m, const std::vector<std::i
             "matmul wgmma fp8 " + std::to_string(tile) + (claims ? "" : " fixed items") + " (graph)";
         report_row(name.c_str(), t, distinct * down_bytes, 2 * A * m.H * m.I);
       }
-      // gate_up with SwiGLU (its halves out in f32 by entry): the 2-CTA GEMM on token rows, as the MoE routes it
-      // below kWsFp8MinTokensPerExpert tokens an expert, and the warp-specialised form on rows by entry.
-      for (const auto& [tile, by_token] : {std::pair{128, true}, std::pair{192, false}}) {
+      // gate_up with SwiGLU (its halves out in f32 by entry) on token rows, as the MoE routes it below
+      // kWsFp8MinTokensPerExpert tokens an expert (16: the decode-sized form; 128: the 2-CTA GEMM), and the
+      // warp-specialised form on rows by entry.
+      for (const auto& [tile, by_token] : {std::pair{16, true}, std::pair{128, true}, std::pair{192, false}}) {
         auto fp8 = [&] {
           Routing& r = next();
           const DeviceExpertGroups g = r.groups();

@@ -25,6 +25,13 @@ __device__ __forceinline__ void copy_16_l2_256(void* dst, const void* src, unsig
                "l"(src), "r"(src_bytes)
                : "memory");
 }
+// 4 bytes global -> shared (both 4-byte aligned), through L1 (the only path for copies under 16 bytes); src_bytes 0
+// or 4, as copy_16's.
+__device__ __forceinline__ void copy_4(void* dst, const void* src, unsigned src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(bulk_copy::shared_address(dst)), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
 // Closes this thread's copies issued since the last commit into one group (an empty group is allowed).
 __device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending of this thread's committed copy groups are still in flight; what the others landed

@@ -6,6 +6,7 @@
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
+#include "ops/cuda/moe_mxfp4_rs_fp8_cuda.cuh"
 #include "ops/cuda/moe_mxfp4_wgmma_cuda.h"
 #include "ops/cuda/moe_mxfp4_ws_fp8_cuda.cuh"
 #include "ops/cuda/wgmma.cuh"
@@ -164,6 +165,7 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w) {
 }
 
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w) {
+  if (assignments < kMxfp4WgmmaMinTokensPerExpert * w.n_experts) return kRsFp8TileTokens;
   if (assignments >= kWsFp8MinTokensPerExpert * w.n_experts && mxfp4_ws_fp8_gemm_fits(false, int(w.in / 32)))
     return kWsFp8TileTokens;
   return mxfp4_wgmma_tile_tokens(assignments, w.n_experts);
@@ -187,8 +189,10 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
                       std::to_string(inputs_are_tokens ? x8.size(0) : A) + "), got " + std::to_string(sx.numel()));
   if (!aligned_to(w.scales.raw(), 16) || w.in % 16 != 0)
     return make_error(std::string(op) + ": scales must be 16-byte aligned and rows of x8 a multiple of 16 bytes");
-  if (tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128 && tile_tokens != kWsFp8TileTokens)
-    return make_error(std::string(op) + ": tile_tokens must be 32, 64, 128 or 192, got " + std::to_string(tile_tokens));
+  if (tile_tokens != kRsFp8TileTokens && tile_tokens != 32 && tile_tokens != 64 && tile_tokens != 128 &&
+      tile_tokens != kWsFp8TileTokens)
+    return make_error(std::string(op) + ": tile_tokens must be 16, 32, 64, 128 or 192, got " +
+                      std::to_string(tile_tokens));
   if (launch_slots < 0 || launch_slots > 65535)
     return make_error(std::string(op) + ": launch_slots must be in [0, 65535], got " + std::to_string(launch_slots));
   Tensor counter = groups.item_counter;  // a view the kernel writes
@@ -201,6 +205,8 @@ Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, boo
   switch (tile_tokens) {
     case kWsFp8TileTokens:
       return launch_mxfp4_ws_fp8_gemm(f, x8.size(0), E, grid, swiglu != nullptr, stream);
+    case kRsFp8TileTokens:
+      return launch_mxfp4_rs_fp8_gemm(f, E, grid, swiglu != nullptr, stream);
     case 32: return swiglu ? launch<32, true>(f, E, grid, stream) : launch<32, false>(f, E, grid, stream);
     case 64: return swiglu ? launch<64, true>(f, E, grid, stream) : launch<64, false>(f, E, grid, stream);
     default: return swiglu ? launch<128, true>(f, E, grid, stream) : launch<128, false>(f, E, grid, stream);

@@ -29,9 +29,10 @@ namespace day0 {
 // MXFP4 experts with out a multiple of 64 and in a multiple of 32 up to 4,096.
 bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 
-// Tokens per CTA for A assignments over w's experts, for a GEMM without SwiGLU whose inputs are rows by entry (the
-// down GEMM): the warp-specialised form's 192 where experts average kWsFp8MinTokensPerExpert or more and w.in fits
-// it, else as the bf16 GEMM (mxfp4_wgmma_tile_tokens). bench-moe, H200, down shape, us (v30), 192 against 128:
+// Tokens per CTA for A assignments over w's experts: the decode-sized form's 16 below kMxfp4WgmmaMinTokensPerExpert
+// an expert; for a GEMM without SwiGLU whose inputs are rows by entry (the down GEMM) the warp-specialised form's
+// 192 where experts average kWsFp8MinTokensPerExpert or more and w.in fits it; else as the bf16 GEMM
+// (mxfp4_wgmma_tile_tokens). bench-moe, H200, down shape, us (v30), 192 against 128:
 // 20b 4,096 tokens (512 an expert) 338.9 / 492.0, 3,072 (384) 285.7 / 385.8; 120b 4,096 (128) 445.9 / 602.6,
 // 3,072 (96) 411.0 / 428.9. Fewer tokens an expert were not measured.
 inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
@@ -39,7 +40,8 @@ inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's til
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
-// (rows >= A); tile_tokens 32, 64 or 128, or 192 for the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by
+// (rows >= A); tile_tokens 16 for the decode-sized form (moe_mxfp4_rs_fp8_cuda.cuh), 32, 64 or 128, or 192 for the
+// warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by
 // entry only, w.in <= 32 kWsFp8MaxGroups), and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
 // assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.

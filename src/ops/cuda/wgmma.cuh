@@ -1,11 +1,11 @@
-// Hopper's warpgroup MMA (wgmma, sm_90a) with both operands in shared memory, and the 16-byte cp.async copies
-// that fill it. A warpgroup (4 warps, 128 threads) issues m64nNk16: A is 64 rows x 16 k, B is N rows x 16 k, both
-// K-major (each row's k contiguous), f32 accumulators in registers laid out as mma.sync m16n8k16's C fragment per
-// warp and per 8 columns: d[4j + i] of lane 4g + t in warp w is row 16w + g (+ 8 for i >= 2), column
-// 8j + 2t + i % 2. The MMAs run asynchronously: the issuing warps may do other work until wait().
-// Keeping MMAs in flight across other code (attention_tc_cuda.cu) holds only if ptxas can follow them: an MMA or a
-// wait under a branch it cannot prove warp-uniform, or a register an MMA in flight reads written before its wait,
-// and ptxas quietly puts a wait after every MMA of the kernel. scripts/ptxas-report lists such kernels (v42).
+// Hopper's warpgroup MMA (wgmma, sm_90a) with both operands in shared memory (or A in registers, below), and the
+// 16-byte cp.async copies that fill it. A warpgroup (4 warps, 128 threads) issues m64nNk16: A is 64 rows x 16 k, B is N
+// rows x 16 k, both K-major (each row's k contiguous), f32 accumulators in registers laid out as mma.sync m16n8k16's C
+// fragment per warp and per 8 columns: d[4j + i] of lane 4g + t in warp w is row 16w + g (+ 8 for i >= 2), column 8j +
+// 2t + i % 2. The MMAs run asynchronously: the issuing warps may do other work until wait(). Keeping MMAs in flight
+// across other code (attention_tc_cuda.cu) holds only if ptxas can follow them: an MMA or a wait under a branch it
+// cannot prove warp-uniform, or a register an MMA in flight reads written before its wait, and ptxas quietly puts a
+// wait after every MMA of the kernel. scripts/ptxas-report lists such kernels (v42).
 #pragma once
 
 #include <cstdint>
@@ -161,6 +161,15 @@ __device__ __forceinline__ void mma_bf16_rs64_n_major(float (&d)[32], const std:
   asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" D0_WGMMA_REGS_64
                "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
                : D0_WGMMA_OPS_64
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+// D += A . B over one k32 step at N = 16 of FP8 E4M3 with A in registers: warp w of the warpgroup holds rows 16w ..
+// 16w + 15, lane 4g + t four codes a register (a[0] row g, k 4t .. 4t + 3; a[1] row g + 8; a[2] row g, k 16 + 4t ..;
+// a[3] row g + 8, k 16 + 4t ..), B K-major as mma_e4m3's (sw128_descriptor, the k32 step 32 bytes on).
+__device__ __forceinline__ void mma_e4m3_rs16(float (&d)[8], const std::uint32_t (&a)[4], std::uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {" D0_WGMMA_REGS_16
+               "}, {%8, %9, %10, %11}, %12, 1, 1, 1;\n"
+               : D0_WGMMA_OPS_16
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 #undef D0_WGMMA_SS_ALL_N

@@ -1,6 +1,6 @@
-// The FP8 warpgroup-MMA grouped expert GEMM (moe_mxfp4_wgmma_fp8_cuda.h) against a CPU reference on fresh random
-// inputs: each token row quantised by fp8_quantize_row, each weight row converted by the kernel's rule (the row's
-// largest group exponent minus 6, groups through mxfp4_fp8_table), exact products summed in double, then
+// The FP8 warpgroup-MMA grouped expert GEMM (moe_mxfp4_wgmma_fp8_cuda.h, every form) against a CPU reference on fresh
+// random inputs: each token row quantised by fp8_quantize_row, each weight row converted by the kernel's rule (the
+// row's largest group exponent minus 6, groups through mxfp4_fp8_table), exact products summed in double, then
 // fp8_moe::scaled_output's two roundings, then for the SwiGLU form gpt-oss's clamped SwiGLU of each row pair.
 // Skipped visibly without a GPU.
 #include <gtest/gtest.h>
@@ -150,7 +150,8 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(4121);
-  for (int tile : {32, 64, 128, 192}) {  // 192: the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh)
+  // 16: the decode-sized form (moe_mxfp4_rs_fp8_cuda.cuh); 192: the warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh)
+  for (int tile : {16, 32, 64, 128, 192}) {
     // A lone token; ~300 tokens an expert (several tiles, the last ragged); out 64 (the second warpgroup past the
     // rows) and 192; in 96 (one k-tile ending in zeros), 320 (three, the last half zeros), 2,880 (gpt-oss: 23).
     const Inputs entry = Inputs::by_entry, token = Inputs::by_token;
