@@ -156,8 +156,8 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.h_scales, arena.allocate({T}, DType::f32, "moe workspace swiglu scales"));
     D0_ASSIGN_OR_RETURN(ws.fp8_inexact, arena.allocate({1}, DType::u64, "moe workspace fp8 inexact count"));
   }
-  // With fp8 compute too: its FP8 GEMMs read MXFP4 directly at every size (one token and experts they do not fit:
-  // the bf16 kernels).
+  // With fp8 compute too: small calls (decode) then read MXFP4 directly in bf16, larger ones (from 16 tokens an
+  // expert) in FP8 GEMMs.
   if (convert && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
     ws.fused_tokens = std::min(s.max_tokens, s.fused_max_tokens);
     const std::int64_t Af = ws.fused_tokens * s.k, E = s.n_experts;
@@ -349,10 +349,10 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   // Experts no GEMM fits (out not a multiple of 64) stay on the fused kernel at any size.
   const bool prefill_sized = any_order && A >= kMxfp4GemmMinTokensPerExpert * ws.shape.n_experts &&
                              mxfp4_grouped_gemm_fits(gate_up) && mxfp4_grouped_gemm_fits(down);
-  // fp8 compute: FP8 MMAs at every size from two tokens (decode sizes on the form converting weights in registers,
-  // moe_mxfp4_rs_fp8_cuda.cuh).
-  if (ws.shape.compute == ExpertCompute::fp8 && any_order && mxfp4_wgmma_fp8_gemm_fits(gate_up) &&
-      mxfp4_wgmma_fp8_gemm_fits(down)) {
+  // fp8 compute: FP8 MMAs from kRsFp8MinTokensPerExpert an expert (below kMxfp4WgmmaMinTokensPerExpert on the
+  // form converting weights in registers, moe_mxfp4_rs_fp8_cuda.cuh); fewer take the bf16 kernels below.
+  if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kRsFp8MinTokensPerExpert * ws.shape.n_experts &&
+      mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
     D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, y, stream));
     return combine(y);
   }

@@ -36,6 +36,11 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 // 20b 4,096 tokens (512 an expert) 338.9 / 492.0, 3,072 (384) 285.7 / 385.8; 120b 4,096 (128) 445.9 / 602.6,
 // 3,072 (96) 411.0 / 428.9. Fewer tokens an expert were not measured.
 inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
+// The MoE (fp8 compute) takes the FP8 GEMMs from this many assignments an expert on average, the decode-sized form
+// below kMxfp4WgmmaMinTokensPerExpert; below this, the bf16 fused kernel. H100, 20b (v67), against the fused
+// kernel: at 8 an expert (decode B64) the down GEMM ties in bench-moe (69.5 against 69.4 us; gate_up 136.1) but the
+// step loses 3.1% to the two quantisation kernels it adds (B8: 11%); at 16 (prefill 128) the step gains 5.0%.
+inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 16;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 

@@ -1,11 +1,12 @@
-// Hopper's warpgroup MMA (wgmma, sm_90a) with both operands in shared memory (or A in registers, below), and the
-// 16-byte cp.async copies that fill it. A warpgroup (4 warps, 128 threads) issues m64nNk16: A is 64 rows x 16 k, B is N
-// rows x 16 k, both K-major (each row's k contiguous), f32 accumulators in registers laid out as mma.sync m16n8k16's C
-// fragment per warp and per 8 columns: d[4j + i] of lane 4g + t in warp w is row 16w + g (+ 8 for i >= 2), column 8j +
-// 2t + i % 2. The MMAs run asynchronously: the issuing warps may do other work until wait(). Keeping MMAs in flight
-// across other code (attention_tc_cuda.cu) holds only if ptxas can follow them: an MMA or a wait under a branch it
-// cannot prove warp-uniform, or a register an MMA in flight reads written before its wait, and ptxas quietly puts a
-// wait after every MMA of the kernel. scripts/ptxas-report lists such kernels (v42).
+// Hopper's warpgroup MMA (wgmma, sm_90a) with both operands in shared memory, and the 16-byte cp.async copies
+// that fill it. A warpgroup (4 warps, 128 threads) issues m64nNk16: A is 64 rows x 16 k, B is N rows x 16 k, both
+// K-major (each row's k contiguous), f32 accumulators in registers laid out as mma.sync m16n8k16's C fragment per
+// warp and per 8 columns: d[4j + i] of lane 4g + t in warp w is row 16w + g (+ 8 for i >= 2), column
+// 8j + 2t + i % 2. The MMAs run asynchronously: the issuing warps may do other work until wait().
+// Keeping MMAs in flight across other code (attention_tc_cuda.cu) holds only if ptxas can follow them: an MMA or a
+// wait under a branch it cannot prove warp-uniform, or a register an MMA in flight reads written before its wait,
+// and ptxas quietly puts a wait after every MMA of the kernel. scripts/ptxas-report lists such kernels (v42).
+// mma_bf16_rs64_n_major and mma_e4m3_rs16 (below) take A from registers instead.
 #pragma once
 
 #include <cstdint>

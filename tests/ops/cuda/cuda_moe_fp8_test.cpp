@@ -177,7 +177,7 @@ TEST(CudaMoeFp8, routed_experts_match_the_fp8_emulation_and_stay_near_f32_at_odd
   run_shapes(*ctx, 4, 1, 64, 96, {1, 3}, DType::bf16, true, rng);
 }
 
-TEST(CudaMoeFp8, with_a_fused_limit_small_calls_read_mxfp4_on_fp8_mmas_and_larger_ones_convert_for_fp8_gemms) {
+TEST(CudaMoeFp8, with_a_fused_limit_small_calls_take_the_bf16_fused_kernels_and_larger_ones_fp8_gemms) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
@@ -190,29 +190,25 @@ TEST(CudaMoeFp8, with_a_fused_limit_small_calls_read_mxfp4_on_fp8_mmas_and_large
   const SwigluParams p;  // gpt-oss: interleaved, as the fused path needs
   MoeWorkspaceShape s8{E, k, H, I, T, ExpertCompute::fp8};
   s8.fused_max_tokens = 8;
+  MoeWorkspaceShape s16 = s8;
+  s16.compute = ExpertCompute::bf16;
   auto ws8 = MoeWorkspace::plan(ctx->arena(), s8);
+  auto ws16 = MoeWorkspace::plan(ctx->arena(), s16);
   ASSERT_TRUE(ws8.ok()) << ws8.error().message;
+  ASSERT_TRUE(ws16.ok()) << ws16.error().message;
   EXPECT_EQ(ws8->fused_tokens, 8);
   MoeGemms gemms(*ctx);
-  // 4 tokens, routing on the device: within the limit the fused path reads the MXFP4 experts on FP8 MMAs (the
-  // decode-sized GEMM, weights converted in registers; down's 96 inputs end in a part-filled k-tile), near the fp8
-  // emulation. It converts nothing, so it counts nothing inexact (run_fp8_case checks the converting path's count).
-  const Tensor x = optest::random_f32({4, H}, rng);
+  // 4 tokens, routing on the device: both workspaces run the fused MXFP4 kernels, so the same bits.
+  const Tensor x = upload(*ctx, optest::random_f32({4, H}, rng));
   Tensor indices, weights;
   random_routing(4, E, k, rng, indices, weights);
-  std::int64_t inexact = 0;
-  const Tensor want_fp8 = fp8_moe_emulation(x, indices, weights, gu_host, down_host, p, inexact);
-  CpuOps cpu;
-  Tensor want_f32 = Tensor::zeros({4, H}, DType::f32);
-  EXPECT_TRUE(cpu.moe_experts(x, indices, weights, gu_host, down_host, p, want_f32).ok());
-  Tensor out8 = poisoned(*ctx, {4, H}, DType::f32);
-  D0_ASSERT_OK(moe_experts_cuda(upload(*ctx, x), upload(*ctx, indices), upload(*ctx, weights), gu_dev, down_dev, p,
-                                *ws8, gemms, out8, ctx->stream()));
-  const Tensor got = download(*ctx, out8);
-  EXPECT_EQ(cudatest::count_nan(got), 0);
-  EXPECT_EQ(download(*ctx, ws8->error_flag).data<std::int32_t>()[0], 0);
-  EXPECT_LT(relative_norm_error(got, want_fp8), kTolVsEmulation);
-  EXPECT_LT(relative_norm_error(got, want_f32), kTolVsF32);
+  const Tensor d_idx = upload(*ctx, indices), d_wts = upload(*ctx, weights);
+  Tensor out8 = poisoned(*ctx, {4, H}, DType::f32), out16 = poisoned(*ctx, {4, H}, DType::f32);
+  D0_ASSERT_OK(moe_experts_cuda(x, d_idx, d_wts, gu_dev, down_dev, p, *ws8, gemms, out8, ctx->stream()));
+  D0_ASSERT_OK(moe_experts_cuda(x, d_idx, d_wts, gu_dev, down_dev, p, *ws16, gemms, out16, ctx->stream()));
+  const Tensor a = download(*ctx, out8), b = download(*ctx, out16);
+  EXPECT_EQ(cudatest::count_nan(a), 0);
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
   // 32 tokens: above the limit, the fp8 workspace converts and runs fp8 GEMMs, near the fp8 emulation.
   const Errors err = run_fp8_case(*ctx, gemms, *ws8, gu_host, down_host, gu_dev, down_dev, 32, p, rng);
   EXPECT_LT(err.vs_emulation, kTolVsEmulation);
@@ -224,10 +220,11 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(6005);
-  // 32 and 48 assignments an expert (from kMxfp4WgmmaMinTokensPerExpert = 24 the 2-CTA GEMM; below it the
-  // decode-sized form, as the test above checks), and 512 (from kWsFp8MinTokensPerExpert = 96 both
-  // GEMMs take the warp-specialised form, gate_up without SwiGLU, which joins the quantisation of h), out of both
-  // matrices multiples of 64 as the FP8 GEMM needs.
+  // 16 assignments an expert (from kRsFp8MinTokensPerExpert the fused path takes the FP8 GEMMs: the decode-sized
+  // form up to kMxfp4WgmmaMinTokensPerExpert = 24; below 16 the bf16 fused kernels run, as the test above checks),
+  // 32 and 48 (the 2-CTA GEMM), and 512 (from kWsFp8MinTokensPerExpert = 96 both GEMMs take the warp-specialised
+  // form, gate_up without SwiGLU, which joins the quantisation of h), out of both matrices multiples of 64 as the FP8
+  // GEMM needs.
   const int E = 8, k = 2;
   const std::int64_t H = 128, I = 96, T = 2048;
   ASSERT_GE(T * k / E, kWsFp8MinTokensPerExpert);  // the largest call reaches the warp-specialised GEMMs
@@ -241,7 +238,8 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   ASSERT_TRUE(ws.ok()) << ws.error().message;
   ASSERT_TRUE(ws->fused_x8.defined());
   MoeGemms gemms(*ctx);
-  for (std::int64_t S : {128, 192, 2048}) {
+  ASSERT_EQ(64 * k / E, kRsFp8MinTokensPerExpert);
+  for (std::int64_t S : {64, 128, 192, 2048}) {
     SCOPED_TRACE("S " + std::to_string(S));
     const Tensor x = optest::random_f32({S, H}, rng);
     Tensor indices, weights;

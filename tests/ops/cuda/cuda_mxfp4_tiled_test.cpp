@@ -46,9 +46,9 @@ struct MoeShape {
 // path's down GEMM is the warp-specialised form there (96 or more).
 constexpr MoeShape kShapes[] = {{4, 2, 128, 128}, {4, 2, 192, 96}, {4, 2, 160, 96}};
 
-// Steps by path (fused_max_tokens 512): 1 token the token kernels; 5 and 40 (10 and 80 assignments: under 24 an
-// expert) the grouped kernel, or with fp8 the decode-sized FP8 GEMM where the experts fit it; 300 the grouped GEMMs
-// (bf16: wgmma or tiled; fp8: the FP8 wgmma GEMMs).
+// Steps by path (fused_max_tokens 512): 1 token the token kernels; 5 and 40 (2.5 and 20 assignments an expert) the
+// grouped kernel, but 40 with fp8 the decode-sized FP8 GEMM where the experts fit it (16 to 24 an expert); 300 the
+// grouped GEMMs (bf16: wgmma or tiled; fp8: the FP8 wgmma GEMMs).
 // fused_max_tokens 0: the conversion path (routed experts converted, then cuBLASLt), host and device routing.
 TEST(CudaMxfp4Tiled, the_moe_gives_the_row_major_bits_on_every_path) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
