@@ -39,15 +39,15 @@ inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 // The MoE (fp8 compute) takes the FP8 GEMMs from this many assignments an expert on average, the decode-sized form
 // below kMxfp4WgmmaMinTokensPerExpert; below this, the bf16 fused kernel. H100, 20b (v67), against the fused
 // kernel: at 8 an expert (decode B64) the down GEMM ties in bench-moe (69.5 against 69.4 us; gate_up 136.1) but the
-// step loses 3.1% to the two quantisation kernels it adds (B8: 11%); at 16 (prefill 128) the step gains 5.0%.
+// step loses 3.1% to the two quantisation kernels it adds (B8: 11%); at 16, prefill 128 gains 2.6-5.0% and decode
+// B128 is equal (+1.6 / -0.5%).
 inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 16;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
 // (rows >= A); tile_tokens 16 for the decode-sized form (moe_mxfp4_rs_fp8_cuda.cuh), 32, 64 or 128, or 192 for the
-// warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by
-// entry only, w.in <= 32 kWsFp8MaxGroups), and
+// warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by entry only, w.in <= 32 kWsFp8MaxGroups), and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
 // assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.
 Status mxfp4_grouped_gemm_wgmma_fp8_cuda(const Tensor& x8, const Tensor& sx, bool inputs_are_tokens,
