@@ -285,7 +285,7 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // quantisation of h: 120b, 4,096 tokens, H200, a layer's gate_up, SwiGLU and quantisations 1,764 us (the inputs
 // then quantised by entry, 95 us where now 25) against 1,970 on the 2-CTA GEMM with SwiGLU in its epilogue (`day0
 // bench --kernels`, v32). Below that, the 2-CTA GEMM on token rows (tokens quantised once each) with SwiGLU in its
-// epilogue, f32 halves by entry.
+// epilogue, f32 halves by entry, or below kMxfp4WgmmaMinTokensPerExpert its decode-sized form (the same route).
 Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& entries, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
                            MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
