@@ -1,6 +1,7 @@
 // bench-moe's sampling section: a decode step's picks over 201,088-id logits rows, as CUDA-graph replays (device
 // time), and with each row's logprobs (row_logprobs_cuda: its pick's and its top n). The logits are uniform in
-// [-8, 8) (every row's top-p set is then thousands of ids: a slow case for the cutoff's passes). GB/s counts the logits once per call, against the copy ceiling.
+// [-8, 8) (every row's top-p set is then thousands of ids: a slow case for the cutoff's passes). GB/s counts the
+// logits once per call, against the copy ceiling.
 #include "apps/day0/bench_sampling.h"
 
 #include <cstdio>
