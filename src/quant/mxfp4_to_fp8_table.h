@@ -96,15 +96,17 @@ D0_HOST_DEVICE int popcount32(std::uint32_t v) {
 }
 
 // Eight nibbles (one packed word: values in nibble order) to their eight E4M3 codes, out_lo holding the first
-// four: each lookup is one prmt over four magnitudes; the signs come from a prmt that replicates 0x80 where a
-// nibble's sign bit is set (0xFF, else 0x80), whose bit 6 is moved to bit 7. Returns how many are inexact.
+// four: each lookup is one prmt over four magnitudes. Nibble j's sign bit is the top bit of byte j / 2 of word << 4
+// (j even) or of word (j odd), so one prmt replicating those top bits (0xFF or 0x00 a byte) gathers four signs,
+// with its selector and the mask as immediates (the form before, a prmt over 0x80808080 and a shift, held that
+// constant in a register or rebuilt it at each use). Returns how many are inexact.
 D0_HOST_DEVICE int mxfp4_word_to_fp8(std::uint32_t word, const Mxfp4Fp8Bytes& t, std::uint32_t& out_lo,
                                      std::uint32_t& out_hi) {
-  const std::uint32_t magnitudes = word & 0x77777777u;
-  const std::uint32_t signs_lo = byte_perm(0x80808080u, 0x80808080u, word);
-  const std::uint32_t signs_hi = byte_perm(0x80808080u, 0x80808080u, word >> 16);
-  out_lo = byte_perm(t.codes_lo, t.codes_hi, magnitudes) | ((signs_lo << 1) & 0x80808080u);
-  out_hi = byte_perm(t.codes_lo, t.codes_hi, magnitudes >> 16) | ((signs_hi << 1) & 0x80808080u);
+  const std::uint32_t magnitudes = word & 0x77777777u, shifted = word << 4;
+  const std::uint32_t signs_lo = byte_perm(shifted, word, 0xD9C8u);  // nibbles 0..3: bytes 0, 4, 1, 5 replicated
+  const std::uint32_t signs_hi = byte_perm(shifted, word, 0xFBEAu);  // nibbles 4..7: bytes 2, 6, 3, 7 replicated
+  out_lo = byte_perm(t.codes_lo, t.codes_hi, magnitudes) | (signs_lo & 0x80808080u);
+  out_hi = byte_perm(t.codes_lo, t.codes_hi, magnitudes >> 16) | (signs_hi & 0x80808080u);
   return popcount32(byte_perm(t.inexact_lo, t.inexact_hi, magnitudes)) +
          popcount32(byte_perm(t.inexact_lo, t.inexact_hi, magnitudes >> 16));
 }

@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "ops/token_draw.h"
+#include "quant/fp8_row_order.h"
 
 namespace day0 {
 
@@ -110,9 +111,10 @@ Status mxfp4_experts_to_fp8_cuda(const ExpertWeights& w, const Tensor& expert_id
 
 // q[r] = e4m3 codes of x[rows[r]] / scales[r] with scales[r] = amax(|x[rows[r]]|) / 448 (fp8_quantize_row,
 // bit-exact). x f32 [S, H]; rows i32 [n] on the device, or undefined for rows 0..S-1; q f8_e4m3 [n, H];
-// scales f32 [n]. A row id outside [0, S) is clamped and sets error_flag (i32 [1]) to 1.
+// scales f32 [n]. A row id outside [0, S) is clamped and sets error_flag (i32 [1]) to 1. order: where q's codes
+// go within each row (quant/fp8_row_order.h; staged: H a multiple of 32 up to 4,096).
 Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
-                                cudaStream_t stream);
+                                cudaStream_t stream, Fp8RowOrder order = Fp8RowOrder::natural);
 
 // gather_quantize_fp8_cuda(x, rows) by the inverse map, each row of x read and quantised once: q[entries[s, j]] and
 // scales[entries[s, j]] from x[s] for every j; an entry of -1 stores nothing (an ungrouped assignment), one at or

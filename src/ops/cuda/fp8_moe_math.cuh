@@ -12,6 +12,7 @@
 #include "ops/cuda/swiglu_math.cuh"
 #include "quant/e4m3_rne.h"
 #include "quant/fp8_experts.h"
+#include "quant/fp8_row_order.h"
 
 namespace day0::fp8_moe {
 
@@ -100,24 +101,24 @@ __device__ __forceinline__ void held_row_codes(const float4 (&v)[kVec], int n4, 
     codes[i] = static_cast<int>(threadIdx.x) + i * kThreads < n4 ? quantize4(v[i], scale) : 0u;
 }
 
-template <int kThreads, int kVec>
+template <int kThreads, int kVec, Fp8RowOrder kOrder = Fp8RowOrder::natural>
 __device__ __forceinline__ void store_held_codes(const std::uint32_t (&codes)[kVec], int n4, std::uint8_t* q_row) {
   auto* qr = reinterpret_cast<std::uint32_t*>(q_row);
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    if (c < n4) qr[c] = codes[i];
+    if (c < n4) qr[kOrder == Fp8RowOrder::staged ? fp8_staged_piece(c, n4) : c] = codes[i];
   }
 }
 
-template <int kThreads, int kVec>
-__device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max,
-                                                  std::uint8_t* q_row, float* scale_out) {
+template <int kThreads, int kVec, Fp8RowOrder kOrder = Fp8RowOrder::natural>
+__device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max, std::uint8_t* q_row,
+                                                  float* scale_out) {
   const float scale = held_row_scale<kThreads>(v, warp_max);
   if (threadIdx.x == 0) *scale_out = scale;
   std::uint32_t codes[kVec];
   held_row_codes<kThreads>(v, n4, scale, codes);
-  store_held_codes<kThreads>(codes, n4, q_row);
+  store_held_codes<kThreads, kVec, kOrder>(codes, n4, q_row);
 }
 
 }  // namespace day0::fp8_moe

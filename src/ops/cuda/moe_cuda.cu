@@ -302,11 +302,13 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
     D0_RETURN_IF_ERROR(gather_swiglu_quantize_fp8_cuda(gu, groups.assignments, p, h8, sh, ws.error_flag, stream));
   } else {
     Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
-    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream));
+    D0_RETURN_IF_ERROR(
+        gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream, mxfp4_wgmma_fp8_row_order(gate_up_tile)));
     Tensor hf = ws.fused_gu.view({2 * ws.fused_gu.size(0), gate_up.out / 2}).slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, gate_up_tile,
                                                          gate_up_slots, &p, hf, stream));
-    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream));
+    D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream,
+                                                mxfp4_wgmma_fp8_row_order(mxfp4_wgmma_fp8_tile_tokens(A, down))));
   }
   const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, down_tile,

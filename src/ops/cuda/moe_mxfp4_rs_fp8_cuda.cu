@@ -25,14 +25,6 @@ constexpr int kTokenTile = kBN * kBK;  // a k-tile's token bytes (1,024-byte ali
 // Dynamic shared memory from a 1,024-byte aligned base: every k-tile's token tile, then the CTA's scale bytes.
 constexpr int dynamic_bytes(int groups) { return 1024 + (groups + 3) / 4 * kTokenTile + (kBM * groups + 15) / 16 * 16; }
 
-// Where 4-byte piece u of token n's k-tile (its values 4u .. 4u + 3) is staged: piece 8 t + 2 s + h is half h of
-// word s of group t, which lane t feeds k-step s at k 16 h + 4 t (wgmma's A fragment), so B's row holds it there.
-__device__ __forceinline__ int staged_offset(int n, int u) {
-  const int t = u / 8, s = (u % 8) / 2, h = u % 2;
-  const int k = 32 * s + 16 * h + 4 * t;
-  return n * kBK + 16 * wgmma::swizzled_chunk(n, k / 16) + k % 16;
-}
-
 struct RowPair {  // a lane's 16-byte group of rows g and g + 8 in one k-tile
   uint4 lo, hi;
 };
@@ -57,21 +49,27 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
   unsigned char* tokens = smem;
   unsigned char* codes = smem + k_tiles * kTokenTile;
 
-  // Every copy at once: the scale block and every k-tile's token pieces (thread: piece tid % 32 of tokens tid / 32
-  // and tid / 32 + 8; absent tokens and pieces past the row zero-filled).
+  // Every copy at once: the scale block and the live tokens' k-tiles, in the staged order (quant/fp8_row_order.h)
+  // 16-byte chunk c of a token's k-tile is chunk c of its staged row: thread tid copies chunk tid % 8 of token
+  // tid / 16 in every other k-tile. A row's short last k-tile of G groups holds 4 G bytes a chunk: G 4-byte
+  // copies, the rest of the chunk zero-filled (the weights past the row are zeros, and 0 * NaN would not be).
+  // Absent tokens' rows are not written: a column's sums read its own token only, and no store reads them.
   wgmma::copy_scale_block<kThreads>(codes, a.scales + block_row0 * a.groups, kBM * a.groups);
   {
-    const int u = tid % 32;
+    const int n = tid / 16, c = tid % 8, parity = (tid / 8) % 2;
+    const int full_tiles = a.groups / 4, short_groups = a.groups % 4;
+    if (n < live) {
+      const int p = tile.begin + n;
+      const std::uint8_t* src = f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in;
+      unsigned char* dst = tokens + n * kBK + 16 * wgmma::swizzled_chunk(n, c);
+      for (int kt = parity; kt < full_tiles; kt += 2)
+        cp_async::copy_16(dst + kt * kTokenTile, src + kt * kBK + 16 * c, 16);
+      if (short_groups > 0 && full_tiles % 2 == parity) {
+        const std::uint8_t* last = src + full_tiles * kBK + 4 * short_groups * c;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int n = tid / 32 + 8 * i, p = tile.begin + n;
-      const std::uint8_t* src =
-          n < live ? f.x8 + static_cast<std::int64_t>(a.inputs_are_tokens ? a.rows[p] : p) * in : nullptr;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int byte = kt * kBK + 4 * u;
-        const bool present = src != nullptr && byte < in;
-        cp_async::copy_4(tokens + kt * kTokenTile + staged_offset(n, u), present ? src + byte : f.x8,
-                         present ? 4u : 0u);
+        for (int q = 0; q < 4; ++q)
+          cp_async::copy_4(dst + full_tiles * kTokenTile + 4 * q, q < short_groups ? last + 4 * q : f.x8,
+                           q < short_groups ? 4u : 0u);
       }
     }
     cp_async::copy_commit();
@@ -96,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
     }
     return w;
   };
-  RowPair next = load(wg), after = load(wg + 2);
+  RowPair w0 = load(wg), w1 = load(wg + 2);
 
   cp_async::copy_wait<0>();
   wgmma::fence_shared_for_mma();
@@ -122,10 +120,9 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
   float acc[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-  for (int kt = wg; kt < k_tiles; kt += 2) {
-    const RowPair w = next;
-    next = after;
-    after = load(kt + 4);
+  // k-tile kt from the lane's group w: its four k32 steps, word s of both rows feeding step s. The fragments are
+  // rewritten next k-tile, so the MMAs are waited for here.
+  auto k_tile = [&](const RowPair& w, int kt) {
     const int gi = 4 * kt + t;
     const Mxfp4Fp8Bytes t_lo = table(r_lo, lo_shift, gi), t_hi = table(r_hi, hi_shift, gi);
     const std::uint32_t words_lo[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -141,7 +138,16 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
 #pragma unroll
     for (int s = 0; s < 4; ++s) wgmma::mma_e4m3_rs16(acc, frag[s], db + 2 * s);
     wgmma::commit();
-    wgmma::wait<0>();  // the fragments are rewritten next k-tile
+    wgmma::wait<0>();
+  };
+  // Two k-tiles a round, each buffer reloaded once its words are converted: two loads in flight, no copies
+  // between buffers.
+  for (int kt = wg; kt < k_tiles; kt += 4) {
+    k_tile(w0, kt);
+    w0 = load(kt + 4);
+    if (kt + 2 >= k_tiles) break;
+    k_tile(w1, kt + 2);
+    w1 = load(kt + 6);
   }
   wgmma::fence_operands(acc);
 
@@ -172,6 +178,10 @@ Status launch(const Fp8KernelArgs& f, int n_experts, dim3 grid, cudaStream_t str
 }  // namespace
 
 Status launch_mxfp4_rs_fp8_gemm(const Fp8KernelArgs& args, int n_experts, dim3 grid, bool swiglu, cudaStream_t stream) {
+  if (reinterpret_cast<std::uintptr_t>(args.x8) % 16 != 0)
+    return make_error(
+        "mxfp4_grouped_gemm_wgmma_fp8_cuda: the decode-sized form copies x8 16 bytes at a time: it must "
+        "be 16-byte aligned");
   grid.x = static_cast<unsigned>(args.k.out_rows / kBM);
   return swiglu ? launch<true>(args, n_experts, grid, stream) : launch<false>(args, n_experts, grid, stream);
 }

@@ -9,26 +9,25 @@
 // (up to 16 of its tokens) staged whole in shared memory before the k-loop, each thread's next two k-tiles of
 // weights in flight in registers. A lane's group holds 32 consecutive values and wgmma's A fragment takes k 4t ..
 // 4t + 3 and 16 + 4t .. 4t + 19 of each k32 step from lane t, so k-step s of a k-tile takes word s of each lane's
-// group: the token rows are staged in that order (4-byte pieces moved: each sum is over the same products, in
-// another order than the 2-CTA GEMM's). The two warpgroups' sums are added in a fixed order.
+// group: the token rows come quantised in that order (Fp8RowOrder::staged, quant/fp8_row_order.h), which the
+// staging copies 16 bytes at a time (each sum is over the same products, in another order than the 2-CTA GEMM's).
+// The two warpgroups' sums are added in a fixed order.
 //
-// Measured (H100, bench-moe, 20b down, v67): 64 tokens 69.5 us, the bf16 fused kernel's 69.4 (both ~2.0 TB/s; Nsight
-// Compute: 61.6% of DRAM peak, 45.6 M instructions issued at 0.69 a scheduler a cycle, 21% of the stall samples at
-// the staging barrier); 8 tokens 47.6 against 39.4. Fewer instructions a weight than the bf16 decode did not make it
-// faster at these sizes; each CTA's staging of its 46 KB of tokens (4-byte copies) is the cost the fused kernel has
-// not.
+// Measured (H100, bench-moe, 20b down, v67, tokens staged 4 bytes a copy from the natural order): 64 tokens 69.5
+// us, the bf16 fused kernel's 69.4 (both ~2.0 TB/s; Nsight Compute: 61.6% of DRAM peak, 45.6 M instructions issued
+// at 0.69 a scheduler a cycle, 21% of the stall samples at the staging barrier); 8 tokens 47.6 against 39.4.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "core/status.h"
 #include "ops/cuda/moe_mxfp4_kernels.cuh"
+#include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 
 namespace day0 {
 
-inline constexpr int kRsFp8TileTokens = 16;
-
-// grid: (w.out / 64, launch slots for 16-token tiles); w as mxfp4_wgmma_fp8_gemm_fits (out % 64 == 0, groups <= 128).
+// grid: (w.out / 64, launch slots for 16-token tiles); w as mxfp4_wgmma_fp8_gemm_fits (out % 64 == 0, groups <= 128);
+// x8's rows in the staged order, 16-byte aligned.
 Status launch_mxfp4_rs_fp8_gemm(const mxfp4_kernels::Fp8KernelArgs& args, int n_experts, dim3 grid, bool swiglu,
                                 cudaStream_t stream);
 

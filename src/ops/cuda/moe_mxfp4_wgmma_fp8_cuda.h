@@ -23,6 +23,7 @@
 #include "core/tensor.h"
 #include "ops/cuda/moe_mxfp4_fused_cuda.h"
 #include "ops/expert_weights.h"
+#include "quant/fp8_row_order.h"
 
 namespace day0 {
 
@@ -43,10 +44,18 @@ inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 // B128 is equal (+1.6 / -0.5%).
 inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 16;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
+inline constexpr int kRsFp8TileTokens = 16;   // the decode-sized form's tile
+
+// The order x8's rows come in for a tile: the decode-sized form stages them 16 bytes a copy from the staged order
+// (quant/fp8_row_order.h); the others read the natural one.
+constexpr Fp8RowOrder mxfp4_wgmma_fp8_row_order(int tile_tokens) {
+  return tile_tokens == kRsFp8TileTokens ? Fp8RowOrder::staged : Fp8RowOrder::natural;
+}
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
-// (rows >= A); tile_tokens 16 for the decode-sized form (moe_mxfp4_rs_fp8_cuda.cuh), 32, 64 or 128, or 192 for the
+// (rows >= A), each in mxfp4_wgmma_fp8_row_order(tile_tokens) (16-byte aligned for the staged one);
+// tile_tokens 16 for the decode-sized form (moe_mxfp4_rs_fp8_cuda.cuh), 32, 64 or 128, or 192 for the
 // warp-specialised form (moe_mxfp4_ws_fp8_cuda.cuh: rows by entry only, w.in <= 32 kWsFp8MaxGroups), and
 // launch_slots as for mxfp4_grouped_gemm_wgmma_cuda (mxfp4_wgmma_launch_slots). out: f32 [A, w.out] by
 // assignment, or with swiglu (interleaved rows) f32 [A, w.out / 2] by grouped entry.

@@ -33,6 +33,7 @@ __device__ __forceinline__ void load_held_row(const float4* row, int n4, float4 
   }
 }
 
+template <Fp8RowOrder kOrder>
 __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, const std::int32_t* __restrict__ rows,
                                                std::int64_t n_src, std::int64_t H, std::uint8_t* __restrict__ q,
                                                float* __restrict__ scales, std::int32_t* error_flag) {
@@ -42,7 +43,7 @@ __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, cons
   const int n4 = static_cast<int>(H / 4);
   float4 v[kVecPerThread];
   load_held_row(xr, n4, v);
-  fp8_moe::quantize_held_row<kThreads>(v, n4, warp_max, q + r * H, scales + r);
+  fp8_moe::quantize_held_row<kThreads, kVecPerThread, kOrder>(v, n4, warp_max, q + r * H, scales + r);
 }
 
 // Token row s quantised once, its codes and scale stored at each entry its assignments were grouped to: entries[s
@@ -114,7 +115,7 @@ Status quantize_scatter_fp8_cuda(const Tensor& x, const Tensor& entries, Tensor&
 }
 
 Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, Tensor& scales, Tensor& error_flag,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, Fp8RowOrder order) {
   const char* op = "gather_quantize_fp8_cuda";
   if (x.dim() != 2) return make_error(std::string(op) + ": x must be 2-D [S, H], got " + shape_to_string(x.shape()));
   const std::int64_t S = x.size(0), H = x.size(1);
@@ -131,7 +132,13 @@ Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, 
   if (n > 2147483647) return make_error(std::string(op) + ": more than 2^31 rows in one launch");
   // float4 rows need x 16-byte aligned and H a multiple of 4 (each row then is); q 4-byte aligned.
   const bool vec = H % 4 == 0 && H <= kVecValues && aligned_to(x.raw(), 16) && aligned_to(q.raw(), 4);
-  auto* kernel = vec ? gather_quantize_fp8_vec_kernel : gather_quantize_fp8_kernel;
+  const bool staged = order == Fp8RowOrder::staged;
+  if (staged && (!vec || H % 32 != 0))
+    return make_error(std::string(op) + ": the staged order needs H a multiple of 32 up to " +
+                      std::to_string(kVecValues) + " and 16-byte aligned rows, got H " + std::to_string(H));
+  auto* kernel = staged ? gather_quantize_fp8_vec_kernel<Fp8RowOrder::staged>
+                 : vec  ? gather_quantize_fp8_vec_kernel<Fp8RowOrder::natural>
+                        : gather_quantize_fp8_kernel;
   kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x.data<float>(),
                                                              gather ? rows.data<std::int32_t>() : nullptr, S, H,
                                                              static_cast<std::uint8_t*>(q.raw()),

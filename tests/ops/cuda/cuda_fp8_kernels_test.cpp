@@ -200,6 +200,37 @@ TEST(CudaFp8Quantize, gather_and_quantise_matches_fp8_quantize_row_bit_for_bit) 
     }
 }
 
+// The staged order (the decode-sized FP8 GEMM's rows): the natural rows' codes moved as fp8_rows_to_staged moves
+// them, the scales unchanged; widths of 1-4 groups in the last k-tile. A width not of whole groups is refused.
+TEST(CudaFp8Quantize, the_staged_order_is_the_natural_rows_permuted) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(4007);
+  for (std::int64_t H : {32, 96, 160, 256, 2880}) {
+    SCOPED_TRACE("H " + std::to_string(H));
+    const std::int64_t S = 5;
+    const Tensor d_x = upload(*ctx, activation_rows(S, H, rng));
+    Tensor q1 = poisoned(*ctx, {S, H}, DType::f8_e4m3), s1 = poisoned(*ctx, {S}, DType::f32);
+    Tensor q2 = poisoned(*ctx, {S, H}, DType::f8_e4m3), s2 = poisoned(*ctx, {S}, DType::f32);
+    Tensor flag = zeroed(*ctx, {1}, DType::i32);
+    D0_ASSERT_OK(gather_quantize_fp8_cuda(d_x, Tensor(), q1, s1, flag, ctx->stream()));
+    D0_ASSERT_OK(gather_quantize_fp8_cuda(d_x, Tensor(), q2, s2, flag, ctx->stream(), Fp8RowOrder::staged));
+    const Tensor natural = download(*ctx, q1), staged = download(*ctx, q2);
+    Tensor want = Tensor::zeros({S, H}, DType::f8_e4m3);
+    fp8_rows_to_staged(natural.data<std::uint8_t>(), S, H, want.data<std::uint8_t>());
+    EXPECT_EQ(std::memcmp(staged.raw(), want.raw(), want.nbytes()), 0);
+    const Tensor a_s = download(*ctx, s1), b_s = download(*ctx, s2);
+    EXPECT_EQ(std::memcmp(a_s.raw(), b_s.raw(), a_s.nbytes()), 0);
+  }
+  Tensor q = poisoned(*ctx, {2, 100}, DType::f8_e4m3), sc = poisoned(*ctx, {2}, DType::f32);
+  Tensor flag = zeroed(*ctx, {1}, DType::i32);
+  const Status st = gather_quantize_fp8_cuda(upload(*ctx, activation_rows(2, 100, rng)), Tensor(), q, sc, flag,
+                                             ctx->stream(), Fp8RowOrder::staged);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("multiple of 32"), std::string::npos) << st.error().message;
+}
+
 // Two quantisations' codes and scales equal bit for bit, and most codes not zero (the inputs were not all
 // quantised away).
 void expect_same_nonzero_codes(CudaContext& ctx, const Tensor& q1, const Tensor& s1, const Tensor& q2,

@@ -17,6 +17,7 @@
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
 #include "ops/op_test_util.h"
 #include "quant/fp8_experts.h"
+#include "quant/fp8_row_order.h"
 #include "quant/mxfp4.h"
 #include "quant/mxfp4_to_fp8_table.h"
 
@@ -96,8 +97,15 @@ void compare_with_cpu(CudaContext& ctx, int tile, int E, int k, int out, int in,
   sp.limit = 7.f;
   Tensor y = poisoned(ctx, {A, swiglu ? out / 2 : out}, DType::f32);
   const std::int64_t routed = std::min<std::int64_t>(E, A);
+  // The kernel's row order (the decode-sized form's staged one); the reference below reads the natural rows.
+  auto in_kernel_order = [&](const Tensor& natural) {
+    if (mxfp4_wgmma_fp8_row_order(tile) == Fp8RowOrder::natural) return natural;
+    Tensor staged = Tensor::zeros(natural.shape(), DType::f8_e4m3);
+    fp8_rows_to_staged(natural.data<std::uint8_t>(), natural.size(0), in, staged.data<std::uint8_t>());
+    return staged;
+  };
   const Status st = mxfp4_grouped_gemm_wgmma_fp8_cuda(
-      upload(ctx, by_token ? x8t : x8), upload(ctx, by_token ? sxt : sx), by_token, d, g.view(), tile,
+      upload(ctx, in_kernel_order(by_token ? x8t : x8)), upload(ctx, by_token ? sxt : sx), by_token, d, g.view(), tile,
       mxfp4_wgmma_launch_slots(routed, A, tile), swiglu ? &sp : nullptr, y, ctx.stream());
   if (tile == 192 && by_token) {  // the warp-specialised form: its tensor copies need an expert's rows contiguous
     ASSERT_FALSE(st.ok());
@@ -167,6 +175,10 @@ TEST(CudaMoeWgmmaFp8, grouped_gemm_matches_the_cpu_reference) {
     // and take the clamped, rounded tables.
     compare_with_cpu(*ctx, tile, 4, 2, 128, 320, 50, 200, DType::f32, false, entry, rng);
   }
+  // The decode-sized form's staged rows ending in a k-tile of one group (in 160), by token, and tiles with 1-3
+  // absent tokens' rows left unwritten.
+  compare_with_cpu(*ctx, 16, 4, 2, 64, 160, 29, 0, DType::bf16, false, Inputs::by_token, rng);
+  compare_with_cpu(*ctx, 16, 8, 4, 128, 2880, 7, 0, DType::f32, true, Inputs::by_token, rng);
   // More items than an H200 has SMs (28 token tiles x 15 row blocks): the persistent form's CTAs take 3-4 items each,
   // through both scale blocks and every stage's phases.
   compare_with_cpu(*ctx, 192, 4, 4, 1920, 256, 1200, 0, DType::bf16, false, Inputs::by_entry, rng);
