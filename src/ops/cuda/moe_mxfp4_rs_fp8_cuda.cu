@@ -120,6 +120,9 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
   float acc[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+  const std::uint64_t tokens_descriptor = wgmma::sw128_descriptor(tokens);
+  const std::uint32_t tokens_lo = static_cast<std::uint32_t>(tokens_descriptor);
+  const std::uint32_t tokens_hi = static_cast<std::uint32_t>(tokens_descriptor >> 32);
   // k-tile kt from the lane's group w: its four k32 steps, word s of both rows feeding step s. The fragments are
   // rewritten next k-tile, so the MMAs are waited for here.
   auto k_tile = [&](const RowPair& w, int kt) {
@@ -133,10 +136,13 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
       mxfp4_word_to_fp8(words_lo[s], t_lo, frag[s][0], frag[s][2]);
       mxfp4_word_to_fp8(words_hi[s], t_hi, frag[s][1], frag[s][3]);
     }
-    const std::uint64_t db = wgmma::sw128_descriptor(tokens + kt * kTokenTile);
+    // The tile's descriptor: the start address (its low 14 bits, in 16-byte units) advanced in the low word, which
+    // never carries into the high one; k32 step s is 32 bytes on.
+    const std::uint32_t db_lo = tokens_lo + static_cast<std::uint32_t>(kt * (kTokenTile / 16));
     wgmma::fence();
 #pragma unroll
-    for (int s = 0; s < 4; ++s) wgmma::mma_e4m3_rs16(acc, frag[s], db + 2 * s);
+    for (int s = 0; s < 4; ++s)
+      wgmma::mma_e4m3_rs16(acc, frag[s], (static_cast<std::uint64_t>(tokens_hi) << 32) | (db_lo + 2 * s));
     wgmma::commit();
     wgmma::wait<0>();
   };
