@@ -123,9 +123,9 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
   const std::uint64_t tokens_descriptor = wgmma::sw128_descriptor(tokens);
   const std::uint32_t tokens_lo = static_cast<std::uint32_t>(tokens_descriptor);
   const std::uint32_t tokens_hi = static_cast<std::uint32_t>(tokens_descriptor >> 32);
-  // k-tile kt from the lane's group w: its four k32 steps, word s of both rows feeding step s. The fragments are
-  // rewritten next k-tile, so the MMAs are waited for here.
-  auto k_tile = [&](const RowPair& w, int kt) {
+  // k-tile kt from the lane's group w: its four k32 steps, word s of both rows feeding step s; w is reloaded with
+  // k-tile kt + 4 once converted. The fragments are rewritten next k-tile, so the MMAs are waited for here.
+  auto k_tile = [&](RowPair& w, int kt) {
     const int gi = 4 * kt + t;
     const Mxfp4Fp8Bytes t_lo = table(r_lo, lo_shift, gi), t_hi = table(r_hi, hi_shift, gi);
     const std::uint32_t words_lo[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -136,6 +136,7 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
       mxfp4_word_to_fp8(words_lo[s], t_lo, frag[s][0], frag[s][2]);
       mxfp4_word_to_fp8(words_hi[s], t_hi, frag[s][1], frag[s][3]);
     }
+    w = load(kt + 4);
     // The tile's descriptor: the start address (its low 14 bits, in 16-byte units) advanced in the low word, which
     // never carries into the high one; k32 step s is 32 bytes on.
     const std::uint32_t db_lo = tokens_lo + static_cast<std::uint32_t>(kt * (kTokenTile / 16));
@@ -146,14 +147,11 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
     wgmma::commit();
     wgmma::wait<0>();
   };
-  // Two k-tiles a round, each buffer reloaded once its words are converted: two loads in flight, no copies
-  // between buffers.
+  // Two k-tiles a round from two buffers: two loads in flight, no copies between buffers.
   for (int kt = wg; kt < k_tiles; kt += 4) {
     k_tile(w0, kt);
-    w0 = load(kt + 4);
     if (kt + 2 >= k_tiles) break;
     k_tile(w1, kt + 2);
-    w1 = load(kt + 6);
   }
   wgmma::fence_operands(acc);
 
