@@ -45,13 +45,13 @@ inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 16;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 inline constexpr int kRsFp8TileTokens = 16;   // the decode-sized form's tile
+int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // The order x8's rows come in for a tile: the decode-sized form stages them 16 bytes a copy from the staged order
 // (quant/fp8_row_order.h); the others read the natural one.
 constexpr Fp8RowOrder mxfp4_wgmma_fp8_row_order(int tile_tokens) {
   return tile_tokens == kRsFp8TileTokens ? Fp8RowOrder::staged : Fp8RowOrder::natural;
 }
-int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);
 
 // x8 f8_e4m3 [rows, w.in] and sx f32 [>= rows]: quantised token rows (inputs_are_tokens) or the grouped entries'
 // (rows >= A), each in mxfp4_wgmma_fp8_row_order(tile_tokens) (16-byte aligned for the staged one);

@@ -4,6 +4,7 @@
 // multiple of 4 values up to kVecValues are read once, as float4s held in registers, and written 4 codes a store
 // (the scalar form read each value twice and stored bytes: 118 us a 16,384 x 2,880 call on the H200).
 // quantize_scatter_fp8_cuda: the same rows by grouped entry, each token read and quantised once.
+// Fp8RowOrder::staged: the same codes, each row's 4-byte words moved to where quant/fp8_row_order.h puts them.
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
