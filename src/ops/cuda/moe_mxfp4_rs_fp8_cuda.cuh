@@ -1,5 +1,5 @@
 // The decode-sized form of moe_mxfp4_wgmma_fp8_cuda.h's GEMM (tile_tokens 16): the same arguments and weight rule,
-// for experts holding a few tokens each (the MoE takes it at 16-23 an expert, kRsFp8MinTokensPerExpert). The 2-CTA
+// for experts holding a few tokens each (the MoE takes it at 8-23 an expert, kRsFp8MinTokensPerExpert). The 2-CTA
 // GEMM converts each k-tile of 128 weight rows into a shared-memory A tile behind a CTA barrier, sized for 32-128
 // tokens; here each lane converts its own 16-byte group of two rows (g, g + 8) in registers, E2M1 -> E4M3 by byte
 // permutes (~12 instructions a word of 8 values in SASS, against ~19 for the fused kernel's bf16 decode), and feeds
@@ -15,7 +15,9 @@
 //
 // Measured (H100, bench-moe, 20b down, v67, tokens staged 4 bytes a copy from the natural order): 64 tokens 69.5
 // us, the bf16 fused kernel's 69.4 (both ~2.0 TB/s; Nsight Compute: 61.6% of DRAM peak, 45.6 M instructions issued
-// at 0.69 a scheduler a cycle, 21% of the stall samples at the staging barrier); 8 tokens 47.6 against 39.4.
+// at 0.69 a scheduler a cycle, 21% of the stall samples at the staging barrier); 8 tokens 47.6 against 39.4. With
+// the staged order (v68; by count ~half the instructions, not profiled): down 70.0 us at 64 tokens (fused 70.3), 47.6
+// at 8 (fused 40.1); gate_up 123.8 at 64 (v67: 136.1). So the down GEMM is not paced by its instructions.
 #pragma once
 
 #include <cuda_runtime.h>

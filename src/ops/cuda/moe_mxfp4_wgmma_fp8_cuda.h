@@ -38,11 +38,11 @@ bool mxfp4_wgmma_fp8_gemm_fits(const ExpertWeights& w);
 // 3,072 (96) 411.0 / 428.9. Fewer tokens an expert were not measured.
 inline constexpr std::int64_t kWsFp8MinTokensPerExpert = 96;
 // The MoE (fp8 compute) takes the FP8 GEMMs from this many assignments an expert on average, the decode-sized form
-// below kMxfp4WgmmaMinTokensPerExpert; below this, the bf16 fused kernel. H100, 20b (v67), against the fused
-// kernel: at 8 an expert (decode B64) the down GEMM ties in bench-moe (69.5 against 69.4 us; gate_up 136.1) but the
-// step loses 3.1% to the two quantisation kernels it adds (B8: 11%); at 16, prefill 128 gains 2.6-5.0% and decode
-// B128 is equal (+1.6 / -0.5%).
-inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 16;
+// below kMxfp4WgmmaMinTokensPerExpert; below this, the bf16 fused kernel. H100, 20b, with the tokens staged 16
+// bytes a copy (v68), two rounds against the bf16 fused kernel at 8 an expert: decode B64 8,697.9 / 8,732.8
+// against 8,445.4 / 8,440.3 tok/s (+3.0 / +3.5%, the two quantisation kernels it adds included; bench-moe: down
+// 70.0 against 70.3 us, gate_up 123.8 against v67's 136.1). Fewer an expert were not measured.
+inline constexpr std::int64_t kRsFp8MinTokensPerExpert = 8;
 inline constexpr int kWsFp8TileTokens = 192;  // the warp-specialised form's tile
 inline constexpr int kRsFp8TileTokens = 16;   // the decode-sized form's tile
 int mxfp4_wgmma_fp8_tile_tokens(std::int64_t assignments, const ExpertWeights& w);

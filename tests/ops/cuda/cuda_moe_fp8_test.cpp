@@ -220,8 +220,9 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(6005);
-  // 16 assignments an expert (from kRsFp8MinTokensPerExpert the fused path takes the FP8 GEMMs: the decode-sized
-  // form up to kMxfp4WgmmaMinTokensPerExpert = 24; below 16 the bf16 fused kernels run, as the test above checks),
+  // 8 and 16 assignments an expert (from kRsFp8MinTokensPerExpert the fused path takes the FP8 GEMMs: the
+  // decode-sized form up to kMxfp4WgmmaMinTokensPerExpert = 24; below 8 the bf16 fused kernels run, as the test
+  // above checks),
   // 32 and 48 (the 2-CTA GEMM), and 512 (from kWsFp8MinTokensPerExpert = 96 both GEMMs take the warp-specialised
   // form, gate_up without SwiGLU, which joins the quantisation of h), out of both matrices multiples of 64 as the FP8
   // GEMM needs.
@@ -238,8 +239,8 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   ASSERT_TRUE(ws.ok()) << ws.error().message;
   ASSERT_TRUE(ws->fused_x8.defined());
   MoeGemms gemms(*ctx);
-  ASSERT_EQ(64 * k / E, kRsFp8MinTokensPerExpert);
-  for (std::int64_t S : {64, 128, 192, 2048}) {
+  ASSERT_EQ(32 * k / E, kRsFp8MinTokensPerExpert);
+  for (std::int64_t S : {32, 64, 128, 192, 2048}) {
     SCOPED_TRACE("S " + std::to_string(S));
     const Tensor x = optest::random_f32({S, H}, rng);
     Tensor indices, weights;
