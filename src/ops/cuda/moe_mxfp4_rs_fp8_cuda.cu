@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, 3) mxfp4_rs_fp8_gemm_kernel(Fp8Kerne
   unsigned char* tokens = smem;
   unsigned char* codes = smem + k_tiles * kTokenTile;
 
-  // Every copy at once: the scale block and the live tokens' k-tiles, in the staged order (quant/fp8_row_order.h)
+  // Every copy at once: the scale block and the live tokens' k-tiles, in the staged order (quant/fp8_row_order.h):
   // 16-byte chunk c of a token's k-tile is chunk c of its staged row: thread tid copies chunk tid % 8 of token
   // tid / 16 in every other k-tile. A row's short last k-tile of G groups holds 4 G bytes a chunk: G 4-byte
   // copies, the rest of the chunk zero-filled (the weights past the row are zeros, and 0 * NaN would not be).
