@@ -26,7 +26,7 @@ static void add_backend_options(CLI::App* cmd, day0::app::BackendCliOptions& o) 
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--fused-moe-tokens", o.fused_moe_tokens,
                   "cuda: MoE steps of at most this many tokens read MXFP4 experts directly (with fp8 compute: bf16 at "
-                  "decode sizes, FP8 MMAs from 16 tokens an expert; 0: convert + GEMM; default: every step with bf16 "
+                  "decode sizes, FP8 MMAs from 8 tokens an expert; 0: convert + GEMM; default: every step with bf16 "
                   "compute, up to 4096 tokens with fp8)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20));
   cmd->add_flag("--f32-attention", o.f32_attention,

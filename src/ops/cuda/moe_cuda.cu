@@ -156,7 +156,7 @@ Result<MoeWorkspace> MoeWorkspace::plan(DeviceArena& arena, const MoeWorkspaceSh
     D0_ASSIGN_OR_RETURN(ws.h_scales, arena.allocate({T}, DType::f32, "moe workspace swiglu scales"));
     D0_ASSIGN_OR_RETURN(ws.fp8_inexact, arena.allocate({1}, DType::u64, "moe workspace fp8 inexact count"));
   }
-  // With fp8 compute too: small calls (decode) then read MXFP4 directly in bf16, larger ones (from 16 tokens an
+  // With fp8 compute too: small calls (decode) then read MXFP4 directly in bf16, larger ones (from 8 tokens an
   // expert) in FP8 GEMMs.
   if (convert && s.fused_max_tokens > 0 && s.n_experts <= kGroupingMaxExperts) {
     ws.fused_tokens = std::min(s.max_tokens, s.fused_max_tokens);
@@ -292,6 +292,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
   const std::int64_t A = rows.numel(), S = x.size(0);
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
+  const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);          // its inputs are quantised in its order
   const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);
   if (gate_up_tile == kWsFp8TileTokens) {
     Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
@@ -308,9 +309,8 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, gate_up_tile,
                                                          gate_up_slots, &p, hf, stream));
     D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(hf, Tensor(), h8, sh, ws.error_flag, stream,
-                                                mxfp4_wgmma_fp8_row_order(mxfp4_wgmma_fp8_tile_tokens(A, down))));
+                                                mxfp4_wgmma_fp8_row_order(down_tile)));
   }
-  const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);
   return mxfp4_grouped_gemm_wgmma_fp8_cuda(h8, sh, false, down, groups, down_tile,
                                            mxfp4_wgmma_launch_slots(slots, A, down_tile), nullptr, y, stream);
 }
