@@ -2,8 +2,8 @@
 // for experts holding a few tokens each (the MoE takes it at 8-23 an expert, kRsFp8MinTokensPerExpert). The 2-CTA
 // GEMM converts each k-tile of 128 weight rows into a shared-memory A tile behind a CTA barrier, sized for 32-128
 // tokens; here each lane converts its own 16-byte group of two rows (g, g + 8) in registers, E2M1 -> E4M3 by byte
-// permutes (9 operations a word of 8 values, against ~19 SASS instructions for the fused kernel's bf16 decode), and feeds
-// it to wgmma as the register A operand (m64n16k32): no A tile, no barrier in the k-loop.
+// permutes (9 operations a word of 8 values, against ~19 SASS instructions for the fused kernel's bf16 decode), and
+// feeds it to wgmma as the register A operand (m64n16k32): no A tile, no barrier in the k-loop.
 //
 // A CTA: two warpgroups on 64 weight rows, splitting the k-tiles (even / odd), the token tile of one routed expert
 // (up to 16 of its tokens) staged whole in shared memory before the k-loop, each thread's next two k-tiles of

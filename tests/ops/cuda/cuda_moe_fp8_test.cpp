@@ -222,10 +222,9 @@ TEST(CudaMoeFp8, prefill_sized_fused_calls_run_the_grouped_fp8_wgmma_gemms_near_
   std::mt19937 rng(6005);
   // 8 and 16 assignments an expert (from kRsFp8MinTokensPerExpert the fused path takes the FP8 GEMMs: the
   // decode-sized form up to kMxfp4WgmmaMinTokensPerExpert = 24; below 8 the bf16 fused kernels run, as the test
-  // above checks),
-  // 32 and 48 (the 2-CTA GEMM), and 512 (from kWsFp8MinTokensPerExpert = 96 both GEMMs take the warp-specialised
-  // form, gate_up without SwiGLU, which joins the quantisation of h), out of both matrices multiples of 64 as the FP8
-  // GEMM needs.
+  // above checks), 32 and 48 (the 2-CTA GEMM), and 512 (from kWsFp8MinTokensPerExpert = 96 both GEMMs take the
+  // warp-specialised form, gate_up without SwiGLU, which joins the quantisation of h), out of both matrices
+  // multiples of 64 as the FP8 GEMM needs.
   const int E = 8, k = 2;
   const std::int64_t H = 128, I = 96, T = 2048;
   ASSERT_GE(T * k / E, kWsFp8MinTokensPerExpert);  // the largest call reaches the warp-specialised GEMMs
