@@ -1,6 +1,7 @@
 // Tensor storage, views and conversions.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstddef>
 #include <cstring>
@@ -107,6 +108,21 @@ Tensor Tensor::slice_rows(std::int64_t begin, std::int64_t end) const {
   // A packed fp4 slice must start on a byte: an odd starting element would sit in a high nibble.
   assert(offset_bits % 8 == 0 && "slice_rows: fp4 rows must start on a byte boundary");
   t.data_ = static_cast<std::byte*>(data_) + offset_bits / 8;
+  return t;
+}
+
+Tensor Tensor::adjacent_rows(const std::vector<Tensor>& parts) {
+  if (parts.empty() || parts[0].dim() < 1 || !parts[0].is_contiguous() || parts[0].data_ == nullptr) return Tensor();
+  Tensor t = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    const bool same_rows = p.dim() == t.dim() && std::equal(p.shape_.begin() + 1, p.shape_.end(), t.shape_.begin() + 1);
+    if (!same_rows || !p.is_contiguous() || p.owner_ != t.owner_ || p.device_ != t.device_ || p.dtype_ != t.dtype_ ||
+        p.data_ != static_cast<std::byte*>(t.data_) + t.nbytes())
+      return Tensor();
+    t.shape_[0] += p.shape_[0];
+  }
+  t.strides_ = contiguous_strides(t.shape_);
   return t;
 }
 

@@ -52,6 +52,10 @@ class Tensor {
   Tensor view(Shape shape) const;
   // Rows [begin, end) of dimension 0, sharing storage.
   Tensor slice_rows(std::int64_t begin, std::int64_t end) const;
+  // `parts` as one tensor of their rows when they lie back to back in one storage (same owner, device, dtype and
+  // row shape, each contiguous, each starting where the one before ends): what one GEMM may read for several
+  // weights placed adjacently. Undefined (Tensor()) otherwise.
+  static Tensor adjacent_rows(const std::vector<Tensor>& parts);
   // A contiguous f32 copy of any float tensor (bf16, f16, fp8, f32, f64) on the CPU.
   Tensor to_f32() const;
   // A deep, contiguous, owned copy.

@@ -30,7 +30,7 @@ Result<LoadedModel> load_model(const std::string& dir, const LoadOptions& option
     host = bound.tensors();
   }
   const auto t_place = clock::now();
-  D0_ASSIGN_OR_RETURN(NamedTensors placed, m.ops->place_weights(host, expert_tensor_names(m.spec), options.progress));
+  D0_ASSIGN_OR_RETURN(NamedTensors placed, m.ops->place_weights(host, weight_roles(m.spec), options.progress));
   m.place_seconds = std::chrono::duration<double>(clock::now() - t_place).count();
   ExecutorOptions eo;
   eo.max_tokens = options.max_tokens > 0 ? std::min<std::int64_t>(options.max_tokens, m.spec.max_position)

@@ -10,7 +10,10 @@ namespace day0 {
 
 static std::string dtype_list(const std::vector<DType>& dtypes) {
   std::string s;
-  for (DType d : dtypes) s += (s.empty() ? "" : "|") + std::string(dtype_name(d));
+  for (DType d : dtypes) {
+    if (!s.empty()) s += '|';
+    s += dtype_name(d);
+  }
   return s;
 }
 
@@ -45,6 +48,18 @@ std::set<std::string> expert_tensor_names(const ModelSpec& spec) {
       for (const ExpertTensor& t : expert_tensors(*m, L.channel.moe.n_experts)) names.insert(t.name);
   }
   return names;
+}
+
+WeightRoles weight_roles(const ModelSpec& spec) {
+  WeightRoles roles{expert_tensor_names(spec), {}};
+  for (const LayerSpec& L : spec.layers) {
+    if (L.mixer.kind != TokenMixerKind::gqa_attention) continue;
+    const AttentionSpec& a = L.mixer.attention;
+    roles.adjacent.push_back({a.q_weight, a.k_weight, a.v_weight});
+    if (!a.q_bias.empty() && !a.k_bias.empty() && !a.v_bias.empty())
+      roles.adjacent.push_back({a.q_bias, a.k_bias, a.v_bias});
+  }
+  return roles;
 }
 
 Result<ModelWeights> ModelWeights::bind(const ModelSpec& spec, const Checkpoint& checkpoint) {

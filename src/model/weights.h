@@ -28,6 +28,9 @@ WeightCheck check_weights(const ModelSpec& spec, const Checkpoint& checkpoint);
 
 // Names of the routed experts' storage tensors (biases apart): what Ops::place_weights keeps as stored.
 std::set<std::string> expert_tensor_names(const ModelSpec& spec);
+// The experts' storage names, and each attention block's q, k and v weights (and biases, where all three have one)
+// as groups to place back to back: one GEMM may then take the three (Ops::place_weights).
+WeightRoles weight_roles(const ModelSpec& spec);
 
 class ModelWeights {
  public:

@@ -56,6 +56,16 @@ struct PagedKv {
   std::int64_t block_size = 0;
 };
 
+// What Ops::place_weights needs to know of the checkpoint's tensors besides their names.
+struct WeightRoles {
+  // The routed experts' storage (MXFP4 blocks and scales, bf16 / fp8 values and row scales): kept in their stored
+  // dtype everywhere and reported as experts.
+  std::set<std::string> experts;
+  // Groups of tensors a backend places back to back in the order given (an attention block's q, k and v weights;
+  // their biases), so that one matmul may read a group as one matrix (Tensor::adjacent_rows).
+  std::vector<std::vector<std::string>> adjacent;
+};
+
 // One output of Ops::linears: out = x W^T + bias (bias optional: an undefined Tensor).
 struct LinearTarget {
   Tensor w, bias, out;
@@ -111,10 +121,8 @@ class Ops {
   // Reserves what `plan` needs (workspaces) once; call before the first op.
   virtual Status plan(const OpsPlan& plan) = 0;
   // The checkpoint's tensors (host, usually mmap views) made usable by this backend's ops: the CPU uses them
-  // in place; CUDA uploads them, converting dense matrices to the dtype its matmuls take. The tensors named in
-  // `expert_tensors` (routed experts' storage: MXFP4 blocks and scales, bf16 / fp8 values and row scales) keep
-  // their stored dtype everywhere and are reported as experts.
-  virtual Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+  // in place; CUDA uploads them, converting dense matrices to the dtype its matmuls take, as `roles` says.
+  virtual Result<NamedTensors> place_weights(const NamedTensors& host, const WeightRoles& roles,
                                              const ProgressFn& progress) = 0;
   // The storage place_weights gave experts stored as `stored`: the same, or MXFP4 blocks reordered
   // (ExpertStorage::mxfp4_tiled: BackendOptions::mxfp4_order).

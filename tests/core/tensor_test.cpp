@@ -231,6 +231,31 @@ TEST(Tensor, slice_rows_shares_storage_and_starts_at_the_first_selected_row) {
   EXPECT_EQ(empty.nbytes(), 0u);
 }
 
+TEST(Tensor, adjacent_rows_joins_only_parts_that_lie_back_to_back_in_one_storage) {
+  Tensor t = Tensor::zeros({6, 2}, DType::f32);
+  for (int i = 0; i < 12; ++i) t.data<float>()[i] = static_cast<float>(i);
+  const Tensor joined = Tensor::adjacent_rows({t.slice_rows(1, 2), t.slice_rows(2, 4), t.slice_rows(4, 5)});
+  ASSERT_TRUE(joined.defined());
+  EXPECT_EQ(joined.shape(), (Shape{4, 2}));
+  EXPECT_TRUE(joined.is_contiguous());
+  EXPECT_EQ(joined.data<float>(), t.data<float>() + 2);
+  EXPECT_EQ(as_floats(joined.to_f32()), (std::vector<float>{2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(Tensor::adjacent_rows({t.slice_rows(0, 6)}).shape(), (Shape{6, 2}));  // one part: itself
+
+  EXPECT_FALSE(Tensor::adjacent_rows({}).defined());
+  EXPECT_FALSE(Tensor::adjacent_rows({t.slice_rows(0, 1), t.slice_rows(2, 3)}).defined());               // a gap
+  EXPECT_FALSE(Tensor::adjacent_rows({t.slice_rows(2, 3), t.slice_rows(1, 2)}).defined());               // out of order
+  EXPECT_FALSE(Tensor::adjacent_rows({t.slice_rows(0, 2), t.slice_rows(2, 6).view({2, 4})}).defined());  // rows differ
+  const Tensor other = Tensor::zeros({2, 2}, DType::f32);  // another storage, even if it happened to follow
+  EXPECT_FALSE(Tensor::adjacent_rows({t, other}).defined());
+  // Borrowed views of one buffer (the same, empty owner): joined when their dtypes agree.
+  const Tensor first = Tensor::borrow(t.data<float>(), {2, 2}, DType::f32, nullptr);
+  EXPECT_TRUE(
+      Tensor::adjacent_rows({first, Tensor::borrow(t.data<float>() + 4, {1, 2}, DType::f32, nullptr)}).defined());
+  EXPECT_FALSE(
+      Tensor::adjacent_rows({first, Tensor::borrow(t.data<float>() + 4, {1, 2}, DType::i32, nullptr)}).defined());
+}
+
 TEST(Tensor, slice_rows_offsets_by_the_element_size_of_each_dtype) {
   const Tensor bf = Tensor::zeros({4, 2}, DType::bf16);
   EXPECT_EQ(static_cast<const std::byte*>(bf.slice_rows(3, 4).raw()), static_cast<const std::byte*>(bf.raw()) + 12);

@@ -6,7 +6,7 @@
 
 namespace day0 {
 
-Result<NamedTensors> CpuOps::place_weights(const NamedTensors& host, const std::set<std::string>& /*expert_tensors*/,
+Result<NamedTensors> CpuOps::place_weights(const NamedTensors& host, const WeightRoles& /*roles*/,
                                            const ProgressFn& progress) {
   std::uint64_t total = 0;
   for (const auto& [name, t] : host) {

@@ -13,7 +13,7 @@ class CpuOps final : public Ops {
   // Memory (cpu_memory.cpp): heap tensors; weights stay where the checkpoint maps them.
   Device device() const override { return Device::cpu; }
   Status plan(const OpsPlan&) override { return Status::success(); }
-  Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+  Result<NamedTensors> place_weights(const NamedTensors& host, const WeightRoles& roles,
                                      const ProgressFn& progress) override;
   Result<Tensor> allocate(const Shape& shape, DType dtype, const std::string& what) override;
   Result<Tensor> scratch(const Shape& shape, DType dtype, const std::string& what) override;

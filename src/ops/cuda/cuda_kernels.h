@@ -68,6 +68,18 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
                           Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream,
                           Tensor* q_cos_sin = nullptr);
 
+// rope_kv_write_cuda on q, k and v read as column ranges of qkv f32 [S, (n_heads + 2 n_kv_heads) * head_dim] (one
+// GEMM's output, 16-byte aligned): q rotated into q, k rotated into k and its pool, v into v and its pool; qkv is
+// only read. The same bits as the three ranges copied out and rope_kv_write_cuda on them. Takes what
+// rope_kv_write_from_qkv_fits says it does (a rotary dim of at most 128, in whole quads of lanes, 16-byte aligned
+// rows): that says so before the GEMM runs.
+bool rope_kv_write_from_qkv_fits(int n_heads, int n_kv_heads, int head_dim, const Tensor& inv_freq, const Tensor& q,
+                                 const Tensor& k, const Tensor& v, const Tensor& k_pool, const Tensor& v_pool);
+Status rope_kv_write_from_qkv_cuda(const Tensor& qkv, Tensor& q, int n_heads, Tensor& k, int n_kv_heads, Tensor& v,
+                                   int head_dim, const Tensor& positions, const Tensor& inv_freq,
+                                   float attention_factor, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
+                                   Tensor& error_flag, cudaStream_t stream);
+
 // out f32 [n, I] from gate_up f32 [n, 2I] (interleaved or split layout), as CpuOps::swiglu_clamped.
 Status swiglu_clamped_cuda(const Tensor& gate_up, const SwigluParams& p, Tensor& out, cudaStream_t stream);
 

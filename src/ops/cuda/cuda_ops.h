@@ -39,7 +39,7 @@ class CudaOps final : public Ops {
   Device device() const override { return Device::cuda; }
   DType kv_cache_dtype() const override { return options_.kv_cache_dtype; }
   Status plan(const OpsPlan& plan) override;
-  Result<NamedTensors> place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+  Result<NamedTensors> place_weights(const NamedTensors& host, const WeightRoles& roles,
                                      const ProgressFn& progress) override;
   ExpertStorage placed_expert_storage(ExpertStorage stored) const override {
     return stored == ExpertStorage::mxfp4 && experts_tiled_ ? ExpertStorage::mxfp4_tiled : stored;
@@ -127,6 +127,9 @@ class CudaOps final : public Ops {
   // target.
   Status gemm_linears(const Tensor& x, const Tensor* xb, const std::vector<LinearTarget>& targets);
   bool gemm_takes(const Tensor& x, const LinearTarget& t) const;
+  // q, k and v as one GEMM where place_weights put them (and their biases) back to back: false where it does not.
+  Result<bool> qkv_gemm_rope_kv_write(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& qkv,
+                                      const RopeKvArgs& r);
   // linears, with x's bf16 copy (or null) for the targets that take the GEMM path.
   Status linears_from(const Tensor& x, const Tensor* x_bf16, const std::vector<LinearTarget>& targets);
   std::int64_t small_m_max_rows(const std::vector<LinearTarget>& targets) const;

@@ -1,12 +1,14 @@
 // CudaOps' device memory: the MoE workspace's plan, the weights' placement, step scratch, copies between host and
 // device, the fences and fault flags a step's work reports through, and the memory report.
-#include "ops/cuda/cuda_ops.h"
-
 #include <algorithm>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "ops/cuda/cuda_check.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/weight_upload.h"
 #include "quant/mxfp4_tiles.h"
@@ -47,8 +49,28 @@ static DType placed_dtype(const std::string& name, const Tensor& t, bool expert)
   return float_matrix && !expert ? DType::bf16 : t.dtype();
 }
 
-Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std::set<std::string>& expert_tensors,
+// The names in the order place_weights allocates them (the arena hands out consecutive ranges): the host map's,
+// except that a group of `adjacent` whose tensors are all there comes whole, in its own order, where its first
+// member would.
+static std::vector<std::string> placement_order(const NamedTensors& host,
+                                                const std::vector<std::vector<std::string>>& adjacent) {
+  std::map<std::string, const std::vector<std::string>*> group_of;
+  for (const auto& group : adjacent)
+    if (std::all_of(group.begin(), group.end(), [&](const std::string& n) { return host.count(n) != 0; }))
+      for (const std::string& n : group) group_of.emplace(n, &group);
+  std::vector<std::string> order;
+  std::set<std::string> queued;
+  for (const auto& [name, t] : host) {
+    const auto g = group_of.find(name);
+    for (const std::string& n : g == group_of.end() ? std::vector<std::string>{name} : *g->second)
+      if (queued.insert(n).second) order.push_back(n);
+  }
+  return order;
+}
+
+Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const WeightRoles& roles,
                                             const ProgressFn& progress) {
+  const std::set<std::string>& expert_tensors = roles.experts;
   NamedTensors placed;
   std::vector<UploadItem> items;
   // MXFP4 blocks to tile: each lands row-major at the start of its (larger) tiled tensor, then goes through one
@@ -77,7 +99,8 @@ Result<NamedTensors> CudaOps::place_weights(const NamedTensors& host, const std:
                       (tile_scratch ? " (+ " + format_bytes(tile_scratch) + " to reorder MXFP4 blocks)" : "") +
                       " but the arena has " + format_bytes(ctx_->arena().free_bytes()) + " free (" +
                       ctx_->device_summary() + ")");
-  for (const auto& [name, t] : host) {
+  for (const std::string& name : placement_order(host, roles.adjacent)) {
+    const Tensor& t = host.at(name);
     if (t.device() != Device::cpu || !t.is_contiguous())
       return make_error("cuda place weights: " + name + " must be a contiguous cpu tensor");
     const bool expert = expert_tensors.count(name) != 0, tiled = tiles(name, t);

@@ -2,6 +2,7 @@
 // once and rotates lane pairs (i, i + half) of its heads. Arithmetic mirrors CpuOps::rope exactly. The fused form
 // (decode: one launch instead of three) rotates q and k and writes k, v into the KV pools; with a cos/sin table it
 // leaves q as it is and writes its tokens' cos and sin there instead, for the attention kernel to rotate q as it loads.
+// Its rows form also reads q, k and v out of one GEMM's rows (q/k/v placed back to back) into their own.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -122,10 +123,22 @@ RowsShape rows_shape(std::int64_t S, int n_kv_heads) {
   return {tokens, kv_per_block, dim3(static_cast<unsigned>(token_blocks), head_blocks)};
 }
 
+// Where the rows form reads q, k and v and writes q and k: in place (each its own rows), or from one GEMM's rows
+// [S, q + 2 kv widths] (in_*: column ranges of stride q_in_stride = kv_in_stride) into q's, k's and v's own rows.
+// Outputs are contiguous [S, heads * head_dim]; v_out null leaves v unwritten (in place).
+struct RowsIo {
+  const float* q_in;
+  float* q_out;
+  const float* k_in;
+  float* k_out;
+  const float* v_in;
+  float* v_out;
+  std::int64_t q_in_stride, kv_in_stride;
+};
+
 template <class KV>
 __global__ void __launch_bounds__(kRowsThreads)
-    rope_kv_write_rows_kernel(float* __restrict__ q, float* __restrict__ k, const float* v,
-                              const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
+    rope_kv_write_rows_kernel(RowsIo io, const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
                               int n_kv_heads, int head_dim, int half, float attention_factor, const std::int32_t* slots,
                               std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
                               std::int32_t* __restrict__ error_flag, std::int64_t S, int tokens_per_block,
@@ -147,11 +160,12 @@ __global__ void __launch_bounds__(kRowsThreads)
   __syncthreads();
   begin_dependent_grid();
   if (threadIdx.x < tokens && slot_s[threadIdx.x] < 0) *error_flag = 1;  // that token's k and v are not written
-  // Rotations of heads [head0, head0 + n) of a token in x [S, heads * head_dim], quad p = (token, head, j): lanes
-  // 4j .. 4j + 3 and their partners half on, as float4s, consecutive threads on consecutive quads of a head, each
-  // thread kRowsBatch quads' loads in flight before it stores (one lane pair a load left the kernel waiting on
-  // memory: 60 us a 120b layer at 4,096 tokens, ~2.5 TB/s). k's rotated quads also go to the token's pool slot.
-  auto rotate_rows = [&](float* x, int heads, int head0, int n, KV* pool) {
+  // Rotations of heads [head0, head0 + n) of a token from `in` (rows in_stride floats apart) into `out` [S, heads *
+  // head_dim] (in place: out == in), quad p = (token, head, j): lanes 4j .. 4j + 3 and their partners half on, as
+  // float4s, consecutive threads on consecutive quads of a head, each thread kRowsBatch quads' loads in flight
+  // before it stores (one lane pair a load left the kernel waiting on memory: 60 us a 120b layer at 4,096 tokens,
+  // ~2.5 TB/s). k's rotated quads also go to the token's pool slot.
+  auto rotate_rows = [&](const float* in, std::int64_t in_stride, float* out, int heads, int head0, int n, KV* pool) {
     const int quads_a_head = half / 4, quads = n * quads_a_head, total = tokens * quads;
     for (int p0 = threadIdx.x; p0 < total; p0 += kRowsBatch * kRowsThreads) {
       float4 a[kRowsBatch], b[kRowsBatch];
@@ -160,7 +174,7 @@ __global__ void __launch_bounds__(kRowsThreads)
         const int p = p0 + u * kRowsThreads, tt = p / quads, h = head0 + p % quads / quads_a_head;
         const int i = 4 * (p % quads_a_head);
         if (p >= total) continue;
-        const float* row = x + ((s0 + tt) * heads + h) * head_dim;
+        const float* row = in + (s0 + tt) * in_stride + h * head_dim;
         a[u] = *reinterpret_cast<const float4*>(row + i);
         b[u] = *reinterpret_cast<const float4*>(row + i + half);
       }
@@ -169,7 +183,7 @@ __global__ void __launch_bounds__(kRowsThreads)
         const int p = p0 + u * kRowsThreads, tt = p / quads, h = head0 + p % quads / quads_a_head;
         const int i = 4 * (p % quads_a_head);
         if (p >= total) continue;
-        float* row = x + ((s0 + tt) * heads + h) * head_dim;
+        float* row = out + ((s0 + tt) * heads + h) * head_dim;
         const float4 c = *reinterpret_cast<const float4*>(&cs[tt][i]);
         const float4 sn4 = *reinterpret_cast<const float4*>(&sn[tt][i]);
         const float4 first =
@@ -189,21 +203,31 @@ __global__ void __launch_bounds__(kRowsThreads)
     }
   };
   if (q_cos_sin == nullptr) {
-    rotate_rows(q, n_heads, kv0 * group, kv_n * group, nullptr);
+    rotate_rows(io.q_in, io.q_in_stride, io.q_out, n_heads, kv0 * group, kv_n * group, nullptr);
   } else if (blockIdx.y == 0) {  // q left as it is: its tokens' (cos, sin) pairs, once (the attention rotates q)
     for (int p = threadIdx.x; p < tokens * half; p += kRowsThreads)
       q_cos_sin[(s0 + p / half) * half + p % half] = make_float2(cs[p / half][p % half], sn[p / half][p % half]);
   }
-  rotate_rows(k, n_kv_heads, kv0, kv_n, k_pool);
-  // v, and k's lanes past the rotary dim, of this block's KV heads into the pools as read, four lanes at a time.
+  rotate_rows(io.k_in, io.kv_in_stride, io.k_out, n_kv_heads, kv0, kv_n, k_pool);
+  // v, and k's lanes past the rotary dim, of this block's KV heads into the pools (and out of a GEMM's rows into
+  // their own) as read, four lanes at a time.
   const int width = n_kv_heads * head_dim, quads = kv_n * head_dim / 4, total = tokens * quads;
+  const bool k_moves = io.k_out != io.k_in;
 #pragma unroll 4
   for (int p = threadIdx.x; p < total; p += kRowsThreads) {
     const int tt = p / quads, c = kv0 * head_dim + 4 * (p % quads);
-    if (slot_s[tt] < 0) continue;
-    const std::int64_t dst = slot_s[tt] * width + c;
-    if (c % head_dim >= 2 * half) store_kv4(k_pool + dst, *reinterpret_cast<const float4*>(k + (s0 + tt) * width + c));
-    store_kv4(v_pool + dst, *reinterpret_cast<const float4*>(v + (s0 + tt) * width + c));
+    const bool pooled = slot_s[tt] >= 0;
+    const std::int64_t dst = slot_s[tt] * width + c, in = (s0 + tt) * io.kv_in_stride + c, out = (s0 + tt) * width + c;
+    if (c % head_dim >= 2 * half && (pooled || k_moves)) {
+      const float4 kk = *reinterpret_cast<const float4*>(io.k_in + in);
+      if (k_moves) *reinterpret_cast<float4*>(io.k_out + out) = kk;
+      if (pooled) store_kv4(k_pool + dst, kk);
+    }
+    if (pooled || io.v_out != nullptr) {
+      const float4 vv = *reinterpret_cast<const float4*>(io.v_in + in);
+      if (io.v_out != nullptr) *reinterpret_cast<float4*>(io.v_out + out) = vv;
+      if (pooled) store_kv4(v_pool + dst, vv);
+    }
   }
 }
 
@@ -256,12 +280,19 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
     using KV = std::remove_pointer_t<decltype(pool_type)>;
     if (rows_form) {
       const RowsShape shape = rows_shape(S, n_kv_heads);
-      launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, q.data<float>(),
-                       k.data<float>(), v.data<float>(), positions.data<std::int32_t>(), inv_freq.data<float>(),
-                       n_heads, n_kv_heads, head_dim, static_cast<int>(half), attention_factor,
-                       slots.data<std::int32_t>(), n_slots, static_cast<KV*>(k_pool.raw()),
-                       static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S, shape.tokens_per_block,
-                       shape.kv_per_block, cos_sin);
+      const RowsIo io{q.data<float>(),
+                      q.data<float>(),
+                      k.data<float>(),
+                      k.data<float>(),
+                      v.data<float>(),
+                      nullptr,
+                      std::int64_t(n_heads) * head_dim,
+                      width};
+      launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, io,
+                       positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
+                       static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
+                       static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(),
+                       S, shape.tokens_per_block, shape.kv_per_block, cos_sin);
       return;
     }
     launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,
@@ -272,6 +303,53 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   };
   with_kv_element(k_pool.dtype() == DType::bf16, go);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_kernel (or its rows form)");
+  return Status::success();
+}
+
+// The fused q/k/v GEMM's rows: the rows form whatever the step's size (its small-step form reads rows in place).
+bool rope_kv_write_from_qkv_fits(int n_heads, int n_kv_heads, int head_dim, const Tensor& inv_freq, const Tensor& q,
+                                 const Tensor& k, const Tensor& v, const Tensor& k_pool, const Tensor& v_pool) {
+  const std::int64_t half = inv_freq.dim() == 1 ? inv_freq.size(0) : 0;
+  return n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && n_kv_heads <= 65535 && head_dim % 4 == 0 &&
+         half > 0 && half <= kRowsMaxHalf && half % 4 == 0 && 2 * half <= head_dim && aligned_to(q.raw(), 16) &&
+         aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16) && aligned_to(k_pool.raw(), 16) &&
+         aligned_to(v_pool.raw(), 16);
+}
+
+Status rope_kv_write_from_qkv_cuda(const Tensor& qkv, Tensor& q, int n_heads, Tensor& k, int n_kv_heads, Tensor& v,
+                                   int head_dim, const Tensor& positions, const Tensor& inv_freq,
+                                   float attention_factor, const Tensor& slots, Tensor& k_pool, Tensor& v_pool,
+                                   Tensor& error_flag, cudaStream_t stream) {
+  const char* op = "rope_kv_write_from_qkv_cuda";
+  if (!rope_kv_write_from_qkv_fits(n_heads, n_kv_heads, head_dim, inv_freq, q, k, v, k_pool, v_pool))
+    return make_error(std::string(op) + ": heads, rotary dim or alignment outside the rows form");
+  if (q.dim() != 2) return make_error(std::string(op) + ": q must be 2-D");
+  const std::int64_t S = q.size(0), q_width = std::int64_t(n_heads) * head_dim;
+  const std::int64_t width = std::int64_t(n_kv_heads) * head_dim, total = q_width + 2 * width;
+  D0_RETURN_IF_ERROR(check_cuda_tensor(qkv, op, "qkv", {DType::f32}, {S, total}));
+  if (!aligned_to(qkv.raw(), 16)) return make_error(std::string(op) + ": qkv must be 16-byte aligned");
+  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, q_width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
+  D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
+  D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
+  if (S == 0) return Status::success();
+  if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
+  const float* in = qkv.data<float>();
+  const RowsIo io{in,   q.data<float>(), in + q_width, k.data<float>(), in + q_width + width, v.data<float>(), total,
+                  total};
+  const RowsShape shape = rows_shape(S, n_kv_heads);
+  auto go = [&](auto* pool_type) {
+    using KV = std::remove_pointer_t<decltype(pool_type)>;
+    launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, io,
+                     positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
+                     static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), k_pool.size(0),
+                     static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S,
+                     shape.tokens_per_block, shape.kv_per_block, static_cast<float2*>(nullptr));
+  };
+  with_kv_element(k_pool.dtype() == DType::bf16, go);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_rows_kernel (from one q/k/v GEMM)");
   return Status::success();
 }
 

@@ -31,7 +31,7 @@ TEST(CudaPlaceWeights, dense_biases_become_f32_exactly_and_the_rest_keeps_its_dt
                     {"layers.0.mlp.experts.gate_up_proj_bias", expert_bias},
                     {"layers.0.attn.q_proj.weight", matrix},
                     {"layers.0.mlp.experts.gate_up_proj_blocks", blocks}};
-  auto placed = cuda.place_weights(host, {"layers.0.mlp.experts.gate_up_proj_blocks"}, nullptr);
+  auto placed = cuda.place_weights(host, WeightRoles{{"layers.0.mlp.experts.gate_up_proj_blocks"}, {}}, nullptr);
   ASSERT_TRUE(placed.ok()) << placed.error().message;
   auto dtype_of = [&](const char* name) { return placed->at(name).dtype(); };
   EXPECT_EQ(dtype_of("layers.0.attn.q_proj.bias"), DType::f32);
@@ -45,6 +45,43 @@ TEST(CudaPlaceWeights, dense_biases_become_f32_exactly_and_the_rest_keeps_its_dt
   D0_ASSERT_OK(cuda.synchronize());
   EXPECT_TRUE(cudatest::same_bits(*bias, bias_bf16.to_f32()));  // bf16 -> f32 widens without rounding
   EXPECT_EQ(std::memcmp(norm->raw(), norm_bf16.raw(), norm_bf16.nbytes()), 0);
+}
+
+// Groups named adjacent are placed back to back in the group's order, whatever the names' order (here k, o, q, v),
+// so one GEMM reads q, k and v as one matrix and their biases as one vector; a group with a member missing is
+// placed as usual. Each tensor keeps its bits.
+TEST(CudaPlaceWeights, adjacent_groups_are_placed_back_to_back_in_their_order) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  const std::unique_ptr<CudaOps> ops = cudatest::make_cuda_ops();
+  ASSERT_TRUE(ops);
+  CudaOps& cuda = *ops;
+  std::mt19937 rng(7103);
+  NamedTensors host;
+  for (const char* p : {"q", "k", "v", "o"}) {
+    const std::int64_t rows = p[0] == 'q' || p[0] == 'o' ? 256 : 64;
+    host.emplace(std::string("a.") + p + "_proj.weight", optest::to_bf16(optest::random_f32({rows, 96}, rng)));
+    host.emplace(std::string("a.") + p + "_proj.bias", optest::random_f32({rows}, rng));
+  }
+  const WeightRoles roles{{},
+                          {{"a.q_proj.weight", "a.k_proj.weight", "a.v_proj.weight"},
+                           {"a.q_proj.bias", "a.k_proj.bias", "a.v_proj.bias"},
+                           {"a.o_proj.weight", "a.missing.weight"}}};
+  auto placed = cuda.place_weights(host, roles, nullptr);
+  ASSERT_TRUE(placed.ok()) << placed.error().message;
+  auto at = [&](const char* name) { return placed->at(name); };
+  const Tensor qkv = Tensor::adjacent_rows({at("a.q_proj.weight"), at("a.k_proj.weight"), at("a.v_proj.weight")});
+  ASSERT_TRUE(qkv.defined());
+  EXPECT_EQ(qkv.shape(), (Shape{384, 96}));
+  const Tensor biases = Tensor::adjacent_rows({at("a.q_proj.bias"), at("a.k_proj.bias"), at("a.v_proj.bias")});
+  ASSERT_TRUE(biases.defined());
+  EXPECT_EQ(biases.shape(), (Shape{384}));
+  EXPECT_EQ(biases.dtype(), DType::f32);
+  for (const auto& [name, t] : host) {
+    auto got = cuda.download(placed->at(name));
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    D0_ASSERT_OK(cuda.synchronize());
+    EXPECT_TRUE(cudatest::same_bits(*got, t)) << name;
+  }
 }
 
 // MXFP4 expert blocks take the tiled order by default where every expert's rows are a multiple of 16 (the bytes as
@@ -74,7 +111,7 @@ TEST(CudaPlaceWeights, mxfp4_blocks_are_tiled_where_every_expert_fits_the_tiles)
     ASSERT_TRUE(ops);
     CudaOps& cuda = *ops;
     const NamedTensors host{{gate_up, blocks_of(64, 5)}, {down, blocks_of(c.down_rows, 3)}};
-    auto placed = cuda.place_weights(host, {gate_up, down}, nullptr);
+    auto placed = cuda.place_weights(host, WeightRoles{{gate_up, down}, {}}, nullptr);
     if (c.fails) {
       ASSERT_FALSE(placed.ok());
       EXPECT_TRUE(optest::contains(placed.error().message, down)) << placed.error().message;
