@@ -204,6 +204,14 @@ __global__ void __launch_bounds__(kRowsThreads)
   };
   if (q_cos_sin == nullptr) {
     rotate_rows(io.q_in, io.q_in_stride, io.q_out, n_heads, kv0 * group, kv_n * group, nullptr);
+    if (io.q_out != io.q_in) {  // out of a GEMM's rows: q's lanes past the rotary dim as read, four at a time
+      const int rest = (head_dim - 2 * half) / 4, heads = kv_n * group, total = tokens * heads * rest;
+      for (int p = threadIdx.x; p < total; p += kRowsThreads) {
+        const int tt = p / (heads * rest), c = (kv0 * group + p / rest % heads) * head_dim + 2 * half + 4 * (p % rest);
+        *reinterpret_cast<float4*>(io.q_out + (s0 + tt) * n_heads * head_dim + c) =
+            *reinterpret_cast<const float4*>(io.q_in + (s0 + tt) * io.q_in_stride + c);
+      }
+    }
   } else if (blockIdx.y == 0) {  // q left as it is: its tokens' (cos, sin) pairs, once (the attention rotates q)
     for (int p = threadIdx.x; p < tokens * half; p += kRowsThreads)
       q_cos_sin[(s0 + p / half) * half + p % half] = make_float2(cs[p / half][p % half], sn[p / half][p % half]);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,11 +43,11 @@ TEST(CudaQkvGemm, rope_from_one_gemms_rows_gives_the_bits_of_rope_kv_write_on_th
         const Tensor inv = optest::gpt_oss_inv_freq(c.rotary_dim);
         const std::int64_t qw = std::int64_t(c.n_heads) * c.head_dim, w = std::int64_t(c.n_kv_heads) * c.head_dim;
         const std::int64_t N = qw + 2 * w, n_slots = S + 5;
-        std::vector<std::int32_t> pos(S), slots(S);
-        for (std::int64_t s = 0; s < S; ++s) {
-          pos[s] = static_cast<std::int32_t>(rng() % 131072);
-          slots[s] = static_cast<std::int32_t>((s * 3 + 1) % n_slots);
-        }
+        std::vector<std::int32_t> pos(S), slots(n_slots);
+        for (auto& p : pos) p = static_cast<std::int32_t>(rng() % 131072);
+        std::iota(slots.begin(), slots.end(), 0);  // distinct slots: a shared one is written by whichever lands last
+        std::shuffle(slots.begin(), slots.end(), rng);
+        slots.resize(S);
         slots[S / 2] = static_cast<std::int32_t>(n_slots + 2);  // past the pool
         const Tensor rows = optest::random_f32({S, N}, rng), pool0 = optest::random_f32({n_slots, w}, rng);
         const Tensor pool_host = pool_dtype == DType::bf16 ? optest::to_bf16(pool0) : pool0;
