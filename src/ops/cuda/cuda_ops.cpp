@@ -437,15 +437,18 @@ Status CudaOps::router(const Tensor& x, const Tensor& w, const Tensor& bias, int
   return Ops::router(x, w, bias, k, logits, indices, weights);
 }
 
-// One token (batch-1 decode) whose router the small-M kernel would take: the norm and router in one launch, the
-// same bits as the two (norm_router_cuda.h). Rows the router's GEMM takes (prefill): the norm writes the bf16 copy
-// of its output that GEMM reads as it goes, instead of a conversion after (the same bits: 24 us a 120b layer at
-// 4,096 tokens on the H200).
+// Decode steps whose router the small-M kernel would take: the norm and router in one launch, the same bits as the
+// two (norm_router_cuda.h), where its CTAs (a cluster for every two rows, each CTA normalising them itself) fit one
+// wave: 20b up to 128 rows, 120b's 8-CTA clusters up to 32. Rows the router's GEMM takes (prefill): the norm writes the
+// bf16 copy of its output that GEMM reads as it goes, instead of a conversion after (the same bits: 24 us a 120b layer
+// at 4,096 tokens on the H200).
 Status CudaOps::add_rms_norm_router(Tensor& x, const Tensor& y, const Tensor& w, float eps, bool plus_one, Tensor& out,
                                     const Tensor& router_w, const Tensor& router_bias, int k, Tensor& logits,
                                     Tensor& indices, Tensor& weights) {
   const LinearTarget target{router_w, router_bias, logits};
-  if (norm_router_fits(x, y, w, out, target, k) && linear_small_router_fits(out, target, k, small_m_max_rows({target})))
+  if (norm_router_fits(x, y, w, out, target, k) &&
+      linear_small_router_fits(out, target, k, small_m_max_rows({target})) &&
+      norm_router_ctas(x.size(0), router_w.size(0)) <= ctx_->sm_count())
     return norm_router_cuda(x, y, w, eps, plus_one, out, target, k, indices, weights, ctx_->stream());
   if (!linear_small_router_fits(out, target, k, small_m_max_rows({target})) && gemm_takes(out, target)) {
     D0_ASSIGN_OR_RETURN(Tensor out_bf16, scratch(out.shape(), DType::bf16, "normed rows bf16"));

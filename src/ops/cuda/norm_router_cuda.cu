@@ -25,8 +25,8 @@ using namespace rms_norm_math;
 // row tile of K <= 4,096 is one round of loads, issued before the wait.
 constexpr int kWarps = 16, kInFlight = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kNormWarps = kNormThreads / 32;  // the norm runs on the first 256 threads, as its own kernel's block
-static_assert(kThreads >= kNormThreads);
+constexpr int kNormWarps = kNormThreads / 32;  // a row's norm runs on 256 threads, as its own kernel's block
+static_assert(kThreads == kNormRouterRowsPerCluster * kNormThreads, "a row for each 256 threads");
 static_assert(kNormRouterMaxHidden <= 4 * kNormVecPerThread * kNormThreads);
 
 struct NormRouterArgs {
@@ -41,86 +41,100 @@ struct NormRouterArgs {
   float* logits;
   std::int32_t* indices;
   float* weights;
-  int H, E, k;
+  int H, E, k, M;
 };
 
-// CTA r of the cluster: experts 16 r .. 16 r + 15. Every CTA reads x and y and normalises the row (the same
-// bits in each); the first writes x and out, the latter once every CTA has read x (after the cluster barrier).
+constexpr int kRows = kNormRouterRowsPerCluster;
+
+// Cluster y: tokens 2 y and 2 y + 1, each normalised by its half of the threads (256, the norm kernel's block);
+// CTA r of the cluster: experts 16 r .. 16 r + 15 of both, as MMA columns 0 and 1. Every CTA reads x and y and
+// normalises the rows (the same bits in each); the first writes x and out, the latter once every CTA has read x
+// (after the cluster barrier).
 template <class W>
 __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs a) {
-  __shared__ __align__(16) float h_s[kNormRouterMaxHidden];
+  __shared__ __align__(16) float h_s[kRows][kNormRouterMaxHidden];
   __shared__ float partial[kWarps][1][32][4];
-  __shared__ float warp_sums[kNormWarps];
-  __shared__ float logits_s[kNormRouterMaxExperts];  // the first CTA's: every CTA's logits
+  __shared__ float warp_sums[kRows * kNormWarps];
+  __shared__ float logits_s[kRows][kNormRouterMaxExperts];  // the first CTA's: every CTA's logits
   cg::cluster_group cluster = cg::this_cluster();
   const bool first = cluster.block_rank() == 0;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int half = threadIdx.x / kNormThreads, tid = threadIdx.x % kNormThreads;  // this thread's row, its place
+  const int token0 = static_cast<int>(blockIdx.y) * kRows, token = token0 + half;
+  const bool has_row = token < a.M;
   const int row0 = static_cast<int>(blockIdx.x) * small_m::kRowsPerCta, n4 = a.H / 4;
+  float* const x = a.x + static_cast<std::int64_t>(token) * a.H;
+  const float* const y = a.y + static_cast<std::int64_t>(token) * a.H;
 
   // Weights first: no kernel writes them during a step.
   const small_m::WeightRows rows = small_m::weight_rows(a.router_w, a.E, a.H, row0, g);
   small_m::WeightRound<kInFlight> round;
   small_m::load_round(round, rows, warp * kInFlight);
   float4 v[kNormVecPerThread], wv[kNormVecPerThread];
-  if (tid < kNormThreads) {
 #pragma unroll
-    for (int j = 0; j < kNormVecPerThread; ++j)
-      if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(a.norm_w), tid + j * kNormThreads);
-  }
+  for (int j = 0; j < kNormVecPerThread; ++j)
+    if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(a.norm_w), tid + j * kNormThreads);
   begin_dependent_grid();
 
   // rms_norm_residual_vec_kernel's row: x + y, squares, the block sum, the normalised float4s.
   float sum_sq = 0.f;
-  if (tid < kNormThreads) {
+  if (has_row) {
 #pragma unroll
     for (int j = 0; j < kNormVecPerThread; ++j) {
       const int i = tid + j * kNormThreads;
       if (i >= n4) break;
-      v[j] = reinterpret_cast<const float4*>(a.x)[i];
-      const float4 r = reinterpret_cast<const float4*>(a.y)[i];
+      v[j] = reinterpret_cast<const float4*>(x)[i];
+      const float4 r = reinterpret_cast<const float4*>(y)[i];
       v[j].x += r.x, v[j].y += r.y, v[j].z += r.z, v[j].w += r.w;
       add_squares(sum_sq, v[j]);
     }
   }
-  sum_sq = block_sum<kNormWarps>(sum_sq, warp_sums);
+  sum_sq = group_sum<kNormWarps, kRows>(sum_sq, warp_sums);
   const float inv_rms = inverse_rms(sum_sq, static_cast<float>(a.H), a.eps);
-  if (tid < kNormThreads) {
+  if (has_row) {
+    float* const out = a.out + static_cast<std::int64_t>(token) * a.H;
 #pragma unroll
     for (int j = 0; j < kNormVecPerThread; ++j) {
       const int i = tid + j * kNormThreads;
       if (i >= n4) break;
       const float4 o = normalised(wv[j], a.w_offset, v[j], inv_rms);
-      reinterpret_cast<float4*>(h_s)[i] = o;
-      if (first) reinterpret_cast<float4*>(a.out)[i] = o;
+      reinterpret_cast<float4*>(h_s[half])[i] = o;
+      if (first) reinterpret_cast<float4*>(out)[i] = o;
     }
   }
   __syncthreads();
 
-  // linear_small_kernel<1, 16, 8, true> on the normalised row (token 0: the lanes of MMA column g = 0).
+  // linear_small_kernel<1, 16, 8, true> on the normalised rows (token 2 y + c: the lanes of MMA column g = c).
   float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-  const float* const x_row[1] = {g == 0 ? h_s : nullptr};
+  const float* const x_row[1] = {g < kRows && token0 + g < a.M ? h_s[g] : nullptr};
   small_m::split_k_sums<1, kWarps, kInFlight, /*kSharedX=*/true>(acc, round, rows, x_row);
   float s[4];
   if (small_m::reduce_split_k<1, kWarps>(acc, partial, s) && t == 0) {
-    float* gathered = cluster.map_shared_rank(logits_s, 0);
 #pragma unroll
-    for (int j = 0; j < 4; j += 2) {  // token 0: s[0] (row g) and s[2] (row g + 8)
-      const int row = row0 + g + (j == 0 ? 0 : 8);
-      if (row >= a.E) continue;
-      const float logit = s[j] + bias_value(a.bias, a.bias_kind, row);
-      a.logits[row] = logit;
-      gathered[row] = logit;
+    for (int c = 0; c < kRows; ++c) {  // column c: s[c] (row g) and s[c + 2] (row g + 8)
+      if (token0 + c >= a.M) break;
+      float* gathered = cluster.map_shared_rank(logits_s[c], 0);
+#pragma unroll
+      for (int j = c; j < 4; j += 2) {
+        const int row = row0 + g + (j < 2 ? 0 : 8);
+        if (row >= a.E) continue;
+        const float logit = s[j] + bias_value(a.bias, a.bias_kind, row);
+        a.logits[static_cast<std::int64_t>(token0 + c) * a.E + row] = logit;
+        gathered[row] = logit;
+      }
     }
   }
   cluster.sync();  // every CTA's logits are in the first one's shared memory, and every CTA has read x
   if (!first) return;
-  if (warp == 0) router_topk_softmax_warp<true>(logits_s, a.E, a.k, a.indices, a.weights);
-  if (tid < kNormThreads) {
+  if (warp < kRows && token0 + warp < a.M)
+    router_topk_softmax_warp<true>(logits_s[warp], a.E, a.k, a.indices + static_cast<std::int64_t>(token0 + warp) * a.k,
+                                   a.weights + static_cast<std::int64_t>(token0 + warp) * a.k);
+  if (has_row) {
 #pragma unroll
     for (int j = 0; j < kNormVecPerThread; ++j) {
       const int i = tid + j * kNormThreads;
       if (i >= n4) break;
-      reinterpret_cast<float4*>(a.x)[i] = v[j];
+      reinterpret_cast<float4*>(x)[i] = v[j];
     }
   }
 }
@@ -129,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs
 
 bool norm_router_fits(const Tensor& x, const Tensor& y, const Tensor& norm_w, Tensor& out, const LinearTarget& router,
                       int k) {
-  if (x.dim() != 2 || x.size(0) != 1 || x.dtype() != DType::f32) return false;
+  if (x.dim() != 2 || x.size(0) < 1 || x.size(0) > kNormRouterMaxRows || x.dtype() != DType::f32) return false;
   const std::int64_t H = x.size(1);
   if (H % 8 != 0 || H < 8 || H > kNormRouterMaxHidden) return false;
   if (router.w.dim() != 2 || router.w.dtype() != DType::bf16 || router.w.size(1) != H) return false;
@@ -144,20 +158,20 @@ Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float 
                         const LinearTarget& router, int k, Tensor& indices, Tensor& weights, cudaStream_t stream) {
   const char* op = "norm_router_cuda";
   if (!norm_router_fits(x, y, norm_w, out, router, k))
-    return make_error(std::string(op) + ": needs x f32 [1, H <= " + std::to_string(kNormRouterMaxHidden) +
-                      ", H % 8 == 0], a bf16 router [E <= " + std::to_string(kNormRouterMaxExperts) +
-                      ", H], 1 <= k <= min(" + std::to_string(kRouterMaxK) +
+    return make_error(std::string(op) + ": needs x f32 [M <= " + std::to_string(kNormRouterMaxRows) +
+                      ", H <= " + std::to_string(kNormRouterMaxHidden) + ", H % 8 == 0], a bf16 router [E <= " +
+                      std::to_string(kNormRouterMaxExperts) + ", H], 1 <= k <= min(" + std::to_string(kRouterMaxK) +
                       ", E) and 16-byte aligned tensors; got x " + shape_to_string(x.shape()) + ", router " +
                       shape_to_string(router.w.shape()) + ", k = " + std::to_string(k));
-  const std::int64_t H = x.size(1), E = router.w.size(0);
-  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {1, H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {1, H}));
+  const std::int64_t M = x.size(0), H = x.size(1), E = router.w.size(0);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(x, op, "x", {DType::f32}, {M, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(y, op, "y", {DType::f32}, {M, H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(norm_w, op, "norm weight", {DType::bf16, DType::f32}, {H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {1, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(out, op, "out", {DType::f32}, {M, H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(router.w, op, "router weight", {DType::bf16}, {E, H}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(router.out, op, "logits", {DType::f32}, {1, E}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {1, k}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {1, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(router.out, op, "logits", {DType::f32}, {M, E}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(indices, op, "indices", {DType::i32}, {M, k}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(weights, op, "weights", {DType::f32}, {M, k}));
   if (has_values(router.bias))
     D0_RETURN_IF_ERROR(check_cuda_tensor(router.bias, op, "router bias", {DType::f32, DType::bf16}, {E}));
   if (out.raw() == x.raw() || out.raw() == y.raw() || x.raw() == y.raw())
@@ -177,12 +191,14 @@ Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float 
                          weights.data<float>(),
                          static_cast<int>(H),
                          static_cast<int>(E),
-                         k};
+                         k,
+                         static_cast<int>(M)};
   const unsigned ctas = static_cast<unsigned>((E + small_m::kRowsPerCta - 1) / small_m::kRowsPerCta);
+  const dim3 grid(ctas, static_cast<unsigned>((M + kRows - 1) / kRows));
   if (norm_w.dtype() == DType::bf16)
-    launch_dependent_clusters(norm_router_kernel<__nv_bfloat16>, dim3(ctas), ctas, dim3(kThreads), 0, stream, a);
+    launch_dependent_clusters(norm_router_kernel<__nv_bfloat16>, grid, ctas, dim3(kThreads), 0, stream, a);
   else
-    launch_dependent_clusters(norm_router_kernel<float>, dim3(ctas), ctas, dim3(kThreads), 0, stream, a);
+    launch_dependent_clusters(norm_router_kernel<float>, grid, ctas, dim3(kThreads), 0, stream, a);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("norm_router_kernel");
   return Status::success();
 }

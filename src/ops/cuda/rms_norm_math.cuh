@@ -55,6 +55,20 @@ __device__ __forceinline__ float block_sum(float v, float* warp_sums) {
   return total;
 }
 
+// block_sum over kGroups groups of kWarps consecutive warps at once (several rows a block): each thread gets its own
+// group's sum, the same bits as block_sum<kWarps> over a block of that group alone. warp_sums: kWarps * kGroups.
+template <int kWarps, int kGroups>
+__device__ __forceinline__ float group_sum(float v, float* warp_sums) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0 && warp < kWarps * kGroups) warp_sums[warp] = v;
+  __syncthreads();
+  const float* group = warp_sums + min(warp / kWarps, kGroups - 1) * kWarps;
+  float total = 0.f;
+  for (int w = 0; w < kWarps; ++w) total += group[w];  // same order in every thread
+  return total;
+}
+
 // ---- A token's k <= kMoeFastSlots expert rows, weighted and summed in ascending expert order (ties by slot), as
 // moe_combine_kernel sums them: separate multiplies and adds. Each thread orders the slots itself in registers, so
 // the rows, ids and weights can all be loaded together (one round of memory latency).

@@ -1,8 +1,9 @@
-// norm_router_cuda (the MoE block's residual add, norm, router linear and top-k in one cluster launch, batch-1
-// decode) against the two launches it replaces, rms_norm_residual_cuda and linear_small_router_cuda, bit for bit:
+// norm_router_cuda (the MoE block's residual add, norm, router linear and top-k in one cluster launch a two rows,
+// decode steps) against the two launches it replaces, rms_norm_residual_cuda and linear_small_router_cuda, bit for bit:
 // the residual, the normalised row, the logits, the picks and their weights. Those two are compared with the CPU
 // reference in their own tests. Shapes: gpt-oss-20b's (32 experts: a cluster of 2) and 120b's (128: 8), experts
-// not a multiple of 16, the smallest and largest hidden sizes, every bias and norm-weight dtype, plus-one norms.
+// not a multiple of 16, the smallest and largest hidden sizes, every bias and norm-weight dtype, plus-one norms;
+// 1 to 128 rows (an odd count leaves a cluster's second row empty; past 16 the router takes slices of 16).
 // The declines run everywhere; the kernels are skipped visibly without a GPU.
 #include <gtest/gtest.h>
 
@@ -39,42 +40,44 @@ TEST(CudaNormRouter, gives_the_bits_of_the_norm_and_the_router_kernels) {
   Tensor counters = zeroed(*ctx, {kLinearSmallRouterSlices}, DType::u32);
   const Case cases[] = {{2880, 32, 4}, {2880, 128, 4}, {64, 20, 3}, {4096, 48, 8}, {8, 1, 1}, {2880, 112, 2}};
   for (const Case& c : cases)
-    for (const char* bias_kind : {"f32", "bf16", "none"})
-      for (bool bf16_norm : {true, false})
-        for (bool plus_one : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "H " << c.H << " E " << c.E << " k " << c.k << " bias " << bias_kind
-                                            << " bf16 norm " << bf16_norm << " plus_one " << plus_one);
-          const auto mark = ctx->arena().mark();
-          const Tensor x = random_f32({1, c.H}, rng, -3.f, 3.f), y = random_f32({1, c.H}, rng);
-          Tensor norm_w = random_f32({c.H}, rng, 0.5f, 1.5f);
-          if (bf16_norm) norm_w = optest::to_bf16(norm_w);
-          const Tensor d_norm_w = upload(*ctx, norm_w), d_y = upload(*ctx, y);
-          const Tensor w = upload(*ctx, optest::to_bf16(random_f32({c.E, c.H}, rng, -0.05f, 0.05f)));
-          Tensor bias;
-          if (bias_kind[0] == 'f') bias = upload(*ctx, random_f32({c.E}, rng, -0.5f, 0.5f));
-          if (bias_kind[0] == 'b') bias = upload(*ctx, optest::to_bf16(random_f32({c.E}, rng, -0.5f, 0.5f)));
+    for (const std::int64_t M : {1, 2, 3, 17, 64, 128})
+      for (const char* bias_kind : {"f32", "bf16", "none"})
+        for (bool bf16_norm : {true, false})
+          for (bool plus_one : {false, true}) {
+            if (M > 1 && (bf16_norm || plus_one)) continue;  // the row count meets every shape and bias once
+            SCOPED_TRACE(::testing::Message() << "H " << c.H << " E " << c.E << " k " << c.k << " M " << M << " bias "
+                                              << bias_kind << " bf16 norm " << bf16_norm << " plus_one " << plus_one);
+            const auto mark = ctx->arena().mark();
+            const Tensor x = random_f32({M, c.H}, rng, -3.f, 3.f), y = random_f32({M, c.H}, rng);
+            Tensor norm_w = random_f32({c.H}, rng, 0.5f, 1.5f);
+            if (bf16_norm) norm_w = optest::to_bf16(norm_w);
+            const Tensor d_norm_w = upload(*ctx, norm_w), d_y = upload(*ctx, y);
+            const Tensor w = upload(*ctx, optest::to_bf16(random_f32({c.E, c.H}, rng, -0.05f, 0.05f)));
+            Tensor bias;
+            if (bias_kind[0] == 'f') bias = upload(*ctx, random_f32({c.E}, rng, -0.5f, 0.5f));
+            if (bias_kind[0] == 'b') bias = upload(*ctx, optest::to_bf16(random_f32({c.E}, rng, -0.5f, 0.5f)));
 
-          Tensor x1 = upload(*ctx, x), out1 = poisoned(*ctx, {1, c.H}, DType::f32);
-          Tensor logits1 = poisoned(*ctx, {1, c.E}, DType::f32), idx1 = poisoned(*ctx, {1, c.k}, DType::i32);
-          Tensor wts1 = poisoned(*ctx, {1, c.k}, DType::f32);
-          D0_ASSERT_OK(rms_norm_residual_cuda(x1, d_y, d_norm_w, 1e-5f, plus_one, out1, ctx->stream()));
-          D0_ASSERT_OK(linear_small_router_cuda(out1, {w, bias, logits1}, c.k, idx1, wts1, counters, ctx->sm_count(),
-                                                ctx->stream()));
+            Tensor x1 = upload(*ctx, x), out1 = poisoned(*ctx, {M, c.H}, DType::f32);
+            Tensor logits1 = poisoned(*ctx, {M, c.E}, DType::f32), idx1 = poisoned(*ctx, {M, c.k}, DType::i32);
+            Tensor wts1 = poisoned(*ctx, {M, c.k}, DType::f32);
+            D0_ASSERT_OK(rms_norm_residual_cuda(x1, d_y, d_norm_w, 1e-5f, plus_one, out1, ctx->stream()));
+            D0_ASSERT_OK(linear_small_router_cuda(out1, {w, bias, logits1}, c.k, idx1, wts1, counters, ctx->sm_count(),
+                                                  ctx->stream()));
 
-          Tensor x2 = upload(*ctx, x), out2 = poisoned(*ctx, {1, c.H}, DType::f32);
-          Tensor logits2 = poisoned(*ctx, {1, c.E}, DType::f32), idx2 = poisoned(*ctx, {1, c.k}, DType::i32);
-          Tensor wts2 = poisoned(*ctx, {1, c.k}, DType::f32);
-          const LinearTarget router{w, bias, logits2};
-          ASSERT_TRUE(norm_router_fits(x2, d_y, d_norm_w, out2, router, c.k));
-          D0_ASSERT_OK(
-              norm_router_cuda(x2, d_y, d_norm_w, 1e-5f, plus_one, out2, router, c.k, idx2, wts2, ctx->stream()));
-          EXPECT_TRUE(same_bits(download(*ctx, x2), download(*ctx, x1))) << "residual";
-          EXPECT_TRUE(same_bits(download(*ctx, out2), download(*ctx, out1))) << "normalised row";
-          EXPECT_TRUE(same_bits(download(*ctx, logits2), download(*ctx, logits1))) << "logits";
-          EXPECT_TRUE(same_bits(download(*ctx, idx2), download(*ctx, idx1))) << "picks";
-          EXPECT_TRUE(same_bits(download(*ctx, wts2), download(*ctx, wts1))) << "weights";
-          D0_ASSERT_OK(ctx->arena().release(mark));
-        }
+            Tensor x2 = upload(*ctx, x), out2 = poisoned(*ctx, {M, c.H}, DType::f32);
+            Tensor logits2 = poisoned(*ctx, {M, c.E}, DType::f32), idx2 = poisoned(*ctx, {M, c.k}, DType::i32);
+            Tensor wts2 = poisoned(*ctx, {M, c.k}, DType::f32);
+            const LinearTarget router{w, bias, logits2};
+            ASSERT_TRUE(norm_router_fits(x2, d_y, d_norm_w, out2, router, c.k));
+            D0_ASSERT_OK(
+                norm_router_cuda(x2, d_y, d_norm_w, 1e-5f, plus_one, out2, router, c.k, idx2, wts2, ctx->stream()));
+            EXPECT_TRUE(same_bits(download(*ctx, x2), download(*ctx, x1))) << "residual";
+            EXPECT_TRUE(same_bits(download(*ctx, out2), download(*ctx, out1))) << "normalised rows";
+            EXPECT_TRUE(same_bits(download(*ctx, logits2), download(*ctx, logits1))) << "logits";
+            EXPECT_TRUE(same_bits(download(*ctx, idx2), download(*ctx, idx1))) << "picks";
+            EXPECT_TRUE(same_bits(download(*ctx, wts2), download(*ctx, wts1))) << "weights";
+            D0_ASSERT_OK(ctx->arena().release(mark));
+          }
 }
 
 // A device-tagged tensor over a host buffer (16-byte aligned): validation reads only shape, dtype, device and
@@ -92,17 +95,17 @@ TEST(CudaNormRouter, declines_what_it_does_not_take_and_names_it) {
   Tensor wts = fake_cuda({1, 4}, DType::f32);
   const LinearTarget router{fake_cuda({32, 64}, DType::bf16), Tensor(), logits};
   EXPECT_TRUE(norm_router_fits(x, y, norm_w, out, router, 4));
-  Tensor two_rows = fake_cuda({2, 64}, DType::f32);
-  EXPECT_FALSE(norm_router_fits(two_rows, y, norm_w, out, router, 4));  // batch-1 decode only
+  Tensor many_rows = fake_cuda({kNormRouterMaxRows + 1, 64}, DType::f32);
+  EXPECT_FALSE(norm_router_fits(many_rows, y, norm_w, out, router, 4));  // decode steps only
   const LinearTarget wide{fake_cuda({kNormRouterMaxExperts + 1, 64}, DType::bf16), Tensor(), logits};
   EXPECT_FALSE(norm_router_fits(x, y, norm_w, out, wide, 4));  // more CTAs than a portable cluster
   EXPECT_FALSE(norm_router_fits(x, y, norm_w, out, router, kRouterMaxK + 1));
   Tensor x_big = fake_cuda({1, kNormRouterMaxHidden + 8}, DType::f32);
   EXPECT_FALSE(norm_router_fits(x_big, y, norm_w, out, router, 4));
-  const Status s = norm_router_cuda(two_rows, y, norm_w, 1e-5f, false, out, router, 4, idx, wts, nullptr);
+  const Status s = norm_router_cuda(many_rows, y, norm_w, 1e-5f, false, out, router, 4, idx, wts, nullptr);
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(optest::contains(s.error().message, "x f32 [1, H")) << s.error().message;
-  EXPECT_TRUE(optest::contains(s.error().message, "got x [2, 64]")) << s.error().message;
+  EXPECT_TRUE(optest::contains(s.error().message, "x f32 [M <= 128, H")) << s.error().message;
+  EXPECT_TRUE(optest::contains(s.error().message, "got x [129, 64]")) << s.error().message;
 }
 
 }  // namespace
