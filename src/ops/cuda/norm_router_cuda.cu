@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include <string>
+#include <type_traits>
 
 #include "ops/cuda/bias_kind.cuh"
 #include "ops/cuda/cuda_check.h"
@@ -44,14 +45,14 @@ struct NormRouterArgs {
   int H, E, k, M;
 };
 
-constexpr int kRows = kNormRouterRowsPerCluster;
-
-// Cluster y: tokens 2 y and 2 y + 1, each normalised by its half of the threads (256, the norm kernel's block);
-// CTA r of the cluster: experts 16 r .. 16 r + 15 of both, as MMA columns 0 and 1. Every CTA reads x and y and
-// normalises the rows (the same bits in each); the first writes x and out, the latter once every CTA has read x
-// (after the cluster barrier).
-template <class W>
+// Cluster y: tokens kRows y .. kRows y + kRows - 1 (kRows 1 or 2), each normalised by its half of the threads (256,
+// the norm kernel's block; with one row the other half only joins the MMAs); CTA r of the cluster: experts
+// 16 r .. 16 r + 15 of each, as MMA columns. Every CTA reads x and y and normalises the rows (the same bits in
+// each); the first writes x and out, the latter once every CTA has read x (after the cluster barrier). One token
+// keeps kRows = 1: the second half's norm weights and row buffer cost batch 1 1.7% (H100).
+template <class W, int kRows>
 __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs a) {
+  static_assert(kRows == 1 || kRows == kNormRouterRowsPerCluster);
   __shared__ __align__(16) float h_s[kRows][kNormRouterMaxHidden];
   __shared__ float partial[kWarps][1][32][4];
   __shared__ float warp_sums[kRows * kNormWarps];
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int half = threadIdx.x / kNormThreads, tid = threadIdx.x % kNormThreads;  // this thread's row, its place
   const int token0 = static_cast<int>(blockIdx.y) * kRows, token = token0 + half;
-  const bool has_row = token < a.M;
+  const bool has_row = half < kRows && token < a.M;
   const int row0 = static_cast<int>(blockIdx.x) * small_m::kRowsPerCta, n4 = a.H / 4;
   float* const x = a.x + static_cast<std::int64_t>(token) * a.H;
   const float* const y = a.y + static_cast<std::int64_t>(token) * a.H;
@@ -71,9 +72,11 @@ __global__ void __launch_bounds__(kThreads, 1) norm_router_kernel(NormRouterArgs
   small_m::WeightRound<kInFlight> round;
   small_m::load_round(round, rows, warp * kInFlight);
   float4 v[kNormVecPerThread], wv[kNormVecPerThread];
+  if (half < kRows) {
 #pragma unroll
-  for (int j = 0; j < kNormVecPerThread; ++j)
-    if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(a.norm_w), tid + j * kNormThreads);
+    for (int j = 0; j < kNormVecPerThread; ++j)
+      if (tid + j * kNormThreads < n4) wv[j] = load_weights4(static_cast<const W*>(a.norm_w), tid + j * kNormThreads);
+  }
   begin_dependent_grid();
 
   // rms_norm_residual_vec_kernel's row: x + y, squares, the block sum, the normalised float4s.
@@ -194,11 +197,18 @@ Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float 
                          k,
                          static_cast<int>(M)};
   const unsigned ctas = static_cast<unsigned>((E + small_m::kRowsPerCta - 1) / small_m::kRowsPerCta);
-  const dim3 grid(ctas, static_cast<unsigned>((M + kRows - 1) / kRows));
-  if (norm_w.dtype() == DType::bf16)
-    launch_dependent_clusters(norm_router_kernel<__nv_bfloat16>, grid, ctas, dim3(kThreads), 0, stream, a);
+  auto launch = [&](auto rows) {
+    constexpr int kRows = decltype(rows)::value;
+    const dim3 grid(ctas, static_cast<unsigned>((M + kRows - 1) / kRows));
+    if (norm_w.dtype() == DType::bf16)
+      launch_dependent_clusters(norm_router_kernel<__nv_bfloat16, kRows>, grid, ctas, dim3(kThreads), 0, stream, a);
+    else
+      launch_dependent_clusters(norm_router_kernel<float, kRows>, grid, ctas, dim3(kThreads), 0, stream, a);
+  };
+  if (M == 1)
+    launch(std::integral_constant<int, 1>{});
   else
-    launch_dependent_clusters(norm_router_kernel<float>, grid, ctas, dim3(kThreads), 0, stream, a);
+    launch(std::integral_constant<int, kNormRouterRowsPerCluster>{});
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("norm_router_kernel");
   return Status::success();
 }
