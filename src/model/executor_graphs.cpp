@@ -25,12 +25,20 @@ enum GraphInputRegion : std::int64_t { kIds, kPositions, kSlots, kSeqRows, kTabl
 
 }  // namespace
 
+// The tables are W = max_tokens / block_size columns wide (what the graphs were captured with), but a step's rows
+// use only their sequences' blocks: the first `used` columns are filled and sent, the rest left as they were (no
+// kernel reads a block past its query's position). A server at gpt-oss' 131,072 tokens has 8,192 columns: 2 MB a
+// batch-64 step sent whole, 17 KB at 1,024 tokens of context.
 Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int64_t rows, bool ids_on_device) {
   const std::int64_t W = graph_table_width_, P = graph_region_;
   std::int32_t* host = graph_inputs_host_.data<std::int32_t>();
   std::int32_t *ids = host + kIds * P, *positions = host + kPositions * P, *slots = host + kSlots * P;
   std::int32_t *q_seq = host + kSeqRows * P, *tables = host + kTables * P;
-  std::fill(tables, tables + rows * W, -1);
+  std::int64_t used = 1;  // padding rows' block
+  for (const SequenceStep& s : batch)
+    used = std::max<std::int64_t>(used, static_cast<std::int64_t>(s.block_table.size()));
+  if (2 * used >= W) used = W;  // most of the width: whole rows, one transfer
+  for (std::int64_t r = 0; r < rows; ++r) std::fill(tables + r * W, tables + r * W + used, -1);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::int32_t* table = tables + r * W;
     q_seq[r] = static_cast<std::int32_t>(r);
@@ -48,10 +56,17 @@ Status Executor::fill_graph_inputs(std::span<const SequenceStep> batch, std::int
       slots[r] = static_cast<std::int32_t>(pad_block_ * block_size_);
     }
   }
-  // The rows' tables end the used part: one transfer of it (past the ids where they are on the device already).
-  const std::int64_t used = kTables * P + rows * W, first = ids_on_device ? kPositions * P : 0;
-  Tensor dst = graph_inputs_.slice_rows(first, used);
-  return ops_.copy_from_host(graph_inputs_host_.slice_rows(first, used), dst);
+  // The rows' tables end the inputs: one transfer of them all (past the ids where they are on the device already)
+  // where the rows fill at least half their width, else the other regions and the tables' used columns apart.
+  const std::int64_t first = ids_on_device ? kPositions * P : 0, end = kTables * P + rows * W;
+  if (used == W) {
+    Tensor dst = graph_inputs_.slice_rows(first, end);
+    return ops_.copy_from_host(graph_inputs_host_.slice_rows(first, end), dst);
+  }
+  Tensor dst = graph_inputs_.slice_rows(first, kTables * P);
+  D0_RETURN_IF_ERROR(ops_.copy_from_host(graph_inputs_host_.slice_rows(first, kTables * P), dst));
+  Tensor dst_tables = graph_inputs_.slice_rows(kTables * P, end).view({rows, W});
+  return ops_.copy_columns_from_host(graph_inputs_host_.slice_rows(kTables * P, end).view({rows, W}), dst_tables, used);
 }
 
 const Executor::StepGraph* Executor::graph_for(std::int64_t n) const {

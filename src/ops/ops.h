@@ -137,6 +137,20 @@ class Ops {
   virtual Result<Tensor> upload(const Tensor& host, const std::string& what) = 0;
   // dst (backend memory) = host, same shape and dtype; for tables allocated once.
   virtual Status copy_from_host(const Tensor& host, Tensor& dst) = 0;
+  // copy_from_host of the first `cols` columns of each row of 2-D tensors of one shape (the rest of dst as it was):
+  // the used part of wide tables. Row by row here; a backend may do it in one transfer.
+  virtual Status copy_columns_from_host(const Tensor& host, Tensor& dst, std::int64_t cols) {
+    if (host.dim() != 2 || host.shape() != dst.shape() || cols < 0 || cols > host.size(1))
+      return make_error("copy_columns_from_host: 2-D tensors of one shape and at most their columns, got " +
+                        shape_to_string(host.shape()) + ", " + shape_to_string(dst.shape()) + " and " +
+                        std::to_string(cols) + " columns");
+    const std::int64_t W = host.size(1);
+    for (std::int64_t r = 0; r < host.size(0); ++r) {
+      Tensor to = dst.slice_rows(r, r + 1).view({W}).slice_rows(0, cols);
+      D0_RETURN_IF_ERROR(copy_from_host(host.slice_rows(r, r + 1).view({W}).slice_rows(0, cols), to));
+    }
+    return Status::success();
+  }
   // A host copy of a backend tensor; waits for the work that produces it.
   virtual Result<Tensor> download(const Tensor& t) = 0;
   // The host tensor a copy of `t` lands in, the copy queued behind the work queued so far and not waited for:

@@ -50,6 +50,7 @@ class CudaOps final : public Ops {
   Status scratch_release(ScratchMark mark) override;
   Result<Tensor> upload(const Tensor& host, const std::string& what) override;
   Status copy_from_host(const Tensor& host, Tensor& dst) override;
+  Status copy_columns_from_host(const Tensor& host, Tensor& dst, std::int64_t cols) override;
   Result<Tensor> download(const Tensor& t) override;
   Result<Tensor> start_download(const Tensor& t) override;
   Status copy(const Tensor& src, Tensor& dst) override;

@@ -172,6 +172,26 @@ Status CudaOps::copy_from_host(const Tensor& host, Tensor& dst) {
   return Status::success();
 }
 
+// One strided transfer: rows x cols elements at the tensors' row pitch.
+Status CudaOps::copy_columns_from_host(const Tensor& host, Tensor& dst, std::int64_t cols) {
+  if (host.dim() != 2 || host.device() != Device::cpu || !host.is_contiguous() || dst.device() != Device::cuda ||
+      host.shape() != dst.shape() || host.dtype() != dst.dtype() || !dst.is_contiguous() || cols < 0 ||
+      cols > host.size(1) || dtype_bits(host.dtype()) % 8 != 0)
+    return make_error(
+        "cuda copy_columns_from_host: contiguous 2-D cpu and cuda tensors of one shape and dtype and at "
+        "most their columns, got " +
+        shape_to_string(host.shape()) + ", " + shape_to_string(dst.shape()) + " and " + std::to_string(cols) +
+        " columns");
+  if (cols == 0 || host.size(0) == 0) return Status::success();
+  const std::size_t element = static_cast<std::size_t>(dtype_bits(host.dtype()) / 8);
+  const std::size_t pitch = static_cast<std::size_t>(host.size(1)) * element;
+  // Pageable source, as copy_from_host: staged by the driver before the call returns.
+  D0_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy2DAsync(dst.raw(), pitch, host.raw(), pitch, static_cast<std::size_t>(cols) * element,
+                        static_cast<std::size_t>(host.size(0)), cudaMemcpyHostToDevice, ctx_->stream()));
+  return Status::success();
+}
+
 Result<Tensor> CudaOps::download(const Tensor& t) {
   D0_ASSIGN_OR_RETURN(Tensor host, start_download(t));
   if (t.nbytes() > 0) D0_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx_->stream()));
