@@ -252,12 +252,11 @@ Result<std::int64_t> rotary_half(const char* op, const Tensor& inv_freq, int hea
   return half;
 }
 
-}  // namespace
-
-Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
-                          const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
-                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream, Tensor* q_cos_sin) {
-  const char* op = "rope_kv_write_cuda";
+// Both launchers' checks of q, k and v (each [S, heads * head_dim] f32), the positions, the rotary dim and the
+// pool writes; the rotary dim's half.
+Result<std::int64_t> checked_rope_kv(const char* op, const Tensor& q, int n_heads, const Tensor& k, int n_kv_heads,
+                                     const Tensor& v, int head_dim, const Tensor& positions, const Tensor& inv_freq,
+                                     const Tensor& slots, Tensor& k_pool, Tensor& v_pool, Tensor& error_flag) {
   if (n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
     return make_error(std::string(op) + ": head counts and head_dim must be positive");
   if (q.dim() != 2) return make_error(std::string(op) + ": q must be 2-D");
@@ -268,7 +267,40 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
   D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
   D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
   D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
-  const std::int64_t n_slots = k_pool.size(0);
+  return half;
+}
+
+// Whether the rows form takes these operands: it moves four lanes a load, so whole quads of lanes and 16-byte
+// aligned rows (8-byte aligned bf16 pool rows).
+bool rows_form_takes(std::int64_t half, int head_dim, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Tensor& k_pool, const Tensor& v_pool) {
+  return half <= kRowsMaxHalf && half % 4 == 0 && head_dim % 4 == 0 && aligned_to(q.raw(), 16) &&
+         aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16) && aligned_to(k_pool.raw(), 16) &&
+         aligned_to(v_pool.raw(), 16);
+}
+
+// The rows form over S tokens, reading and writing as `io` says.
+template <class KV>
+void launch_rows(const RowsIo& io, std::int64_t S, int n_heads, int n_kv_heads, int head_dim, std::int64_t half,
+                 const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
+                 Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, float2* cos_sin, cudaStream_t stream) {
+  const RowsShape shape = rows_shape(S, n_kv_heads);
+  launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, io,
+                   positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
+                   static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), k_pool.size(0),
+                   static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S,
+                   shape.tokens_per_block, shape.kv_per_block, cos_sin);
+}
+
+}  // namespace
+
+Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, const Tensor& v, int head_dim,
+                          const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
+                          Tensor& k_pool, Tensor& v_pool, Tensor& error_flag, cudaStream_t stream, Tensor* q_cos_sin) {
+  const char* op = "rope_kv_write_cuda";
+  D0_ASSIGN_OR_RETURN(const std::int64_t half, checked_rope_kv(op, q, n_heads, k, n_kv_heads, v, head_dim, positions,
+                                                               inv_freq, slots, k_pool, v_pool, error_flag));
+  const std::int64_t S = q.size(0), width = std::int64_t(n_kv_heads) * head_dim, n_slots = k_pool.size(0);
   if (q_cos_sin) {
     D0_RETURN_IF_ERROR(check_cuda_tensor(*q_cos_sin, op, "q_cos_sin", {DType::f32}, {S, 2 * half}));
     if (!aligned_to(q_cos_sin->raw(), 8)) return make_error(std::string(op) + ": q_cos_sin must be 8-byte aligned");
@@ -280,14 +312,10 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
     return make_error(std::string(op) + ": n_heads must be a multiple of n_kv_heads, got " + std::to_string(n_heads) +
                       " and " + std::to_string(n_kv_heads));
   if (n_kv_heads > 65535) return make_error(std::string(op) + ": more than 65535 KV heads");
-  // The rows form moves four lanes a load: whole quads of lanes, 16-byte aligned rows (8-byte aligned bf16 pool rows).
-  const bool rows_form = S >= kRowsMinTokens && half <= kRowsMaxHalf && half % 4 == 0 && head_dim % 4 == 0 &&
-                         aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16) &&
-                         aligned_to(k_pool.raw(), 16) && aligned_to(v_pool.raw(), 16);
+  const bool rows_form = S >= kRowsMinTokens && rows_form_takes(half, head_dim, q, k, v, k_pool, v_pool);
   auto go = [&](auto* pool_type) {
     using KV = std::remove_pointer_t<decltype(pool_type)>;
-    if (rows_form) {
-      const RowsShape shape = rows_shape(S, n_kv_heads);
+    if (rows_form) {  // in place: q and k rotated in their own rows
       const RowsIo io{q.data<float>(),
                       q.data<float>(),
                       k.data<float>(),
@@ -296,11 +324,8 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
                       nullptr,
                       std::int64_t(n_heads) * head_dim,
                       width};
-      launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, io,
-                       positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
-                       static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), n_slots,
-                       static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(),
-                       S, shape.tokens_per_block, shape.kv_per_block, cos_sin);
+      launch_rows<KV>(io, S, n_heads, n_kv_heads, head_dim, half, positions, inv_freq, attention_factor, slots, k_pool,
+                      v_pool, error_flag, cos_sin, stream);
       return;
     }
     launch_dependent(rope_kv_write_kernel<KV>, dim3(static_cast<unsigned>(S), static_cast<unsigned>(n_kv_heads)), 256,
@@ -318,10 +343,8 @@ Status rope_kv_write_cuda(Tensor& q, int n_heads, Tensor& k, int n_kv_heads, con
 bool rope_kv_write_from_qkv_fits(int n_heads, int n_kv_heads, int head_dim, const Tensor& inv_freq, const Tensor& q,
                                  const Tensor& k, const Tensor& v, const Tensor& k_pool, const Tensor& v_pool) {
   const std::int64_t half = inv_freq.dim() == 1 ? inv_freq.size(0) : 0;
-  return n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && n_kv_heads <= 65535 && head_dim % 4 == 0 &&
-         half > 0 && half <= kRowsMaxHalf && half % 4 == 0 && 2 * half <= head_dim && aligned_to(q.raw(), 16) &&
-         aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16) && aligned_to(k_pool.raw(), 16) &&
-         aligned_to(v_pool.raw(), 16);
+  return n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0 && n_kv_heads <= 65535 && half > 0 &&
+         2 * half <= head_dim && rows_form_takes(half, head_dim, q, k, v, k_pool, v_pool);
 }
 
 Status rope_kv_write_from_qkv_cuda(const Tensor& qkv, Tensor& q, int n_heads, Tensor& k, int n_kv_heads, Tensor& v,
@@ -331,30 +354,21 @@ Status rope_kv_write_from_qkv_cuda(const Tensor& qkv, Tensor& q, int n_heads, Te
   const char* op = "rope_kv_write_from_qkv_cuda";
   if (!rope_kv_write_from_qkv_fits(n_heads, n_kv_heads, head_dim, inv_freq, q, k, v, k_pool, v_pool))
     return make_error(std::string(op) + ": heads, rotary dim or alignment outside the rows form");
-  if (q.dim() != 2) return make_error(std::string(op) + ": q must be 2-D");
+  D0_ASSIGN_OR_RETURN(const std::int64_t half, checked_rope_kv(op, q, n_heads, k, n_kv_heads, v, head_dim, positions,
+                                                               inv_freq, slots, k_pool, v_pool, error_flag));
   const std::int64_t S = q.size(0), q_width = std::int64_t(n_heads) * head_dim;
   const std::int64_t width = std::int64_t(n_kv_heads) * head_dim, total = q_width + 2 * width;
   D0_RETURN_IF_ERROR(check_cuda_tensor(qkv, op, "qkv", {DType::f32}, {S, total}));
   if (!aligned_to(qkv.raw(), 16)) return make_error(std::string(op) + ": qkv must be 16-byte aligned");
-  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f32}, {S, q_width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(k, op, "k", {DType::f32}, {S, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(v, op, "v", {DType::f32}, {S, width}));
-  D0_RETURN_IF_ERROR(check_cuda_tensor(positions, op, "positions", {DType::i32}, {S}));
-  D0_ASSIGN_OR_RETURN(const std::int64_t half, rotary_half(op, inv_freq, head_dim));
-  D0_RETURN_IF_ERROR(check_kv_slot_writes(op, S, width, slots, k_pool, v_pool, error_flag));
   if (S == 0) return Status::success();
   if (S > 2147483647) return make_error(std::string(op) + ": too many tokens for one grid");
   const float* in = qkv.data<float>();
   const RowsIo io{in,   q.data<float>(), in + q_width, k.data<float>(), in + q_width + width, v.data<float>(), total,
                   total};
-  const RowsShape shape = rows_shape(S, n_kv_heads);
   auto go = [&](auto* pool_type) {
-    using KV = std::remove_pointer_t<decltype(pool_type)>;
-    launch_dependent(rope_kv_write_rows_kernel<KV>, shape.grid, kRowsThreads, 0, stream, io,
-                     positions.data<std::int32_t>(), inv_freq.data<float>(), n_heads, n_kv_heads, head_dim,
-                     static_cast<int>(half), attention_factor, slots.data<std::int32_t>(), k_pool.size(0),
-                     static_cast<KV*>(k_pool.raw()), static_cast<KV*>(v_pool.raw()), error_flag.data<std::int32_t>(), S,
-                     shape.tokens_per_block, shape.kv_per_block, static_cast<float2*>(nullptr));
+    launch_rows<std::remove_pointer_t<decltype(pool_type)>>(io, S, n_heads, n_kv_heads, head_dim, half, positions,
+                                                            inv_freq, attention_factor, slots, k_pool, v_pool,
+                                                            error_flag, nullptr, stream);
   };
   with_kv_element(k_pool.dtype() == DType::bf16, go);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("rope_kv_write_rows_kernel (from one q/k/v GEMM)");
