@@ -137,7 +137,7 @@ struct RowsIo {
 };
 
 template <class KV>
-__global__ void __launch_bounds__(kRowsThreads)
+__global__ void __launch_bounds__(kRowsThreads, 4)
     rope_kv_write_rows_kernel(RowsIo io, const std::int32_t* positions, const float* __restrict__ inv_freq, int n_heads,
                               int n_kv_heads, int head_dim, int half, float attention_factor, const std::int32_t* slots,
                               std::int64_t n_slots, KV* __restrict__ k_pool, KV* __restrict__ v_pool,
