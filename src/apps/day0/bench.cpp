@@ -13,12 +13,11 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/day0/bench_report.h"
 #include "apps/day0/commands.h"
@@ -29,6 +28,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/kernel_trace.h"
 #include "ops/cuda/moe_mxfp4_wgmma_fp8_cuda.h"
+#include "ops/cuda/nvtx_range.h"
 #include "quant/mxfp4.h"
 
 namespace day0::app {
@@ -208,6 +208,7 @@ int bench(const BenchOptions& o) {
   };
   constexpr int kPrefillRuns = 3;
   for (std::int64_t n : o.prefill) {
+    const NvtxRange range("prefill " + std::to_string(n));
     const auto prompt = random_tokens(rng, n, spec.vocab_size);
     std::vector<double> runs;
     for (int run = 0; run <= kPrefillRuns; ++run) {
@@ -323,6 +324,8 @@ int bench(const BenchOptions& o) {
         }
         return Status::success();
       };
+      // Named for a profiler (scripts/gpu-profile's GPU_PROFILE_NVTX): "decode c1024 b64".
+      const NvtxRange range("decode c" + std::to_string(C) + " b" + std::to_string(B));
       if (Status st = decode_steps(0, kWarmup); !st.ok()) return fail(st.error().message);
       const auto t0 = clock::now();
       if (Status st = decode_steps(kWarmup, kSteps); !st.ok()) return fail(st.error().message);
