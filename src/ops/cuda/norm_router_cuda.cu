@@ -29,6 +29,7 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kNormWarps = kNormThreads / 32;  // a row's norm runs on 256 threads, as its own kernel's block
 static_assert(kThreads == kNormRouterRowsPerCluster * kNormThreads, "a row for each 256 threads");
 static_assert(kNormRouterMaxHidden <= 4 * kNormVecPerThread * kNormThreads);
+static_assert(kNormRouterExpertsPerCta == small_m::kRowsPerCta, "a CTA's experts are one row tile");
 
 struct NormRouterArgs {
   float* x;
@@ -196,7 +197,7 @@ Status norm_router_cuda(Tensor& x, const Tensor& y, const Tensor& norm_w, float 
                          static_cast<int>(E),
                          k,
                          static_cast<int>(M)};
-  const unsigned ctas = static_cast<unsigned>((E + small_m::kRowsPerCta - 1) / small_m::kRowsPerCta);
+  const unsigned ctas = static_cast<unsigned>(norm_router_cluster_ctas(E));
   auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
     const dim3 grid(ctas, static_cast<unsigned>((M + kRows - 1) / kRows));

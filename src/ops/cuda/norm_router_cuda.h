@@ -26,9 +26,14 @@ inline constexpr std::int64_t kNormRouterMaxRows = 128;
 bool norm_router_fits(const Tensor& x, const Tensor& y, const Tensor& norm_w, Tensor& out, const LinearTarget& router,
                       int k);
 
-// The CTAs norm_router_cuda launches for M rows and E experts: a cluster of ceil(E / 16) for each two rows.
+// A cluster's CTAs for E experts (each CTA's 16 experts are one row tile of the small-M kernel's MMAs), and the CTAs
+// norm_router_cuda launches for M rows: a cluster for each two rows.
+inline constexpr std::int64_t kNormRouterExpertsPerCta = 16;
+inline std::int64_t norm_router_cluster_ctas(std::int64_t E) {
+  return (E + kNormRouterExpertsPerCta - 1) / kNormRouterExpertsPerCta;
+}
 inline std::int64_t norm_router_ctas(std::int64_t M, std::int64_t E) {
-  return (M + kNormRouterRowsPerCluster - 1) / kNormRouterRowsPerCluster * ((E + 15) / 16);
+  return (M + kNormRouterRowsPerCluster - 1) / kNormRouterRowsPerCluster * norm_router_cluster_ctas(E);
 }
 
 // x += y and out = rms_norm(x) * (norm_w (+ 1 when plus_one)) as rms_norm_residual_cuda; router.out [M, E] =

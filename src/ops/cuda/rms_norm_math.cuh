@@ -42,21 +42,9 @@ __device__ __forceinline__ float inverse_rms(float sum_sq, float n, float eps) {
   return 1.0f / sqrtf(sum_sq / n + eps);
 }
 
-// The sum of v over the block's first kWarps warps (any others pass 0 and are not added), in warp order; every
-// thread of the block calls it (a CTA barrier) and gets the result.
-template <int kWarps>
-__device__ __forceinline__ float block_sum(float v, float* warp_sums) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0 && warp < kWarps) warp_sums[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  for (int w = 0; w < kWarps; ++w) total += warp_sums[w];  // same order in every thread
-  return total;
-}
-
 // block_sum over kGroups groups of kWarps consecutive warps at once (several rows a block): each thread gets its own
-// group's sum, the same bits as block_sum<kWarps> over a block of that group alone. warp_sums: kWarps * kGroups.
+// group's sum (warps past the last group: the last group's), in warp order; every thread of the block calls it (a CTA
+// barrier). warp_sums: kWarps * kGroups.
 template <int kWarps, int kGroups>
 __device__ __forceinline__ float group_sum(float v, float* warp_sums) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -67,6 +55,13 @@ __device__ __forceinline__ float group_sum(float v, float* warp_sums) {
   float total = 0.f;
   for (int w = 0; w < kWarps; ++w) total += group[w];  // same order in every thread
   return total;
+}
+
+// The sum of v over the block's first kWarps warps (any others pass 0 and are not added), in warp order; every
+// thread of the block calls it (a CTA barrier) and gets the result.
+template <int kWarps>
+__device__ __forceinline__ float block_sum(float v, float* warp_sums) {
+  return group_sum<kWarps, 1>(v, warp_sums);
 }
 
 // ---- A token's k <= kMoeFastSlots expert rows, weighted and summed in ascending expert order (ties by slot), as
