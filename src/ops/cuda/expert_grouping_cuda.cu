@@ -7,8 +7,10 @@
 #include <string>
 
 #include "ops/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/cuda_status.h"
 #include "ops/cuda/dependent_launch.h"
+#include "ops/cuda/fp8_moe_math.cuh"
 
 namespace day0 {
 namespace {
@@ -214,13 +216,17 @@ constexpr int kOneWarpAssignments = 32 * kLoadsInFlight;
 // Dynamic shared memory: per expert its count, then its offset [E + 1] (the placement's cursor).
 std::size_t one_warp_shared_bytes(int E) { return sizeof(std::int32_t) * (2 * static_cast<std::size_t>(E) + 1); }
 
-__global__ void __launch_bounds__(32)
-    group_one_warp_kernel(const std::int32_t* idx, int A, int k, int E, std::int32_t* __restrict__ counts,
-                          std::int32_t* __restrict__ offsets, std::int32_t* __restrict__ rows,
-                          std::int32_t* __restrict__ assignments, std::int32_t* __restrict__ experts,
-                          std::int32_t* __restrict__ n_routed, std::int32_t* __restrict__ error_flag,
-                          std::int32_t* __restrict__ entries) {
-  extern __shared__ std::int32_t shared[];
+// The grouping's outputs (group_by_expert_cuda's), for the one-warp form.
+struct OneWarpGrouping {
+  const std::int32_t* idx;
+  int A, k, E;
+  std::int32_t *counts, *offsets, *rows, *assignments, *experts, *n_routed, *error_flag, *entries;
+};
+
+// group_kernel's work by lanes 0-31 of the block (the caller's first warp), its ids held in registers, with no barrier
+// but the warp's; shared: one_warp_shared_bytes(E). It waits for the kernel before (begin_dependent_grid) itself.
+__device__ __forceinline__ void group_one_warp(const OneWarpGrouping& g, std::int32_t* shared) {
+  const int E = g.E, A = g.A, k = g.k;
   std::int32_t* s_count = shared;       // [E]
   std::int32_t* s_cursor = shared + E;  // [E + 1]: the offsets, then each expert's next place
   const int lane = static_cast<int>(threadIdx.x);
@@ -229,12 +235,12 @@ __global__ void __launch_bounds__(32)
   const unsigned lanes_below = (1u << lane) - 1u;
   const int bits = E > 1 ? 32 - __clz(E - 1) : 0;
   int ids[kLoadsInFlight];
-  load_ids(idx, 0, A, ids);
+  load_ids(g.idx, 0, A, ids);
 #pragma unroll
   for (int j = 0; j < kLoadsInFlight; ++j) {  // the ids checked, then counted
     const int a = 32 * j + lane;
     if (a < A && (ids[j] < 0 || ids[j] >= E)) {
-      *error_flag = 1;
+      *g.error_flag = 1;
       ids[j] = -1;
     }
     const unsigned same = lanes_with_same(ids[j], bits);
@@ -246,30 +252,64 @@ __global__ void __launch_bounds__(32)
   const ExpertRun run = expert_run(s_count, E, lane);
   int offset = run.offset, pos = run.pos;
   for (int e = run.begin; e < run.end; ++e) {
-    counts[e] = s_count[e];
-    offsets[e] = s_cursor[e] = offset;
+    g.counts[e] = s_count[e];
+    g.offsets[e] = s_cursor[e] = offset;
     offset += s_count[e];
-    if (s_count[e] > 0) experts[pos++] = e;
+    if (s_count[e] > 0) g.experts[pos++] = e;
   }
   if (lane == 31) {
-    offsets[E] = s_cursor[E] = run.total;
-    *n_routed = run.routed;
+    g.offsets[E] = s_cursor[E] = run.total;
+    *g.n_routed = run.routed;
   }
-  for (int e = run.routed + lane; e < E; e += 32) experts[e] = -1;
+  for (int e = run.routed + lane; e < E; e += 32) g.experts[e] = -1;
   __syncwarp();
   // Placement in assignment order: the expert's cursor and the lanes before this one with the same expert.
 #pragma unroll
   for (int j = 0; j < kLoadsInFlight; ++j)
     place_step(
-        32 * j + lane, ids[j], bits, k, A, [](int) { return 0; }, s_cursor, rows, assignments, entries);
+        32 * j + lane, ids[j], bits, k, A, [](int) { return 0; }, s_cursor, g.rows, g.assignments, g.entries);
+}
+
+__global__ void __launch_bounds__(32) group_one_warp_kernel(OneWarpGrouping g) {
+  extern __shared__ std::int32_t shared[];
+  group_one_warp(g, shared);
+}
+
+// The one-warp grouping and the per-token FP8 quantisation of the MoE's inputs in one launch (neither reads the
+// other's outputs, and both read only what the norm + router wrote): block 0's first warp groups, block 1 + s
+// quantises token row s as gather_quantize_fp8_cuda's vector kernel does (the same device code, the same bits).
+struct TokenQuantize {
+  const float* x;
+  int n4;  // float4s a row
+  std::uint8_t* q;
+  float* scales;
+};
+
+template <Fp8RowOrder kOrder>
+__global__ void __launch_bounds__(fp8_moe::kRowThreads)
+    group_one_warp_quantize_kernel(OneWarpGrouping g, TokenQuantize t) {
+  extern __shared__ std::int32_t shared[];
+  if (blockIdx.x == 0) {
+    if (threadIdx.x < 32) group_one_warp(g, shared);
+    return;
+  }
+  __shared__ float warp_max[fp8_moe::kRowThreads / 32];
+  begin_dependent_grid();
+  const std::int64_t s = blockIdx.x - 1, H = 4 * static_cast<std::int64_t>(t.n4);
+  float4 v[fp8_moe::kRowVecs];
+  fp8_moe::load_held_row<fp8_moe::kRowThreads>(reinterpret_cast<const float4*>(t.x + s * H), t.n4, v);
+  fp8_moe::quantize_held_row<fp8_moe::kRowThreads, fp8_moe::kRowVecs, kOrder>(v, t.n4, warp_max, t.q + s * H,
+                                                                              t.scales + s);
 }
 
 }  // namespace
 
-Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
-                            Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
-                            cudaStream_t stream, Tensor* entries) {
-  const char* op = "group_by_expert_cuda";
+namespace {
+
+// group_by_expert_cuda's operand checks (`op` names the caller in errors).
+Status check_grouping(const char* op, const Tensor& indices, int n_experts, const Tensor& counts, const Tensor& offsets,
+                      const Tensor& rows, const Tensor& assignments, const Tensor& experts, const Tensor& n_routed,
+                      const Tensor& error_flag, const Tensor* entries) {
   if (indices.dim() != 2) return make_error(std::string(op) + ": indices must be [S, k]");
   if (n_experts <= 0 || n_experts > kGroupingMaxExperts)
     return make_error(std::string(op) + ": experts must be in [1, " + std::to_string(kGroupingMaxExperts) + "], got " +
@@ -286,13 +326,32 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
   if (entries) D0_RETURN_IF_ERROR(check_cuda_tensor(*entries, op, "entries", {DType::i32}, {S, k}));
   if (k <= 0) return make_error(std::string(op) + ": k must be positive");
+  return Status::success();
+}
+
+OneWarpGrouping grouping_args(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
+                              Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
+                              Tensor* entries) {
+  return {indices.data<std::int32_t>(),      static_cast<int>(indices.numel()),
+          static_cast<int>(indices.size(1)), n_experts,
+          counts.data<std::int32_t>(),       offsets.data<std::int32_t>(),
+          rows.data<std::int32_t>(),         assignments.data<std::int32_t>(),
+          experts.data<std::int32_t>(),      n_routed.data<std::int32_t>(),
+          error_flag.data<std::int32_t>(),   entries ? entries->data<std::int32_t>() : nullptr};
+}
+
+}  // namespace
+
+Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets, Tensor& rows,
+                            Tensor& assignments, Tensor& experts, Tensor& n_routed, Tensor& error_flag,
+                            cudaStream_t stream, Tensor* entries) {
+  D0_RETURN_IF_ERROR(check_grouping("group_by_expert_cuda", indices, n_experts, counts, offsets, rows, assignments,
+                                    experts, n_routed, error_flag, entries));
+  const std::int64_t A = indices.numel();
   if (A <= kOneWarpAssignments) {
-    launch_dependent_clusters(group_one_warp_kernel, 1, 0, 32, one_warp_shared_bytes(n_experts), stream,
-                              indices.data<std::int32_t>(), static_cast<int>(A), static_cast<int>(k), n_experts,
-                              counts.data<std::int32_t>(), offsets.data<std::int32_t>(), rows.data<std::int32_t>(),
-                              assignments.data<std::int32_t>(), experts.data<std::int32_t>(),
-                              n_routed.data<std::int32_t>(), error_flag.data<std::int32_t>(),
-                              entries ? entries->data<std::int32_t>() : nullptr);
+    launch_dependent(
+        group_one_warp_kernel, 1, 32, one_warp_shared_bytes(n_experts), stream,
+        grouping_args(indices, n_experts, counts, offsets, rows, assignments, experts, n_routed, error_flag, entries));
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_one_warp_kernel");
     return Status::success();
   }
@@ -304,12 +363,49 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   }
   const unsigned blocks = A >= kClusterFromAssignments ? kClusterBlocks : 1;
   launch_dependent_clusters(group_kernel, blocks, blocks > 1 ? blocks : 0, kThreads, shared, stream,
-                            indices.data<std::int32_t>(), static_cast<int>(A), static_cast<int>(k), n_experts,
-                            counts.data<std::int32_t>(), offsets.data<std::int32_t>(), rows.data<std::int32_t>(),
-                            assignments.data<std::int32_t>(), experts.data<std::int32_t>(),
+                            indices.data<std::int32_t>(), static_cast<int>(A), static_cast<int>(indices.size(1)),
+                            n_experts, counts.data<std::int32_t>(), offsets.data<std::int32_t>(),
+                            rows.data<std::int32_t>(), assignments.data<std::int32_t>(), experts.data<std::int32_t>(),
                             n_routed.data<std::int32_t>(), error_flag.data<std::int32_t>(),
                             entries ? entries->data<std::int32_t>() : nullptr);
   D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_kernel");
+  return Status::success();
+}
+
+bool group_quantize_fp8_fused(const Tensor& indices, const Tensor& x, Fp8RowOrder order) {
+  if (indices.dim() != 2 || indices.numel() > kOneWarpAssignments || x.dim() != 2 || x.dtype() != DType::f32 ||
+      x.size(0) != indices.size(0))
+    return false;
+  const std::int64_t H = x.size(1);
+  return H > 0 && H % (order == Fp8RowOrder::staged ? 32 : 4) == 0 &&
+         H <= 4 * fp8_moe::kRowThreads * fp8_moe::kRowVecs && aligned_to(x.raw(), 16);
+}
+
+Status group_by_expert_quantize_fp8_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets,
+                                         Tensor& rows, Tensor& assignments, Tensor& experts, Tensor& n_routed,
+                                         Tensor& error_flag, const Tensor& x, Tensor& q, Tensor& scales,
+                                         Fp8RowOrder order, cudaStream_t stream, Tensor* entries) {
+  if (!group_quantize_fp8_fused(indices, x, order)) {
+    D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, n_experts, counts, offsets, rows, assignments, experts, n_routed,
+                                            error_flag, stream, entries));
+    return gather_quantize_fp8_cuda(x, Tensor(), q, scales, error_flag, stream, order);
+  }
+  const char* op = "group_by_expert_quantize_fp8_cuda";
+  D0_RETURN_IF_ERROR(check_grouping(op, indices, n_experts, counts, offsets, rows, assignments, experts, n_routed,
+                                    error_flag, entries));
+  const std::int64_t S = x.size(0), H = x.size(1);
+  D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f8_e4m3}, {S, H}));
+  D0_RETURN_IF_ERROR(check_cuda_tensor(scales, op, "scales", {DType::f32}, {S}));
+  if (!aligned_to(q.raw(), 4)) return make_error(std::string(op) + ": q must be 4-byte aligned");
+  const OneWarpGrouping g =
+      grouping_args(indices, n_experts, counts, offsets, rows, assignments, experts, n_routed, error_flag, entries);
+  const TokenQuantize t{x.data<float>(), static_cast<int>(H / 4), static_cast<std::uint8_t*>(q.raw()),
+                        scales.data<float>()};
+  auto* kernel = order == Fp8RowOrder::staged ? group_one_warp_quantize_kernel<Fp8RowOrder::staged>
+                                              : group_one_warp_quantize_kernel<Fp8RowOrder::natural>;
+  launch_dependent(kernel, static_cast<unsigned>(1 + S), fp8_moe::kRowThreads, one_warp_shared_bytes(n_experts), stream,
+                   g, t);
+  D0_CUDA_RETURN_IF_LAUNCH_ERROR("group_one_warp_quantize_kernel");
   return Status::success();
 }
 

@@ -111,6 +111,20 @@ __device__ __forceinline__ void store_held_codes(const std::uint32_t (&codes)[kV
   }
 }
 
+// The per-row quantisation kernels' block (quantize_fp8_cuda.cu, and the grouping's fused form): 256 threads holding
+// 4 float4s each, rows of up to 4,096 values; the block maximum's order, and so the bits, follow from it.
+inline constexpr int kRowThreads = 256, kRowVecs = 4;
+
+// This thread's float4s of a row of n4 (zeros past it), as quantize_held_row takes them.
+template <int kThreads, int kVec>
+__device__ __forceinline__ void load_held_row(const float4* row, int n4, float4 (&v)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
+    v[i] = c < n4 ? row[c] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
 template <int kThreads, int kVec, Fp8RowOrder kOrder = Fp8RowOrder::natural>
 __device__ __forceinline__ void quantize_held_row(const float4 (&v)[kVec], int n4, float* warp_max, std::uint8_t* q_row,
                                                   float* scale_out) {

@@ -288,7 +288,8 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // epilogue, f32 halves by entry, or below kMxfp4WgmmaMinTokensPerExpert its decode-sized form (the same route).
 Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& entries, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
-                           MoeWorkspace& ws, std::int64_t slots, Tensor& y, cudaStream_t stream) {
+                           MoeWorkspace& ws, std::int64_t slots, bool tokens_quantized, Tensor& y,
+                           cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
   const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
@@ -303,8 +304,9 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
     D0_RETURN_IF_ERROR(gather_swiglu_quantize_fp8_cuda(gu, groups.assignments, p, h8, sh, ws.error_flag, stream));
   } else {
     Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
-    D0_RETURN_IF_ERROR(
-        gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream, mxfp4_wgmma_fp8_row_order(gate_up_tile)));
+    if (!tokens_quantized)  // else quantised with the grouping, in this order
+      D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream,
+                                                  mxfp4_wgmma_fp8_row_order(gate_up_tile)));
     Tensor hf = ws.fused_gu.view({2 * ws.fused_gu.size(0), gate_up.out / 2}).slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, gate_up_tile,
                                                          gate_up_slots, &p, hf, stream));
@@ -341,10 +343,6 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   Tensor rows = ws.group_rows.slice_rows(0, A), assignments = ws.group_assignments.slice_rows(0, A);
   // fp8 compute: the inverse too, for quantising each token once into its entries' rows
   Tensor entries = ws.group_entries.defined() ? ws.group_entries.slice_rows(0, A).view({S, ws.shape.k}) : Tensor();
-  D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
-                                          assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream,
-                                          entries.defined() ? &entries : nullptr));
-  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_item_counter};
   const std::int64_t slots = std::min<std::int64_t>(ws.shape.n_experts, A);
   Tensor h = ws.fused_h.slice_rows(0, A), y = ws.fused_y.slice_rows(0, A);
   const bool any_order = !ws.shape.batch_invariant;  // batch-invariant mode keeps the fused kernel's sums
@@ -353,9 +351,28 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
                              mxfp4_grouped_gemm_fits(gate_up) && mxfp4_grouped_gemm_fits(down);
   // fp8 compute: FP8 MMAs from kRsFp8MinTokensPerExpert an expert (below kMxfp4WgmmaMinTokensPerExpert on the
   // form converting weights in registers, moe_mxfp4_rs_fp8_cuda.cuh); fewer take the bf16 kernels below.
-  if (ws.shape.compute == ExpertCompute::fp8 && any_order && A >= kRsFp8MinTokensPerExpert * ws.shape.n_experts &&
-      mxfp4_wgmma_fp8_gemm_fits(gate_up) && mxfp4_wgmma_fp8_gemm_fits(down)) {
-    D0_RETURN_IF_ERROR(grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, y, stream));
+  const bool fp8_grouped = ws.shape.compute == ExpertCompute::fp8 && any_order &&
+                           A >= kRsFp8MinTokensPerExpert * ws.shape.n_experts && mxfp4_wgmma_fp8_gemm_fits(gate_up) &&
+                           mxfp4_wgmma_fp8_gemm_fits(down);
+  // Where gate_up reads token rows (grouped_fp8_experts' second route), their quantisation joins the grouping's
+  // launch: neither reads the other's outputs (decode, up to 256 assignments: one kernel fewer a layer).
+  const int gate_up_tile = fp8_grouped ? mxfp4_wgmma_fp8_tile_tokens(A, gate_up) : 0;
+  const bool tokens_with_grouping = fp8_grouped && gate_up_tile != kWsFp8TileTokens;
+  Tensor* entries_out = entries.defined() ? &entries : nullptr;
+  if (tokens_with_grouping) {
+    Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
+    D0_RETURN_IF_ERROR(group_by_expert_quantize_fp8_cuda(
+        indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows, assignments, ws.group_experts,
+        ws.group_n_routed, ws.error_flag, x, x8, sx, mxfp4_wgmma_fp8_row_order(gate_up_tile), stream, entries_out));
+  } else {
+    D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, ws.shape.n_experts, ws.group_counts, ws.group_offsets, rows,
+                                            assignments, ws.group_experts, ws.group_n_routed, ws.error_flag, stream,
+                                            entries_out));
+  }
+  const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_item_counter};
+  if (fp8_grouped) {
+    D0_RETURN_IF_ERROR(
+        grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, tokens_with_grouping, y, stream));
     return combine(y);
   }
   Tensor xb = ws.xs.slice_rows(0, S);  // the bf16 paths' inputs (the FP8 one quantises x itself)

@@ -15,23 +15,14 @@
 namespace day0 {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kVecPerThread = 4;                          // float4s a thread holds
+constexpr int kThreads = fp8_moe::kRowThreads;
+constexpr int kVecPerThread = fp8_moe::kRowVecs;          // float4s a thread holds
 constexpr int kVecValues = 4 * kVecPerThread * kThreads;  // 4,096
 
 // The source row of output row r (a bad id is clamped and flagged).
 __device__ __forceinline__ const float* source_row(const float* x, const std::int32_t* rows, std::int64_t n_src,
                                                    std::int64_t H, std::int64_t r, std::int32_t* error_flag) {
   return x + fp8_moe::gathered_row(rows, n_src, r, error_flag) * H;
-}
-
-// This thread's float4s of a row of n4 (zeros past it), as fp8_moe::quantize_held_row takes them.
-__device__ __forceinline__ void load_held_row(const float4* row, int n4, float4 (&v)[kVecPerThread]) {
-#pragma unroll
-  for (int i = 0; i < kVecPerThread; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads;
-    v[i] = c < n4 ? row[c] : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
 }
 
 template <Fp8RowOrder kOrder>
@@ -43,7 +34,7 @@ __global__ void gather_quantize_fp8_vec_kernel(const float* __restrict__ x, cons
   const float4* xr = reinterpret_cast<const float4*>(source_row(x, rows, n_src, H, r, error_flag));
   const int n4 = static_cast<int>(H / 4);
   float4 v[kVecPerThread];
-  load_held_row(xr, n4, v);
+  fp8_moe::load_held_row<kThreads>(xr, n4, v);
   fp8_moe::quantize_held_row<kThreads, kVecPerThread, kOrder>(v, n4, warp_max, q + r * H, scales + r);
 }
 
@@ -57,7 +48,7 @@ __global__ void quantize_scatter_fp8_vec_kernel(const float* __restrict__ x, con
   const float4* xr = reinterpret_cast<const float4*>(x + s * H);
   const int n4 = static_cast<int>(H / 4);
   float4 v[kVecPerThread];
-  load_held_row(xr, n4, v);
+  fp8_moe::load_held_row<kThreads>(xr, n4, v);
   const float scale = fp8_moe::held_row_scale<kThreads>(v, warp_max);
   std::uint32_t codes[kVecPerThread];
   fp8_moe::held_row_codes<kThreads>(v, n4, scale, codes);

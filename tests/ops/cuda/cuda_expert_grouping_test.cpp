@@ -4,9 +4,12 @@
 // flag and leaves its entry -1, in the one-warp kernel (up to 256 assignments) and in the block / cluster one.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <iterator>
 #include <random>
 
 #include "cuda_test_util.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "ops/cuda/expert_grouping_cuda.h"
 #include "ops/expert_grouping.h"
 
@@ -92,6 +95,60 @@ TEST(CudaExpertGrouping, an_id_outside_the_experts_raises_the_flag) {
                 (std::vector<std::int32_t>{static_cast<std::int32_t>(A / 4), static_cast<std::int32_t>(A / 4 - 1),
                                            static_cast<std::int32_t>(A / 4), static_cast<std::int32_t>(A / 4)}));
     }
+}
+
+// The grouping with the tokens' FP8 quantisation in one launch (decode's fp8 MoE) gives what the two launches give,
+// every output byte for byte: random routings at 1-64 tokens of top-4 over 32 experts (up to the one-warp bound of
+// 256 assignments), gpt-oss's width and a short one, both row orders, a bad id flagged alike; past the bound
+// (65 tokens) the fused launcher runs the two launches itself.
+TEST(CudaExpertGrouping, the_grouping_with_the_fp8_quantisation_gives_the_two_launches_bytes) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
+  auto ctx = make_context();
+  ASSERT_TRUE(ctx);
+  std::mt19937 rng(33);
+  std::normal_distribution<float> value(0.f, 3.f);
+  const int E = 32, k = 4;
+  for (std::int64_t S : {1, 3, 17, 64, 65})
+    for (std::int64_t H : {2880, 64})
+      for (Fp8RowOrder order : {Fp8RowOrder::natural, Fp8RowOrder::staged})
+        for (bool bad : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "S " << S << " H " << H << " staged " << (order == Fp8RowOrder::staged) << " bad " << bad);
+          const std::int64_t A = S * k;
+          Tensor idx = Tensor::zeros({S, k}, DType::i32), x = Tensor::zeros({S, H}, DType::f32);
+          for (std::int64_t i = 0; i < A; ++i)
+            idx.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng() % static_cast<unsigned>(E));
+          if (bad) idx.data<std::int32_t>()[A / 2] = E + 3;
+          for (std::int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = value(rng);
+          const Tensor d_idx = upload(*ctx, idx), d_x = upload(*ctx, x);
+          EXPECT_EQ(group_quantize_fp8_fused(d_idx, d_x, order), A <= 256);
+          struct Outputs {
+            Tensor counts, offsets, rows, assigns, experts, n_routed, flag, entries, q, scales;
+          };
+          auto outputs = [&] {
+            return Outputs{poisoned(*ctx, {E}, DType::i32),         poisoned(*ctx, {E + 1}, DType::i32),
+                           poisoned(*ctx, {A}, DType::i32),         poisoned(*ctx, {A}, DType::i32),
+                           poisoned(*ctx, {E}, DType::i32),         poisoned(*ctx, {1}, DType::i32),
+                           cudatest::zeroed(*ctx, {1}, DType::i32), poisoned(*ctx, {S, k}, DType::i32),
+                           poisoned(*ctx, {S, H}, DType::f8_e4m3),  poisoned(*ctx, {S}, DType::f32)};
+          };
+          Outputs two = outputs(), one = outputs();
+          D0_ASSERT_OK(group_by_expert_cuda(d_idx, E, two.counts, two.offsets, two.rows, two.assigns, two.experts,
+                                            two.n_routed, two.flag, ctx->stream(), &two.entries));
+          D0_ASSERT_OK(gather_quantize_fp8_cuda(d_x, Tensor(), two.q, two.scales, two.flag, ctx->stream(), order));
+          D0_ASSERT_OK(group_by_expert_quantize_fp8_cuda(d_idx, E, one.counts, one.offsets, one.rows, one.assigns,
+                                                         one.experts, one.n_routed, one.flag, d_x, one.q, one.scales,
+                                                         order, ctx->stream(), &one.entries));
+          const Tensor Outputs::*fields[] = {&Outputs::counts,  &Outputs::offsets,  &Outputs::rows, &Outputs::assigns,
+                                             &Outputs::experts, &Outputs::n_routed, &Outputs::flag, &Outputs::entries,
+                                             &Outputs::q,       &Outputs::scales};
+          for (std::size_t i = 0; i < std::size(fields); ++i) {
+            const Tensor a = download(*ctx, two.*fields[i]), b = download(*ctx, one.*fields[i]);
+            ASSERT_EQ(a.nbytes(), b.nbytes());
+            EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << "output " << i;
+          }
+          EXPECT_EQ(cudatest::download_flag(*ctx, one.flag), bad ? 1 : 0);
+        }
 }
 
 }  // namespace
