@@ -231,14 +231,14 @@ constexpr std::int64_t kMergeFewMaxBlocks = 256;
 __global__ void __launch_bounds__(kThreads)
     attention_merge_kernel(const float* partials, int splits, int keys_per_split, const std::int32_t* q_pos, int window,
                            int n_heads, int d, const void* __restrict__ sinks, int sink_kind, bool few_allowed,
-                           float* __restrict__ out) {
+                           float* __restrict__ out, __nv_bfloat16* __restrict__ out_bf16) {
   __shared__ float w_s[kMergeTile], l_s[kMergeTile], warp_max[kThreads / 32];
   const int tid = threadIdx.x;
   const int h = static_cast<int>(blockIdx.x % static_cast<unsigned>(n_heads));
   const std::int64_t s = blockIdx.x / static_cast<unsigned>(n_heads);
   const std::int64_t stride = d + 2;
   const float* part = partials + static_cast<std::int64_t>(blockIdx.x) * splits * stride;
-  float* o = out + (s * n_heads + h) * d;
+  const std::int64_t row = (s * n_heads + h) * d;  // out (or null) and out_bf16 (or null): the same element
   const int live = live_splits(q_pos[s], window, splits, keys_per_split);  // a step input: read before the wait
   begin_dependent_grid();
   // Few splits (decode): every partial is loaded at once, one round trip instead of three (m, then m and l, then
@@ -301,7 +301,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int r = 0; r < kLanesPerThread; ++r) {
     const int i = tid + r * kThreads;
-    if (i < d) o[i] = bad ? NAN : a[r] / L;
+    if (i >= d) continue;
+    const float v = bad ? NAN : a[r] / L;
+    if (out) out[row + i] = v;
+    if (out_bf16) out_bf16[row + i] = __float2bfloat16_rn(v);
   }
 }
 
@@ -423,10 +426,28 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              static_cast<int>(rotary_half)};
     return attention_tc_cuda(ta, p, stream);
   }
-  if (attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16)) {
-    const AttentionGroupArgs ga{q.data<float>(),     k.raw(), v.raw(),   kv_bf16,           q_pos.data<std::int32_t>(),
-                                sink_ptr,            sink_kind,         out.data<float>(), static_cast<int>(S),
-                                static_cast<int>(T), layout,            sa.splits,         sa.keys_per_split,
+  // The kernel that writes the rows (the group kernel, or the splits' merge) writes the bf16 copy with them; only
+  // the per-head kernel's rows without splits are converted after.
+  const bool group =
+      attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16);
+  const bool direct_bf16 = copy_bf16 && (group || sa.splits > 1);
+  float* out_f32 = direct_bf16 && split.bf16_only ? nullptr : out.data<float>();
+  void* out_bf16 = direct_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr;
+  if (group) {
+    const AttentionGroupArgs ga{q.data<float>(),
+                                k.raw(),
+                                v.raw(),
+                                kv_bf16,
+                                q_pos.data<std::int32_t>(),
+                                sink_ptr,
+                                sink_kind,
+                                out_f32,
+                                out_bf16,
+                                static_cast<int>(S),
+                                static_cast<int>(T),
+                                layout,
+                                sa.splits,
+                                sa.keys_per_split,
                                 sa.partials};
     D0_RETURN_IF_ERROR(attention_group_cuda(ga, p, stream));
   } else {
@@ -437,10 +458,10 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
     const std::int64_t blocks = S * p.n_heads;
     launch_dependent(attention_merge_kernel, static_cast<unsigned>(blocks), kThreads, 0, stream, sa.partials, sa.splits,
                      sa.keys_per_split, q_pos.data<std::int32_t>(), p.sliding_window, p.n_heads, p.head_dim, sink_ptr,
-                     sink_kind, blocks <= kMergeFewMaxBlocks, out.data<float>());
+                     sink_kind, blocks <= kMergeFewMaxBlocks, out_f32, static_cast<__nv_bfloat16*>(out_bf16));
     D0_CUDA_RETURN_IF_LAUNCH_ERROR("attention_merge_kernel");
   }
-  if (copy_bf16) {
+  if (copy_bf16 && !direct_bf16) {
     Tensor copy = split.out_bf16;  // a handle: the conversion writes its storage
     return convert_f32_to_bf16_cuda(out, copy, stream);
   }

@@ -30,10 +30,11 @@ struct AttentionSplit {
   // range whatever the splits (those past its keys are empty), so its sums do not depend on the other queries.
   int keys_per_split = 0;
   // Defined (bf16 [S, nH*d]): also out rounded to bf16 (convert_f32_to_bf16_cuda's bits), the o projection's GEMM
-  // input. The tensor-core kernel writes it with out; the others convert after.
+  // input. The kernel that writes out (the tensor-core or group kernel, or the splits' merge) writes it too; the
+  // per-head kernel's rows without splits are converted after.
   Tensor out_bf16;
-  // With out_bf16, where the tensor-core kernel runs: out_bf16 only, out left unwritten (a prefill's o projection
-  // reads only the copy: 67 MB of f32 rows a 120b layer at 4,096 tokens not written).
+  // With out_bf16, where a kernel writes it: out_bf16 only, out left unwritten (the o projection reads only the
+  // copy: 67 MB of f32 rows a 120b layer at 4,096 tokens not written).
   bool bf16_only = false;
   // Defined (f32 [S, rotary_dim], rope_kv_write_cuda's q_cos_sin): q is unrotated and the tensor-core kernel rotates
   // it as it loads it, the same bits as rotated before. Only where attention_rotates_q says so (else an error).

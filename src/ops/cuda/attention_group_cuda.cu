@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       part[2 + dim] = sum;
     } else {
-      a.out[s * q_width + static_cast<std::int64_t>(h0 + g) * kD + dim] = sum / l_s[g];
+      store_group_out(a, s * q_width + static_cast<std::int64_t>(h0 + g) * kD + dim, sum / l_s[g]);
     }
   }
 }

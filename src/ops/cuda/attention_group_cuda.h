@@ -9,6 +9,7 @@
 // (attention_group_tc_cuda.h), which attention_group_cuda calls for them.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -36,7 +37,8 @@ struct AttentionGroupArgs {
   const std::int32_t* q_pos;
   const void* sinks;  // added here only without splits (the merge adds it otherwise)
   int sink_kind;
-  float* out;
+  float* out;      // null: out_bf16 only (splits == 1; with splits the merge writes them)
+  void* out_bf16;  // bf16 [S, n_heads * head_dim] or null: out rounded to bf16 as well (the o projection's input)
   int S, T;
   KeyLayout layout;
   int splits;          // >= 1
@@ -81,6 +83,13 @@ __device__ __forceinline__ float* group_partial(const AttentionGroupArgs& a, std
   return a.partials + ((s * n_heads + h0 + g) * a.splits + blockIdx.y) * (d + 2);
 }
 
+// Element at of the output rows (splits == 1): to out and, where asked, to out_bf16 (convert_f32_to_bf16_cuda's
+// rounding).
+__device__ __forceinline__ void store_group_out(const AttentionGroupArgs& a, std::int64_t at, float v) {
+  if (a.out) a.out[at] = v;
+  if (a.out_bf16) static_cast<__nv_bfloat16*>(a.out_bf16)[at] = __float2bfloat16_rn(v);
+}
+
 // A query with no keys to read (query_is_bad) gets NaN rows for its kG heads from h0, or, with splits, a NaN m in
 // each partial (the merge turns the row into NaN). Every thread of the block calls it.
 template <int kG>
@@ -91,7 +100,7 @@ __device__ __forceinline__ void write_bad_query(const AttentionGroupArgs& a, std
     if (a.splits > 1) {
       if (i % d == 0) group_partial(a, s, n_heads, h0, g, d)[0] = NAN;
     } else {
-      a.out[s * n_heads * d + static_cast<std::int64_t>(h0 + g) * d + i % d] = NAN;
+      store_group_out(a, s * n_heads * d + static_cast<std::int64_t>(h0 + g) * d + i % d, NAN);
     }
   }
 }

@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
       part[2 + dim] = acc;
     } else {
-      a.out[s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + dim] = acc / sum_s[hg];
+      store_group_out(a, s * q_width + static_cast<std::int64_t>(h0 + hg) * kD + dim, acc / sum_s[hg]);
     }
   }
 }

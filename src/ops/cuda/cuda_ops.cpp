@@ -370,9 +370,9 @@ Status CudaOps::paged_attention(const Tensor& q, const Tensor& k_pool, const Ten
   return paged_attention_cuda(q, k_pool, v_pool, q_pos, kv, sinks, p, out, ctx_->stream(), split);
 }
 
-// Where the tensor-core kernel serves the attention and cuBLASLt the projection (prefill), the kernel writes the
-// projection's bf16 input instead of its f32 output: no conversion between (the same bits; 25 us a 120b layer at
-// 4,096 tokens on the H200), and `mixed` (scratch) left unwritten.
+// Where cuBLASLt serves the projection, the attention kernel that writes the rows (tensor-core, group or merge)
+// writes the projection's bf16 input instead of its f32 output: no conversion between (the same bits; 25 us a 120b
+// layer at 4,096 tokens on the H200, a launch a layer in decode), and `mixed` (scratch) left unwritten.
 Status CudaOps::paged_attention_linear(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,
                                        const PagedKv& kv, const Tensor& sinks, const AttentionParams& p, Tensor& mixed,
                                        const LinearTarget& o) {
@@ -384,7 +384,7 @@ Status CudaOps::paged_attention_linear_split(const Tensor& q, const Tensor& k_po
                                              const Tensor& q_pos, const PagedKv& kv, const Tensor& sinks,
                                              const AttentionParams& p, AttentionSplit split, Tensor& mixed,
                                              const LinearTarget& o) {
-  if (gemm_takes(mixed, o) && split.tensor_cores) {
+  if (gemm_takes(mixed, o)) {
     D0_ASSIGN_OR_RETURN(split.out_bf16, scratch(mixed.shape(), DType::bf16, "attention out bf16"));
     split.bf16_only = true;
   }

@@ -152,32 +152,46 @@ TEST(CudaAttentionTc, bf16_operands_keep_nan_in_unused_pool_rows_out_of_the_outp
 }
 
 // The output's bf16 copy (AttentionSplit::out_bf16, the o projection's GEMM input) is its rounding to nearest even,
-// bit for bit, from the tensor-core kernel (written as it goes) and from the others (converted after); the f32
-// output is the same either way.
+// bit for bit, from every kernel that writes the rows (tensor-core, group, the splits' merge: written as they go)
+// and from the per-head kernel without splits (converted after); the f32 output is the same either way. With
+// bf16_only, a kernel that writes the copy itself leaves out as it was (poisoned).
 TEST(CudaAttentionTc, the_bf16_copy_of_the_output_is_its_rounding_on_every_kernel) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device on this machine: runs on the GPU machine";
   auto ctx = make_context();
   ASSERT_TRUE(ctx);
   std::mt19937 rng(7306);
-  const cudatest::PagedCase c{{64, 8, 64, 0, 0.125f}, 16, {400, 129, 33, 1}, {150, 70, 33, 1}};
-  auto sc = optest::make_paged_scenario(rng, c.p, c.block_size, c.lengths, c.queries, true, /*bf16_kv=*/true);
-  use_bf16_pools(sc);
-  for (bool tensor_cores : {true, false}) {
-    SCOPED_TRACE(::testing::Message() << "tensor cores " << tensor_cores);
+  struct Form {
+    const char* name;
+    AttentionParams p;  // 8 query heads a KV head: the group kernel; 4: the per-head kernel
+    bool tensor_cores;
+    int splits;
+    bool writes_copy;  // the kernel writing the rows writes the copy (else converted after)
+  };
+  const AttentionParams group{64, 8, 64, 0, 0.125f}, per_head{16, 4, 64, 0, 0.125f};
+  for (const Form& f :
+       {Form{"tensor cores", group, true, 1, true}, Form{"group", group, false, 1, true},
+        Form{"group, 3 splits and the merge", group, false, 3, true}, Form{"per head", per_head, false, 1, false},
+        Form{"per head, 2 splits and the merge", per_head, false, 2, true}}) {
+    SCOPED_TRACE(f.name);
+    auto sc = optest::make_paged_scenario(rng, f.p, 16, {400, 129, 33, 1}, {150, 70, 33, 1}, true, /*bf16_kv=*/true);
+    use_bf16_pools(sc);
     AttentionSplit split;
-    split.tensor_cores = split.bf16_operands = tensor_cores;
+    split.tensor_cores = split.bf16_operands = f.tensor_cores;
+    split.splits = f.splits;
+    if (f.splits > 1)
+      split.partials = poisoned(*ctx, {attention_partials_floats(sc.q.size(0), f.p, f.splits)}, DType::f32);
     const Tensor alone = cudatest::run_paged_attention(*ctx, sc, true, split);
     split.out_bf16 = poisoned(*ctx, sc.want.shape(), DType::bf16);
     const Tensor with_copy = cudatest::run_paged_attention(*ctx, sc, true, split);
     EXPECT_TRUE(cudatest::same_bits(alone, with_copy));
     EXPECT_TRUE(cudatest::same_bits(download(*ctx, split.out_bf16), optest::to_bf16(with_copy)));
     EXPECT_EQ(count_nan(with_copy), 0);
-    // The copy alone: the same bits; the tensor-core kernel leaves out as it was (poisoned), the others write it.
+    EXPECT_LE(relative_norm_error(with_copy, sc.want), 1e-2);
     split.bf16_only = true;
     split.out_bf16 = poisoned(*ctx, sc.want.shape(), DType::bf16);
     const Tensor copy_only = cudatest::run_paged_attention(*ctx, sc, true, split);
     EXPECT_TRUE(cudatest::same_bits(download(*ctx, split.out_bf16), optest::to_bf16(with_copy)));
-    EXPECT_EQ(count_nan(copy_only), tensor_cores ? copy_only.numel() : 0);
+    EXPECT_EQ(count_nan(copy_only), f.writes_copy ? copy_only.numel() : 0);
   }
 }
 

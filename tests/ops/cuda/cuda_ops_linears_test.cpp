@@ -120,9 +120,11 @@ TEST(CudaOpsLinears, attention_and_o_projection_give_the_bits_of_the_attention_t
   const std::int64_t width = p.n_heads * p.head_dim, N = 256;
   const Tensor o_w = up(optest::to_bf16(optest::random_f32({N, width}, rng))), o_b = up(optest::random_f32({N}, rng));
   // One prompt (the tensor-core kernel and the projection's GEMM: `mixed` left unwritten, AttentionSplit::
-  // bf16_only, so only the outputs compare), and a few decode rows (neither: `mixed` written and compared too).
+  // bf16_only, so only the outputs compare), 80 decode rows (the group kernel and the GEMM: likewise), and a few
+  // decode rows (the small-M projection: `mixed` written and compared too).
   for (const auto& [lengths, queries, mixed_written] :
        {std::tuple{std::vector<std::int64_t>{300}, std::vector<std::int64_t>{300}, false},
+        std::tuple{std::vector<std::int64_t>(80, 37), std::vector<std::int64_t>(80, 1), false},
         std::tuple{std::vector<std::int64_t>{40, 9}, std::vector<std::int64_t>{1, 1}, true}}) {
     auto sc = optest::make_paged_scenario(rng, p, 16, lengths, queries, true, /*bf16_kv=*/true);
     const std::int64_t S = sc.q.size(0);
