@@ -455,6 +455,30 @@ TEST(Day0CliTinyModel, BenchExpertLoadReportsEveryMoeLayer) {
   }
 }
 
+// Each point's tokens come from a generator of its own: the 24-token prompt routes the same whether or not a 16-token
+// prefill ran before it (one generator for every point gave it other tokens, and another load, after the 16).
+TEST(Day0CliTinyModel, BenchPointInputsDoNotDependOnTheOtherPoints) {
+  TempDir d;
+  auto load_of_24 = [&](std::vector<std::string> prefill) {
+    const std::string report = d.file("bench.json").string();
+    std::vector<std::string> args{"bench", kTiny, "--backend", "cpu", "--prefill"};
+    args.insert(args.end(), prefill.begin(), prefill.end());
+    for (const char* a : {"--batches", "1", "--contexts", "16", "--decode-steps", "1", "--expert-load", "--json"})
+      args.push_back(a);
+    args.push_back(report);
+    const Proc p = day0(args);
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    std::ifstream in(report);
+    const json r = json::parse(in);
+    for (const json& point : r.at("prefill"))
+      if (point.at("tokens") == 24) return point.at("expert_load");
+    return json();
+  };
+  const json alone = load_of_24({"24"}), after_16 = load_of_24({"16", "24"});
+  ASSERT_FALSE(alone.is_null());
+  EXPECT_EQ(alone, after_16);
+}
+
 // A prompt past the step size prefills in chunks: each layer's load is reported once a step, with the step's tokens.
 TEST(Day0CliTinyModel, BenchExpertLoadReportsEachChunkOfAPromptPastTheStepSize) {
   TempDir d;

@@ -98,7 +98,16 @@ double kv_bytes_read(const ModelSpec& spec, std::int64_t C, DType kv) {
   return b;
 }
 
-std::vector<std::int32_t> random_tokens(std::mt19937& rng, std::int64_t n, int vocab) {
+// n random token ids from a generator seeded by `point` (what the tokens are for, and the point's sizes): a point's
+// inputs, and so the experts its tokens route to, are the same whichever other points the command runs. (One
+// generator for all drew the decode's context and tokens after every prompt, so `--prefill 512 4096` and `--prefill
+// 128` decoded different tokens at the same batch: v70's B64 differed by ~1.5% between the two.)
+enum class TokensFor : std::uint32_t { prompt = 1, decode_context = 2, decode_tokens = 3 };
+std::vector<std::int32_t> random_tokens(TokensFor what, std::int64_t size, std::int64_t batch, std::int64_t n,
+                                        int vocab) {
+  std::seed_seq seed{std::uint32_t{1234}, static_cast<std::uint32_t>(what), static_cast<std::uint32_t>(size),
+                     static_cast<std::uint32_t>(batch)};
+  std::mt19937 rng(seed);
   std::vector<std::int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = static_cast<std::int32_t>(rng() % static_cast<unsigned>(vocab));
   return t;
@@ -174,7 +183,6 @@ int bench(const BenchOptions& o) {
   } else {
     std::printf("ceilings    not measured on the %s backend\n", engine.backend.c_str());
   }
-  std::mt19937 rng(1234);
 
   // A prefill's time is also the time to first token of that prompt (its last row's logits give the token). The
   // first run of a size is cold (CUDA loads kernels lazily, cuBLASLt plans each new shape): reported apart; the
@@ -210,7 +218,7 @@ int bench(const BenchOptions& o) {
   constexpr int kPrefillRuns = 3;
   for (std::int64_t n : o.prefill) {
     const NvtxRange range("prefill " + std::to_string(n));
-    const auto prompt = random_tokens(rng, n, spec.vocab_size);
+    const auto prompt = random_tokens(TokensFor::prompt, n, 0, n, spec.vocab_size);
     std::vector<double> runs;
     for (int run = 0; run <= kPrefillRuns; ++run) {
       ex.reset();
@@ -275,7 +283,8 @@ int bench(const BenchOptions& o) {
   const std::int64_t solo_blocks = (max_context + private_tokens) / block;
   for (std::int64_t C : o.contexts) {
     ex.reset();
-    if (auto r = ex.forward(random_tokens(rng, C, spec.vocab_size)); !r.ok()) return fail(r.error().message);
+    if (auto r = ex.forward(random_tokens(TokensFor::decode_context, C, 0, C, spec.vocab_size)); !r.ok())
+      return fail(r.error().message);
     // Row b's region: its copy of the context, then its private blocks.
     const std::int64_t context_blocks = C / block, row_blocks = context_blocks + private_blocks;
     const std::int64_t rows = std::min(max_batch, (ex.n_blocks() - solo_blocks) / row_blocks);
@@ -298,7 +307,7 @@ int bench(const BenchOptions& o) {
       std::vector<std::vector<BlockId>> tables(static_cast<size_t>(B));
       for (std::int64_t b = 0; b < B; ++b)
         for (std::int64_t i = 0; i < row_blocks; ++i) tables[b].push_back(row_block(b, i));
-      std::vector<std::int32_t> tokens = random_tokens(rng, B, spec.vocab_size);
+      std::vector<std::int32_t> tokens = random_tokens(TokensFor::decode_tokens, C, B, B, spec.vocab_size);
       auto batch_at = [&](int step, bool fed) {
         std::vector<SequenceStep> batch;
         for (std::int64_t b = 0; b < B; ++b)
