@@ -163,6 +163,13 @@ Status Executor::token_mixer(int layer, const Tensor& h, const Tensor* h_bf16, c
   return make_error("layer " + std::to_string(layer) + ": token mixer kind not implemented");
 }
 
+bool Executor::q_reads_bf16(std::int64_t rows) const {
+  for (const LayerSpec& L : spec_.layers)
+    if (L.mixer.kind == TokenMixerKind::gqa_attention)
+      return ops_.linear_reads_bf16(rows, weights_.get(L.mixer.attention.q_weight));
+  return false;
+}
+
 std::tuple<const Tensor&, float, bool> Executor::norm_args(const NormSpec& n) const {
   return {weights_.get(n.weight), n.eps, n.kind == NormKind::rms_plus_one};
 }

@@ -194,7 +194,10 @@ class Executor {
     return static_cast<std::int32_t>(table[pos / block_size_] * block_size_ + pos % block_size_);
   }
   Status emit(const TapFn& tap, std::string_view name, const Tensor& value);
-  // h_bf16 (or null): h rounded to bf16, made with it (Ops::linear_inputs_bf16).
+  // Whether the first attention layer's q/k/v take a GEMM on bf16 rows at this row count (Ops::linear_reads_bf16 of
+  // its q weight; layers share shapes): then the norms before them hand over a bf16 copy of h.
+  bool q_reads_bf16(std::int64_t rows) const;
+  // h_bf16 (or null): h rounded to bf16, made with it (Ops::linear_inputs_bf16, q_reads_bf16).
   Status token_mixer(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions, const Tensor& slots,
                      const PagedKv& kv, Tensor& out);
   Status attention_block(int layer, const Tensor& h, const Tensor* h_bf16, const Tensor& positions,

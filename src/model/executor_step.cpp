@@ -226,10 +226,12 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
   D0_ASSIGN_OR_RETURN(Tensor h, ops_.scratch({T, H}, DType::f32, "normed"));
   D0_ASSIGN_OR_RETURN(Tensor y, ops_.scratch({T, H}, DType::f32, "block out"));
   // h rounded to bf16 by the norm that makes h (a MoE block's residual add and next norm), for the next layer's
-  // q/k/v GEMMs: h_bf16_valid says whether the last norm wrote it.
+  // q/k/v GEMMs: h_bf16_valid says whether the last norm wrote it. Where every linear is a GEMM (all_gemm) the f32
+  // rows may go unwritten; where only some are (decode batches past the small-M kernel's rows for q), both.
   Tensor h_bf16;
   bool h_bf16_valid = false;
-  if (ops_.linear_inputs_bf16(T)) {
+  const bool all_gemm = ops_.linear_inputs_bf16(T);
+  if (all_gemm || q_reads_bf16(T)) {
     D0_ASSIGN_OR_RETURN(h_bf16, ops_.scratch({T, H}, DType::bf16, "normed bf16"));
   }
   {
@@ -258,7 +260,7 @@ Result<Tensor> Executor::run_step(const StepInputs& in, const TapFn& tap) {
       // Where the next layer's q/k/v GEMMs take the bf16 rows (linear_inputs_bf16; attention with RoPE: its
       // linears_rope_kv_write) and a layer follows (the head reads h), the f32 rows are not written at all.
       Tensor bf16_alone;
-      const bool f32_unread = h_bf16.defined() && i + 1 < n_layers &&
+      const bool f32_unread = all_gemm && i + 1 < n_layers &&
                               spec_.layers[i + 1].mixer.kind == TokenMixerKind::gqa_attention &&
                               spec_.layers[i + 1].mixer.attention.rope.kind != RopeKind::none;
       const NormAfter after{&x, &w, eps, plus_one, f32_unread ? &bf16_alone : &h, h_bf16.defined() ? &h_bf16 : nullptr};

@@ -232,8 +232,11 @@ class Ops {
   // input may hand over a bf16 copy of it too (moe_experts_add_rms_norm's out_bf16 to linears_rope_kv_write's
   // x_bf16), and no conversion runs between. The CPU backend: never.
   virtual bool linear_inputs_bf16(std::int64_t /*rows*/) const { return false; }
+  // Whether linears over `rows` rows send weight w to a GEMM on bf16 rows: then a bf16 copy of the input handed over
+  // (x_bf16) saves that GEMM its conversion, though other targets may still read the f32 rows. CPU: never.
+  virtual bool linear_reads_bf16(std::int64_t /*rows*/, const Tensor& /*w*/) const { return false; }
   // linears(x, qkv) on the three targets q, k, v, then rope_kv_write of their outputs: a backend may run them as
-  // one kernel (decode). x_bf16 (or null): x rounded to bf16, given where linear_inputs_bf16 says so.
+  // one kernel (decode). x_bf16 (or null): x rounded to bf16, given where linear_reads_bf16 says so.
   virtual Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
                                        const Tensor* /*x_bf16*/) {
     if (qkv.size() != 3) return make_error("linears_rope_kv_write: takes the three targets q, k and v");
@@ -284,8 +287,9 @@ class Ops {
                              Tensor& out) = 0;
   // moe_experts on h, then add_rms_norm(x, its output, w, eps, plus_one, out): the MoE block's residual add and the
   // next norm, which a backend may run with the experts' weighted sum inside the norm's kernel. out may be h.
-  // out_bf16 (or null; bf16 [S, H]): out rounded to bf16 as well, asked for only where linear_inputs_bf16 says so;
-  // with it, out may be an empty Tensor where nothing will read the f32 rows (the next layer's GEMMs read the copy).
+  // out_bf16 (or null; bf16 [S, H]): out rounded to bf16 as well, asked for only where linear_reads_bf16 says so;
+  // with it, out may be an empty Tensor where nothing will read the f32 rows (linear_inputs_bf16: the next layer's
+  // GEMMs read the copy).
   virtual Status moe_experts_add_rms_norm(const Tensor& h, const Tensor& indices, const Tensor& weights,
                                           const ExpertWeights& gate_up, const ExpertWeights& down,
                                           const SwigluParams& p, Tensor& x, const Tensor& w, float eps, bool plus_one,

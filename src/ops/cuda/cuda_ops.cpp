@@ -202,6 +202,11 @@ bool CudaOps::linear_inputs_bf16(std::int64_t rows) const {
   return !options_.batch_invariant && rows > kLinearSmallTinyMaxRows;
 }
 
+// gemm_takes without x (its width, checked per call, aside): 20b's q/k/v from 17 rows.
+bool CudaOps::linear_reads_bf16(std::int64_t rows, const Tensor& w) const {
+  return !options_.batch_invariant && w.dtype() == DType::bf16 && rows > small_m_max_rows({{w, Tensor(), Tensor()}});
+}
+
 // Decode sizes: one small-M kernel for every target; else the targets small enough for this row count alone
 // (q/k/v at batch 64: k and v) in one small-M kernel, and x in bf16 (x_bf16, or converted once) and a GEMM per
 // other target.

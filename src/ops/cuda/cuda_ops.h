@@ -78,6 +78,7 @@ class CudaOps final : public Ops {
                        const Tensor& positions, const Tensor& inv_freq, float attention_factor, const Tensor& slots,
                        Tensor& k_pool, Tensor& v_pool) override;
   bool linear_inputs_bf16(std::int64_t rows) const override;
+  bool linear_reads_bf16(std::int64_t rows, const Tensor& w) const override;
   Status linears_rope_kv_write(const Tensor& x, const std::vector<LinearTarget>& qkv, const RopeKvArgs& r,
                                const Tensor* x_bf16) override;
   Status paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& q_pos,

@@ -162,8 +162,31 @@ TEST(CudaQkvGemm, adjacent_q_k_v_run_as_one_gemm_and_give_the_cpu_rope_and_pools
       ASSERT_TRUE(got.ok()) << got.error().message;
       EXPECT_LE(cudatest::relative_norm_error(*got, pairs[i].second), 1e-5) << names[i];
     }
+
+    // x's bf16 copy handed over (as a MoE block's norm writes it where linear_reads_bf16 says so): the GEMM reads
+    // it instead of converting x, the same bits.
+    EXPECT_TRUE(cuda.linear_reads_bf16(S, targets[0].w));
+    std::vector<LinearTarget> again;
+    for (const auto& [r0, r1] : ranges)
+      again.push_back({d_w.slice_rows(r0, r1), d_b.slice_rows(r0, r1), up(Tensor::zeros({S, r1 - r0}, DType::f32))});
+    RopeKvArgs rope_again = rope;
+    rope_again.k_pool = up(pool0);
+    rope_again.v_pool = up(pool0);
+    const Tensor x_bf16 = up(optest::to_bf16(x));
+    D0_ASSERT_OK(cuda.linears_rope_kv_write(up(x), again, rope_again, &x_bf16));
+    const std::vector<std::pair<Tensor, Tensor>> same = {{again[0].out, targets[0].out},
+                                                         {again[1].out, targets[1].out},
+                                                         {again[2].out, targets[2].out},
+                                                         {rope_again.k_pool, k_pool},
+                                                         {rope_again.v_pool, v_pool}};
+    for (size_t i = 0; i < same.size(); ++i) {
+      auto a = cuda.download(same[i].first), b = cuda.download(same[i].second);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_TRUE(cudatest::same_bits(*a, *b)) << names[i] << " with the copy handed over";
+    }
     D0_ASSERT_OK(cuda.synchronize());
   }
+  EXPECT_FALSE(cuda.linear_reads_bf16(16, d_w.slice_rows(0, qw))) << "16 rows: the small-M kernel";
 }
 
 }  // namespace
