@@ -98,10 +98,10 @@ double kv_bytes_read(const ModelSpec& spec, std::int64_t C, DType kv) {
   return b;
 }
 
-// n random token ids from a generator seeded by `point` (what the tokens are for, and the point's sizes): a point's
-// inputs, and so the experts its tokens route to, are the same whichever other points the command runs. (One
-// generator for all drew the decode's context and tokens after every prompt, so `--prefill 512 4096` and `--prefill
-// 128` decoded different tokens at the same batch: v70's B64 differed by ~1.5% between the two.)
+// n random token ids from a generator seeded by what they are for and the point's size and batch: a point's inputs,
+// and so the experts its tokens route to, are the same whichever other points the command runs. (One generator for
+// all drew the decode's context and tokens after every prompt, so `--prefill 512 4096` and `--prefill 128` decoded
+// different tokens at the same batch; v70's B64 differed by ~1.5% between the two.)
 enum class TokensFor : std::uint32_t { prompt = 1, decode_context = 2, decode_tokens = 3 };
 std::vector<std::int32_t> random_tokens(TokensFor what, std::int64_t size, std::int64_t batch, std::int64_t n,
                                         int vocab) {

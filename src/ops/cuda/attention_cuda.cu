@@ -408,7 +408,15 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                         " it does not rotate");
   }
   const void* sink_ptr = sink_kind == kNoSink ? nullptr : sinks.raw();
-  if (tensor_cores_take(q, k, v, p, split)) {
+  // The kernel that writes the rows (the tensor-core or group kernel, or the splits' merge) writes the bf16 copy with
+  // them; only the per-head kernel's rows without splits are converted after.
+  const bool tensor_cores = tensor_cores_take(q, k, v, p, split);
+  const bool group = !tensor_cores && attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) &&
+                     aligned_to(v.raw(), 16);
+  const bool direct_bf16 = copy_bf16 && (tensor_cores || group || sa.splits > 1);
+  float* out_f32 = direct_bf16 && split.bf16_only ? nullptr : out.data<float>();
+  void* out_bf16 = direct_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr;
+  if (tensor_cores) {
     const AttentionTcArgs ta{q.data<float>(),
                              k.raw(),
                              v.raw(),
@@ -416,23 +424,16 @@ Status launch(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
                              q_pos.data<std::int32_t>(),
                              sink_ptr,
                              sink_kind,
-                             copy_bf16 && split.bf16_only ? nullptr : out.data<float>(),
+                             out_f32,
                              static_cast<int>(S),
                              static_cast<int>(T),
                              layout,
                              split.bf16_operands,
-                             copy_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr,
+                             out_bf16,
                              rotary_half > 0 ? split.q_cos_sin.data<float>() : nullptr,
                              static_cast<int>(rotary_half)};
     return attention_tc_cuda(ta, p, stream);
   }
-  // The kernel that writes the rows (the group kernel, or the splits' merge) writes the bf16 copy with them; only
-  // the per-head kernel's rows without splits are converted after.
-  const bool group =
-      attention_group_fits(p) && aligned_to(q.raw(), 16) && aligned_to(k.raw(), 16) && aligned_to(v.raw(), 16);
-  const bool direct_bf16 = copy_bf16 && (group || sa.splits > 1);
-  float* out_f32 = direct_bf16 && split.bf16_only ? nullptr : out.data<float>();
-  void* out_bf16 = direct_bf16 ? const_cast<void*>(split.out_bf16.raw()) : nullptr;
   if (group) {
     const AttentionGroupArgs ga{q.data<float>(),
                                 k.raw(),

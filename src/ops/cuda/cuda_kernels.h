@@ -121,6 +121,11 @@ Status mxfp4_experts_to_fp8_cuda(const ExpertWeights& w, const Tensor& expert_id
                                  Tensor& row_scales, Tensor& error_flag, cudaStream_t stream,
                                  Tensor* inexact_count = nullptr);
 
+// Whether rows of x (f32 [., H]) quantise into q in the held-row form the FP8 quantisation kernels share
+// (fp8_moe::kRowThreads threads holding float4s, codes stored 4 a word): H a multiple of 4 (of 32 for the staged
+// order) up to 4,096, x 16-byte aligned (each row then is), q 4-byte aligned.
+bool fp8_held_rows_fit(std::int64_t H, const Tensor& x, const Tensor& q, Fp8RowOrder order);
+
 // q[r] = e4m3 codes of x[rows[r]] / scales[r] with scales[r] = amax(|x[rows[r]]|) / 448 (fp8_quantize_row,
 // bit-exact). x f32 [S, H]; rows i32 [n] on the device, or undefined for rows 0..S-1; q f8_e4m3 [n, H];
 // scales f32 [n]. A row id outside [0, S) is clamped and sets error_flag (i32 [1]) to 1. order: where q's codes

@@ -372,20 +372,16 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
   return Status::success();
 }
 
-bool group_quantize_fp8_fused(const Tensor& indices, const Tensor& x, Fp8RowOrder order) {
-  if (indices.dim() != 2 || indices.numel() > kOneWarpAssignments || x.dim() != 2 || x.dtype() != DType::f32 ||
-      x.size(0) != indices.size(0))
-    return false;
-  const std::int64_t H = x.size(1);
-  return H > 0 && H % (order == Fp8RowOrder::staged ? 32 : 4) == 0 &&
-         H <= 4 * fp8_moe::kRowThreads * fp8_moe::kRowVecs && aligned_to(x.raw(), 16);
+bool group_quantize_fp8_fused(const Tensor& indices, const Tensor& x, const Tensor& q, Fp8RowOrder order) {
+  return indices.dim() == 2 && indices.numel() <= kOneWarpAssignments && x.dim() == 2 && x.dtype() == DType::f32 &&
+         x.size(0) == indices.size(0) && x.size(1) > 0 && fp8_held_rows_fit(x.size(1), x, q, order);
 }
 
 Status group_by_expert_quantize_fp8_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets,
                                          Tensor& rows, Tensor& assignments, Tensor& experts, Tensor& n_routed,
                                          Tensor& error_flag, const Tensor& x, Tensor& q, Tensor& scales,
                                          Fp8RowOrder order, cudaStream_t stream, Tensor* entries) {
-  if (!group_quantize_fp8_fused(indices, x, order)) {
+  if (!group_quantize_fp8_fused(indices, x, q, order)) {
     D0_RETURN_IF_ERROR(group_by_expert_cuda(indices, n_experts, counts, offsets, rows, assignments, experts, n_routed,
                                             error_flag, stream, entries));
     return gather_quantize_fp8_cuda(x, Tensor(), q, scales, error_flag, stream, order);
@@ -396,7 +392,6 @@ Status group_by_expert_quantize_fp8_cuda(const Tensor& indices, int n_experts, T
   const std::int64_t S = x.size(0), H = x.size(1);
   D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f8_e4m3}, {S, H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(scales, op, "scales", {DType::f32}, {S}));
-  if (!aligned_to(q.raw(), 4)) return make_error(std::string(op) + ": q must be 4-byte aligned");
   const OneWarpGrouping g =
       grouping_args(indices, n_experts, counts, offsets, rows, assignments, experts, n_routed, error_flag, entries);
   const TokenQuantize t{x.data<float>(), static_cast<int>(H / 4), static_cast<std::uint8_t*>(q.raw()),

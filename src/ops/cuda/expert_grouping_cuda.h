@@ -26,9 +26,8 @@ Status group_by_expert_cuda(const Tensor& indices, int n_experts, Tensor& counts
 // The fused MoE path's FP8 input quantisation in the same launch (decode steps): the grouping as above, and each
 // token row of x (f32 [S, H]) quantised into q (f8_e4m3 [S, H], in `order`) and scales (f32 [S]) as
 // gather_quantize_fp8_cuda does, the same bits. One launch where group_quantize_fp8_fused says (the one-warp
-// grouping: S k <= 256; H a multiple of 4, or of 32 for the staged order, up to 4,096; x 16-byte aligned), else the
-// two launches.
-bool group_quantize_fp8_fused(const Tensor& indices, const Tensor& x, Fp8RowOrder order);
+// grouping, S k <= 256, and rows fp8_held_rows_fit takes), else the two launches.
+bool group_quantize_fp8_fused(const Tensor& indices, const Tensor& x, const Tensor& q, Fp8RowOrder order);
 Status group_by_expert_quantize_fp8_cuda(const Tensor& indices, int n_experts, Tensor& counts, Tensor& offsets,
                                          Tensor& rows, Tensor& assignments, Tensor& experts, Tensor& n_routed,
                                          Tensor& error_flag, const Tensor& x, Tensor& q, Tensor& scales,

@@ -81,6 +81,11 @@ __global__ void gather_quantize_fp8_kernel(const float* __restrict__ x, const st
 
 }  // namespace
 
+bool fp8_held_rows_fit(std::int64_t H, const Tensor& x, const Tensor& q, Fp8RowOrder order) {
+  return H % (order == Fp8RowOrder::staged ? 32 : 4) == 0 && H <= kVecValues && aligned_to(x.raw(), 16) &&
+         aligned_to(q.raw(), 4);
+}
+
 Status quantize_scatter_fp8_cuda(const Tensor& x, const Tensor& entries, Tensor& q, Tensor& scales, Tensor& error_flag,
                                  cudaStream_t stream) {
   const char* op = "quantize_scatter_fp8_cuda";
@@ -94,7 +99,7 @@ Status quantize_scatter_fp8_cuda(const Tensor& x, const Tensor& entries, Tensor&
   D0_RETURN_IF_ERROR(check_cuda_tensor(q, op, "q", {DType::f8_e4m3}, {n, H}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(scales, op, "scales", {DType::f32}, {n}));
   D0_RETURN_IF_ERROR(check_cuda_tensor(error_flag, op, "error_flag", {DType::i32}, {1}));
-  if (H % 4 != 0 || H > kVecValues || !aligned_to(x.raw(), 16) || !aligned_to(q.raw(), 4))
+  if (!fp8_held_rows_fit(H, x, q, Fp8RowOrder::natural))
     return make_error(std::string(op) + ": needs H a multiple of 4 up to " + std::to_string(kVecValues) +
                       " and 16-byte aligned rows, got H " + std::to_string(H));
   if (S == 0 || H == 0 || k == 0) return Status::success();
@@ -122,10 +127,9 @@ Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, 
   if (n == 0 || H == 0) return Status::success();
   if (S == 0) return make_error(std::string(op) + ": rows to gather from an empty x");
   if (n > 2147483647) return make_error(std::string(op) + ": more than 2^31 rows in one launch");
-  // float4 rows need x 16-byte aligned and H a multiple of 4 (each row then is); q 4-byte aligned.
-  const bool vec = H % 4 == 0 && H <= kVecValues && aligned_to(x.raw(), 16) && aligned_to(q.raw(), 4);
+  const bool vec = fp8_held_rows_fit(H, x, q, Fp8RowOrder::natural);
   const bool staged = order == Fp8RowOrder::staged;
-  if (staged && (!vec || H % 32 != 0))
+  if (staged && !fp8_held_rows_fit(H, x, q, order))
     return make_error(std::string(op) + ": the staged order needs H a multiple of 32 up to " +
                       std::to_string(kVecValues) + " and 16-byte aligned rows, got H " + std::to_string(H));
   auto* kernel = staged ? gather_quantize_fp8_vec_kernel<Fp8RowOrder::staged>
