@@ -131,7 +131,8 @@ Status gather_quantize_fp8_cuda(const Tensor& x, const Tensor& rows, Tensor& q, 
   const bool staged = order == Fp8RowOrder::staged;
   if (staged && !fp8_held_rows_fit(H, x, q, order))
     return make_error(std::string(op) + ": the staged order needs H a multiple of 32 up to " +
-                      std::to_string(kVecValues) + " and 16-byte aligned rows, got H " + std::to_string(H));
+                      std::to_string(kVecValues) + ", x 16-byte aligned and q 4-byte aligned, got H " +
+                      std::to_string(H) + (aligned_to(q.raw(), 4) ? "" : " and q off its 4-byte word"));
   auto* kernel = staged ? gather_quantize_fp8_vec_kernel<Fp8RowOrder::staged>
                  : vec  ? gather_quantize_fp8_vec_kernel<Fp8RowOrder::natural>
                         : gather_quantize_fp8_kernel;
