@@ -286,14 +286,14 @@ Status check_storage(const ExpertWeights& gate_up, const ExpertWeights& down, co
 // then quantised by entry, 95 us where now 25) against 1,970 on the 2-CTA GEMM with SwiGLU in its epilogue (`day0
 // bench --kernels`, v32). Below that, the 2-CTA GEMM on token rows (tokens quantised once each) with SwiGLU in its
 // epilogue, f32 halves by entry, or below kMxfp4WgmmaMinTokensPerExpert its decode-sized form (the same route).
+// gate_up_tile: mxfp4_wgmma_fp8_tile_tokens(A, gate_up), which picks the route; on the token-row route the caller
+// has quantised the tokens into ws.fused_x8 / fused_sx in its row order (with the grouping, one launch).
 Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& entries, const DeviceExpertGroups& groups,
                            const ExpertWeights& gate_up, const ExpertWeights& down, const SwigluParams& p,
-                           MoeWorkspace& ws, std::int64_t slots, bool tokens_quantized, Tensor& y,
-                           cudaStream_t stream) {
+                           MoeWorkspace& ws, std::int64_t slots, int gate_up_tile, Tensor& y, cudaStream_t stream) {
   const std::int64_t A = rows.numel(), S = x.size(0);
   Tensor h8 = ws.fused_h8.slice_rows(0, A), sh = ws.fused_sh.slice_rows(0, A);
-  const int gate_up_tile = mxfp4_wgmma_fp8_tile_tokens(A, gate_up);  // else the bf16 GEMM's (the 2-CTA GEMM's)
-  const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);          // its inputs are quantised in its order
+  const int down_tile = mxfp4_wgmma_fp8_tile_tokens(A, down);  // its inputs are quantised in its order
   const std::int64_t gate_up_slots = mxfp4_wgmma_launch_slots(slots, A, gate_up_tile);
   if (gate_up_tile == kWsFp8TileTokens) {
     Tensor x8 = ws.fused_x8.slice_rows(0, A), sx = ws.fused_sx.slice_rows(0, A);
@@ -303,10 +303,7 @@ Status grouped_fp8_experts(const Tensor& x, const Tensor& rows, const Tensor& en
                                                          gate_up_slots, nullptr, gu, stream));
     D0_RETURN_IF_ERROR(gather_swiglu_quantize_fp8_cuda(gu, groups.assignments, p, h8, sh, ws.error_flag, stream));
   } else {
-    Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
-    if (!tokens_quantized)  // else quantised with the grouping, in this order
-      D0_RETURN_IF_ERROR(gather_quantize_fp8_cuda(x, Tensor(), x8, sx, ws.error_flag, stream,
-                                                  mxfp4_wgmma_fp8_row_order(gate_up_tile)));
+    const Tensor x8 = ws.fused_x8.slice_rows(0, S), sx = ws.fused_sx.slice_rows(0, S);
     Tensor hf = ws.fused_gu.view({2 * ws.fused_gu.size(0), gate_up.out / 2}).slice_rows(0, A);
     D0_RETURN_IF_ERROR(mxfp4_grouped_gemm_wgmma_fp8_cuda(x8, sx, true, gate_up, groups, gate_up_tile,
                                                          gate_up_slots, &p, hf, stream));
@@ -372,7 +369,7 @@ Status run_fused_moe(const Tensor& x, const Tensor& indices, const Tensor& weigh
   const DeviceExpertGroups groups{ws.group_offsets, rows, assignments, ws.group_experts, ws.group_item_counter};
   if (fp8_grouped) {
     D0_RETURN_IF_ERROR(
-        grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, tokens_with_grouping, y, stream));
+        grouped_fp8_experts(x, rows, entries, groups, gate_up, down, p, ws, slots, gate_up_tile, y, stream));
     return combine(y);
   }
   Tensor xb = ws.xs.slice_rows(0, S);  // the bf16 paths' inputs (the FP8 one quantises x itself)
